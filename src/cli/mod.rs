@@ -1,0 +1,178 @@
+//! The command line: clap definitions and dispatch to the subsystems.
+//!
+//! Each subcommand loads the config (where it needs one), sets up logging,
+//! and calls one entry point of a subsystem; the exit code comes from the
+//! error's class (see [`crate::error::exit`]).
+
+use crate::config::{Config, DEFAULT_CONFIG_PATH};
+use crate::error::{Error, Result, exit};
+use crate::logging::{self, LogFormat};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   success (status: node complete)
+  1   internal error (a bug or unexpected host condition)
+  2   usage error
+  3   retryable failure (network, API server, update-engine, reboot pending); systemd restarts the unit
+  4   configuration error (config file missing or invalid); not retried
+  5   bad input (seed file, kubeconfig, mappings, archive missing or malformed); not retried
+  6   verification failure (signature or checksum); nothing was installed
+  7   refused (version skew, unsupported platform); not retried
+  8   locked (another node-bootstrap is running)
+  10  status: bootstrap in progress
+  11  status: failed
+  12  status: unknown (could not read enough to tell)";
+
+/// Takes a fresh Container Linux / Flatcar node to a running kubelet.
+#[derive(Debug, Parser)]
+#[command(name = "node-bootstrap", version, after_long_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// Configuration file.
+    #[arg(long, global = true, env = "NODE_BOOTSTRAP_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
+    pub config: PathBuf,
+    /// Where log lines go.
+    #[arg(long, global = true, env = "NODE_BOOTSTRAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
+    pub log_format: LogFormat,
+    /// More log output (-v debug, -vv trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the bootstrap flow: cluster version, OS update, docker addon,
+    /// reboot if needed, then kubelet.env. The ExecStartPre of
+    /// k8s-node-bootstrap.service; safe to re-run, resumes after a crash.
+    Run,
+    /// Check config, kubeconfig, state dir, system bus, disk space and clock
+    /// without changing anything.
+    Preflight,
+    /// Show where this node's bootstrap stands and why.
+    Status(StatusArgs),
+    /// Cluster assets: pull them from S3 (pull mode) or check pushed ones.
+    #[command(subcommand)]
+    Assets(AssetsCommand),
+    /// Run a control-plane step once and mark it done (bootkube.service,
+    /// tectonic.service).
+    Helper {
+        #[arg(value_enum)]
+        step: HelperStep,
+    },
+    /// Docker addon maintenance around OS updates.
+    #[command(subcommand)]
+    Addon(AddonCommand),
+    /// Artifact metadata for private mirrors.
+    #[command(subcommand)]
+    Metadata(MetadataCommand),
+    /// Validate the configuration file and print the settings in effect.
+    CheckConfig,
+    /// Print the version.
+    Version,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Machine-readable output (schema in README "status --json").
+    #[arg(long)]
+    pub json: bool,
+    /// Redraw until the verdict changes.
+    #[arg(long, conflicts_with = "wait")]
+    pub watch: bool,
+    /// Block until the node is complete or failed, printing progress.
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this many seconds (with --wait).
+    #[arg(long, requires = "wait")]
+    pub timeout: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AssetsCommand {
+    /// Download the asset bundle from S3, verify it and move it into place.
+    Pull,
+    /// Report whether complete assets are in place (push mode).
+    Check,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HelperStep {
+    Bootkube,
+    Tectonic,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AddonCommand {
+    /// Before an OS-update reboot: make sure the addon for the next OS
+    /// version is in the store.
+    PreRebootHook,
+    /// Remove store directories of OS versions older than the running one.
+    Gc,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MetadataCommand {
+    /// Scan a directory of artifacts and write index and product files.
+    Generate {
+        dir: PathBuf,
+        /// Sign the metadata with this OpenPGP secret key (armored).
+        #[arg(long)]
+        sign_key: Option<PathBuf>,
+    },
+    /// Check a mirror end to end.
+    Validate { location: String },
+}
+
+/// Parses the process arguments, runs the command, returns the exit code.
+pub fn main() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::USAGE } else { exit::SUCCESS };
+        }
+    };
+    let to_journald = logging::init(cli.log_format, cli.verbose);
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if to_journald {
+                tracing::error!(error_class = ?e.class(), exit_code = e.exit_code(), "{e}");
+            }
+            eprintln!("node-bootstrap: error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn load(cli: &Cli) -> Result<Config> {
+    Config::load(&cli.config)
+}
+
+fn not_yet(what: &str) -> Result<u8> {
+    Err(Error::internal(format!("`{what}` is not available in this build")))
+}
+
+fn dispatch(cli: Cli) -> Result<u8> {
+    match &cli.command {
+        Command::Version => {
+            println!("node-bootstrap {}", env!("CARGO_PKG_VERSION"));
+            Ok(exit::SUCCESS)
+        }
+        Command::CheckConfig => {
+            let config = load(&cli)?;
+            println!("{config:#?}");
+            Ok(exit::SUCCESS)
+        }
+        Command::Run => not_yet("run"),
+        Command::Preflight => not_yet("preflight"),
+        Command::Status(_) => not_yet("status"),
+        Command::Assets(_) => not_yet("assets"),
+        Command::Helper { .. } => not_yet("helper"),
+        Command::Addon(_) => not_yet("addon"),
+        Command::Metadata(_) => not_yet("metadata"),
+    }
+}

@@ -1,0 +1,231 @@
+//! Filesystem primitives every subsystem uses: atomic writes, `.done`
+//! markers, the run lock.
+//!
+//! A file that another unit reads (kubelet.env, torcx profiles, store
+//! archives, `.done` markers, the state journal) is only ever replaced
+//! whole: written to a temp file in the same directory, fsynced, given its
+//! mode, renamed over the target, and the directory fsynced. A power loss at
+//! any instant leaves either the old file or the new one, and at worst a
+//! stray temp file (named `.<name>.tmp-*`) that [`remove_stale_temps`] clears.
+
+mod lock;
+
+pub use lock::RunLock;
+
+use crate::error::{Context as _, ErrorClass, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Mode for files other programs read (profiles, kubelet.env, markers).
+pub const MODE_PUBLIC: u32 = 0o644;
+/// Mode for secrets (keys, kubeconfigs).
+pub const MODE_SECRET: u32 = 0o600;
+
+const TEMP_MARK: &str = ".tmp-";
+
+/// A file being written under a temporary name next to its target. It gets
+/// the target's name only on [`AtomicFile::commit`]; dropping it uncommitted
+/// removes the temp file.
+pub struct AtomicFile {
+    file: Option<File>,
+    temp: PathBuf,
+    target: PathBuf,
+    mode: u32,
+}
+
+impl AtomicFile {
+    /// Creates the temp file (mode `mode`, exclusive) in `target`'s directory,
+    /// creating the directory (0755) if needed.
+    pub fn create(target: &Path, mode: u32) -> io::Result<AtomicFile> {
+        let dir = parent_dir(target);
+        fs::create_dir_all(dir)?;
+        let name = target
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target has no file name"))?
+            .to_string_lossy()
+            .into_owned();
+        for _ in 0..16 {
+            let temp = dir.join(format!(".{name}{TEMP_MARK}{}-{:08x}", std::process::id(), fastrand::u32(..)));
+            match OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp) {
+                Ok(file) => {
+                    // The umask may have narrowed the mode given to open(2).
+                    file.set_permissions(fs::Permissions::from_mode(mode))?;
+                    return Ok(AtomicFile { file: Some(file), temp, target: target.to_path_buf(), mode });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, "could not create a unique temp file"))
+    }
+
+    /// The temp file's path (for logging and tests).
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// The open temp file, e.g. to seek or to hash what was written.
+    pub fn file_mut(&mut self) -> &mut File {
+        self.file.as_mut().expect("file is present until commit")
+    }
+
+    /// fsync, set mode, rename over the target, fsync the directory.
+    pub fn commit(mut self) -> io::Result<()> {
+        let file = self.file.take().expect("file is present until commit");
+        file.sync_all()?;
+        file.set_permissions(fs::Permissions::from_mode(self.mode))?;
+        drop(file);
+        fs::rename(&self.temp, &self.target)?;
+        fsync_dir(parent_dir(&self.target))
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file_mut().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file_mut().flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
+}
+
+fn parent_dir(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// fsyncs a directory so a rename or create in it is durable.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Replaces `target` with `contents` atomically (see module docs).
+pub fn atomic_write(target: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    let mut f = AtomicFile::create(target, mode)?;
+    f.write_all(contents)?;
+    f.commit()
+}
+
+/// [`atomic_write`] with an error that names what the file is.
+pub fn write_file(what: &str, target: &Path, contents: &[u8], mode: u32) -> Result<()> {
+    atomic_write(target, contents, mode)
+        .ctx(ErrorClass::Internal, || format!("failed to write {what} at {}", target.display()))
+}
+
+/// Reads a whole file, with an error naming what it is and where.
+/// A missing or unreadable file is [`ErrorClass::BadInput`].
+pub fn read_input(what: &str, path: &Path) -> Result<String> {
+    fs::read_to_string(path).ctx(ErrorClass::BadInput, || format!("failed to read {what} at {}", path.display()))
+}
+
+/// Reads a file if it exists; `Ok(None)` when it does not.
+pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
+    match fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a `.done` marker atomically; its content says when and what.
+pub fn mark_done(marker: &Path, note: &str) -> Result<()> {
+    let body = format!("{} {note}\n", crate::journal::now_rfc3339());
+    write_file("done marker", marker, body.as_bytes(), MODE_PUBLIC)
+}
+
+/// Whether a `.done` marker exists.
+pub fn is_done(marker: &Path) -> bool {
+    marker.exists()
+}
+
+/// Removes temp files a crash left behind in `dir` (only our own
+/// `.<name>.tmp-*` pattern; other files are never touched). Returns how many.
+pub fn remove_stale_temps(dir: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.contains(TEMP_MARK) && entry.file_type()?.is_file() {
+            fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn atomic_write_replaces_whole_file_with_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub/kubelet.env");
+        atomic_write(&p, b"A=1\n", MODE_PUBLIC).unwrap();
+        atomic_write(&p, b"B=2\n", MODE_SECRET).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "B=2\n");
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+        let names: Vec<_> = fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "no temp files left: {names:?}");
+    }
+
+    #[test]
+    fn uncommitted_file_leaves_target_untouched() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("profile.json");
+        atomic_write(&p, b"old", MODE_PUBLIC).unwrap();
+        {
+            let mut f = AtomicFile::create(&p, MODE_PUBLIC).unwrap();
+            f.write_all(b"half of the new").unwrap();
+            assert!(f.temp_path().exists());
+        }
+        assert_eq!(fs::read_to_string(&p).unwrap(), "old");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn stale_temps_are_removed_and_nothing_else() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join(".kubelet.env.tmp-123-abcd"), "x").unwrap();
+        fs::write(d.path().join("kubelet.env"), "keep").unwrap();
+        fs::write(d.path().join(".hidden"), "keep").unwrap();
+        assert_eq!(remove_stale_temps(d.path()).unwrap(), 1);
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn mark_done_is_visible() {
+        let d = tempfile::tempdir().unwrap();
+        let m = d.path().join("init_bootkube.done");
+        assert!(!is_done(&m));
+        mark_done(&m, "bootkube").unwrap();
+        assert!(is_done(&m));
+        assert!(fs::read_to_string(&m).unwrap().ends_with("bootkube\n"));
+    }
+
+    #[test]
+    fn read_input_names_what_and_where() {
+        let err = read_input("seed kubelet.env", Path::new("/nonexistent/kubelet.env")).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput);
+        assert!(err.to_string().starts_with("failed to read seed kubelet.env at /nonexistent/kubelet.env: "));
+    }
+}

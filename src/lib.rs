@@ -1,0 +1,26 @@
+//! node-bootstrap: a bootstrap agent that takes a fresh Container Linux /
+//! Flatcar node to a running kubelet.
+//!
+//! The binary (`src/main.rs`) only calls [`cli::main`]. Pure decisions live
+//! apart from the I/O seams (systemd, update-engine, Docker, S3, HTTP,
+//! filesystem), so most logic is tested without a node.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod fsutil;
+pub mod journal;
+pub mod logging;
+pub mod retry;
+
+pub mod addon;
+pub mod assets;
+pub mod cluster;
+pub mod flow;
+pub mod helper;
+pub mod kubeletenv;
+pub mod metadata;
+pub mod reboot;
+pub mod status;
+pub mod systemd;
+pub mod updater;

@@ -1,0 +1,172 @@
+//! Bounded retries with jittered exponential backoff.
+//!
+//! A thousand nodes booting together must not hit the API server or the
+//! bucket in waves: every delay is "equal jitter" (half the exponential step
+//! fixed, half uniformly random), capped, and a server's `Retry-After` is
+//! honoured within the cap. Every retry is logged with its attempt number,
+//! the delay and the error.
+
+use crate::error::Error;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How long to wait between attempts, and how many to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// First step of the exponential schedule.
+    pub initial: Duration,
+    /// Cap of a single delay.
+    pub max_delay: Duration,
+    /// Attempts in all (1 = no retry).
+    pub max_attempts: u32,
+    /// Give up once this much time has passed since the first attempt.
+    pub deadline: Option<Duration>,
+}
+
+impl RetryPolicy {
+    pub const fn new(initial: Duration, max_delay: Duration, max_attempts: u32) -> Self {
+        RetryPolicy { initial, max_delay, max_attempts, deadline: None }
+    }
+
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The un-jittered step before attempt `attempt + 1` (attempt counts from 1).
+    pub fn step(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(30);
+        self.initial.saturating_mul(1u32 << exp).min(self.max_delay)
+    }
+
+    /// The jittered delay after failed attempt `attempt`: uniformly in
+    /// `[step/2, step]`, with `r` in `[0, 1)` supplying the randomness.
+    pub fn delay_with(&self, attempt: u32, r: f64) -> Duration {
+        let step = self.step(attempt);
+        let half = step / 2;
+        half + half.mul_f64(r.clamp(0.0, 1.0))
+    }
+
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.delay_with(attempt, fastrand::f64())
+    }
+}
+
+/// What a failed attempt means for the next one.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Try again (after the backoff, or at least `after` if the server said so).
+    Retry { error: Error, after: Option<Duration> },
+    /// Do not try again.
+    Fail(Error),
+}
+
+impl Attempt {
+    pub fn retry(error: Error) -> Self {
+        Attempt::Retry { error, after: None }
+    }
+}
+
+/// Runs `op` until it succeeds, fails for good, or the policy runs out.
+/// `what` names the operation in logs and in the final error.
+pub async fn retry<T, F, Fut>(policy: RetryPolicy, what: &str, mut op: F) -> Result<T, Error>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, Attempt>>,
+{
+    let start = Instant::now();
+    let mut attempt = 1u32;
+    loop {
+        let (error, after) = match op(attempt).await {
+            Ok(v) => return Ok(v),
+            Err(Attempt::Fail(e)) => return Err(e),
+            Err(Attempt::Retry { error, after }) => (error, after),
+        };
+        if attempt >= policy.max_attempts {
+            return Err(error.context(format!("{what} failed after {attempt} attempts")));
+        }
+        let mut delay = policy.delay(attempt);
+        if let Some(after) = after {
+            delay = delay.max(after.min(policy.max_delay));
+        }
+        if let Some(deadline) = policy.deadline
+            && start.elapsed() + delay > deadline
+        {
+            return Err(error.context(format!(
+                "{what} failed after {attempt} attempts ({}s deadline reached)",
+                deadline.as_secs()
+            )));
+        }
+        tracing::warn!(operation = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
+        tokio::time::sleep(delay).await;
+        attempt += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(30), 10);
+
+    #[test]
+    fn steps_grow_exponentially_to_the_cap() {
+        let steps: Vec<u64> = (1..=7).map(|a| P.step(a).as_secs()).collect();
+        assert_eq!(steps, vec![1, 2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn jitter_stays_within_half_to_full_step() {
+        assert_eq!(P.delay_with(3, 0.0), Duration::from_secs(2));
+        assert_eq!(P.delay_with(3, 0.999_999).as_millis(), 3999);
+        for _ in 0..1000 {
+            let d = P.delay(4);
+            assert!(d >= Duration::from_secs(4) && d <= Duration::from_secs(8), "{d:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_after_max_attempts_naming_the_operation() {
+        let policy = RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(20), 3);
+        let mut calls = 0;
+        let err = retry(policy, "GET /version", |_| {
+            calls += 1;
+            async { Err::<(), _>(Attempt::retry(Error::retryable("connection refused"))) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(calls, 3);
+        assert_eq!(err.to_string(), "GET /version failed after 3 attempts: connection refused");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fail_stops_at_once_and_success_returns() {
+        let mut calls = 0;
+        let err = retry(P, "x", |_| {
+            calls += 1;
+            async { Err::<(), _>(Attempt::Fail(Error::bad_input("404"))) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!((calls, err.to_string().as_str()), (1, "404"));
+        let v = retry(P, "x", |a| async move { if a < 3 { Err(Attempt::retry(Error::retryable("e"))) } else { Ok(a) } })
+            .await
+            .unwrap();
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_is_honoured_within_the_cap() {
+        let policy = RetryPolicy::new(Duration::from_millis(1), Duration::from_secs(5), 2);
+        let t0 = tokio::time::Instant::now();
+        let _ = retry(policy, "x", |a| async move {
+            if a == 1 {
+                Err(Attempt::Retry { error: Error::retryable("503"), after: Some(Duration::from_secs(3)) })
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        assert!(t0.elapsed() >= Duration::from_secs(3));
+    }
+}

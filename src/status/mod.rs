@@ -1,0 +1,1 @@
+//! `node-bootstrap status`: where this node stands and why.

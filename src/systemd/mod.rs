@@ -1,0 +1,1 @@
+//! The systemd and logind D-Bus seam: unit state, runtime units, reboot.
