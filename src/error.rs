@@ -45,7 +45,10 @@ impl ErrorClass {
 
     /// Whether running again unchanged can succeed.
     pub fn is_retryable(self) -> bool {
-        matches!(self, ErrorClass::Retryable | ErrorClass::Locked | ErrorClass::Verification)
+        matches!(
+            self,
+            ErrorClass::Retryable | ErrorClass::Locked | ErrorClass::Verification
+        )
     }
 }
 
@@ -80,7 +83,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(class: ErrorClass, msg: impl fmt::Display) -> Self {
-        Error { class, inner: anyhow::anyhow!("{msg}") }
+        Error {
+            class,
+            inner: anyhow::anyhow!("{msg}"),
+        }
     }
     pub fn from_anyhow(class: ErrorClass, inner: anyhow::Error) -> Self {
         Error { class, inner }
@@ -111,11 +117,17 @@ impl Error {
     }
     /// Adds an outer layer of context, keeping the class.
     pub fn context(self, ctx: impl fmt::Display + Send + Sync + 'static) -> Self {
-        Error { class: self.class, inner: self.inner.context(ctx) }
+        Error {
+            class: self.class,
+            inner: self.inner.context(ctx),
+        }
     }
     /// Same message, other class.
     pub fn with_class(self, class: ErrorClass) -> Self {
-        Error { class, inner: self.inner }
+        Error {
+            class,
+            inner: self.inner,
+        }
     }
     /// The innermost cause, for matching in tests and for short summaries.
     pub fn root_cause(&self) -> String {
@@ -155,7 +167,10 @@ where
         C: fmt::Display + Send + Sync + 'static,
         F: FnOnce() -> C,
     {
-        self.map_err(|e| Error { class, inner: anyhow::Error::new(e).context(f()) })
+        self.map_err(|e| Error {
+            class,
+            inner: anyhow::Error::new(e).context(f()),
+        })
     }
 }
 
@@ -183,11 +198,21 @@ mod tests {
 
     #[test]
     fn display_shows_the_whole_chain() {
-        let io: std::result::Result<(), std::io::Error> =
-            Err(std::io::Error::new(std::io::ErrorKind::NotFound, "No such file"));
-        let err = io.ctx(ErrorClass::BadInput, || "failed to read seed kubelet.env at /x").unwrap_err();
+        let io: std::result::Result<(), std::io::Error> = Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "No such file",
+        ));
+        let err = io
+            .ctx(
+                ErrorClass::BadInput,
+                || "failed to read seed kubelet.env at /x",
+            )
+            .unwrap_err();
         let err = err.context("preparing kubelet.env");
-        assert_eq!(err.to_string(), "preparing kubelet.env: failed to read seed kubelet.env at /x: No such file");
+        assert_eq!(
+            err.to_string(),
+            "preparing kubelet.env: failed to read seed kubelet.env at /x: No such file"
+        );
         assert_eq!(err.exit_code(), 5);
         assert_eq!(err.root_cause(), "No such file");
     }

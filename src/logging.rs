@@ -35,18 +35,28 @@ pub fn init(format: LogFormat, verbose: u8) -> bool {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!("{default},aws_config=warn,aws_smithy_runtime=warn,hyper=warn,h2=warn,rustls=warn"))
+        EnvFilter::new(format!(
+            "{default},aws_config=warn,aws_smithy_runtime=warn,hyper=warn,h2=warn,rustls=warn"
+        ))
     });
     let use_journald = match format {
         LogFormat::Journald => true,
-        LogFormat::Auto => std::env::var_os("JOURNAL_STREAM").is_some() && std::path::Path::new(JOURNALD_SOCKET).exists(),
+        LogFormat::Auto => {
+            std::env::var_os("JOURNAL_STREAM").is_some()
+                && std::path::Path::new(JOURNALD_SOCKET).exists()
+        }
         LogFormat::Text | LogFormat::Json => false,
     };
     if use_journald {
         match tracing_journald::layer() {
             Ok(layer) => {
-                let layer = layer.with_syslog_identifier("node-bootstrap".into()).with_field_prefix(None);
-                let _ = tracing_subscriber::registry().with(filter).with(layer).try_init();
+                let layer = layer
+                    .with_syslog_identifier("node-bootstrap".into())
+                    .with_field_prefix(None);
+                let _ = tracing_subscriber::registry()
+                    .with(filter)
+                    .with(layer)
+                    .try_init();
                 return true;
             }
             Err(e) => eprintln!("node-bootstrap: journald unavailable ({e}); logging to stderr"),
@@ -54,9 +64,21 @@ pub fn init(format: LogFormat, verbose: u8) -> bool {
     }
     let registry = tracing_subscriber::registry().with(filter);
     let result = if format == LogFormat::Json {
-        registry.with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr)).try_init()
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .try_init()
     } else {
-        registry.with(tracing_subscriber::fmt::layer().with_target(false).with_writer(std::io::stderr)).try_init()
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_target(false)
+                    .with_writer(std::io::stderr),
+            )
+            .try_init()
     };
     let _ = result;
     false

@@ -25,7 +25,12 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     pub const fn new(initial: Duration, max_delay: Duration, max_attempts: u32) -> Self {
-        RetryPolicy { initial, max_delay, max_attempts, deadline: None }
+        RetryPolicy {
+            initial,
+            max_delay,
+            max_attempts,
+            deadline: None,
+        }
     }
 
     pub fn with_deadline(mut self, deadline: Duration) -> Self {
@@ -56,7 +61,10 @@ impl RetryPolicy {
 #[derive(Debug)]
 pub enum Attempt {
     /// Try again (after the backoff, or at least `after` if the server said so).
-    Retry { error: Error, after: Option<Duration> },
+    Retry {
+        error: Error,
+        after: Option<Duration>,
+    },
     /// Do not try again.
     Fail(Error),
 }
@@ -121,7 +129,10 @@ mod tests {
         assert_eq!(P.delay_with(3, 0.999_999).as_millis(), 3999);
         for _ in 0..1000 {
             let d = P.delay(4);
-            assert!(d >= Duration::from_secs(4) && d <= Duration::from_secs(8), "{d:?}");
+            assert!(
+                d >= Duration::from_secs(4) && d <= Duration::from_secs(8),
+                "{d:?}"
+            );
         }
     }
 
@@ -136,7 +147,10 @@ mod tests {
         .await
         .unwrap_err();
         assert_eq!(calls, 3);
-        assert_eq!(err.to_string(), "GET /version failed after 3 attempts: connection refused");
+        assert_eq!(
+            err.to_string(),
+            "GET /version failed after 3 attempts: connection refused"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -149,9 +163,15 @@ mod tests {
         .await
         .unwrap_err();
         assert_eq!((calls, err.to_string().as_str()), (1, "404"));
-        let v = retry(P, "x", |a| async move { if a < 3 { Err(Attempt::retry(Error::retryable("e"))) } else { Ok(a) } })
-            .await
-            .unwrap();
+        let v = retry(P, "x", |a| async move {
+            if a < 3 {
+                Err(Attempt::retry(Error::retryable("e")))
+            } else {
+                Ok(a)
+            }
+        })
+        .await
+        .unwrap();
         assert_eq!(v, 3);
     }
 
@@ -161,7 +181,10 @@ mod tests {
         let t0 = tokio::time::Instant::now();
         let _ = retry(policy, "x", |a| async move {
             if a == 1 {
-                Err(Attempt::Retry { error: Error::retryable("503"), after: Some(Duration::from_secs(3)) })
+                Err(Attempt::Retry {
+                    error: Error::retryable("503"),
+                    after: Some(Duration::from_secs(3)),
+                })
             } else {
                 Ok(())
             }

@@ -18,6 +18,8 @@ pub struct AddonSettings {
 
 impl RawAddon {
     pub fn validate(self) -> FieldResult<AddonSettings> {
-        Ok(AddonSettings { enabled: self.enabled })
+        Ok(AddonSettings {
+            enabled: self.enabled,
+        })
     }
 }

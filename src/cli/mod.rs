@@ -132,7 +132,11 @@ pub fn main() -> u8 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { exit::USAGE } else { exit::SUCCESS };
+            return if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            };
         }
     };
     let to_journald = logging::init(cli.log_format, cli.verbose);
@@ -153,7 +157,9 @@ fn load(cli: &Cli) -> Result<Config> {
 }
 
 fn not_yet(what: &str) -> Result<u8> {
-    Err(Error::internal(format!("`{what}` is not available in this build")))
+    Err(Error::internal(format!(
+        "`{what}` is not available in this build"
+    )))
 }
 
 fn dispatch(cli: Cli) -> Result<u8> {

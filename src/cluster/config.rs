@@ -32,19 +32,40 @@ impl RawCluster {
     pub fn validate(self) -> FieldResult<ClusterSettings> {
         let api_attempts = self.api_attempts.unwrap_or(3);
         if !(1..=100).contains(&api_attempts) {
-            return Err(FieldError::new("cluster.api_attempts", format!("must be between 1 and 100, got {api_attempts}")));
+            return Err(FieldError::new(
+                "cluster.api_attempts",
+                format!("must be between 1 and 100, got {api_attempts}"),
+            ));
         }
         if let Some(v) = &self.forced_version
             && v.trim().is_empty()
         {
-            return Err(FieldError::new("cluster.forced_version", "must not be empty"));
+            return Err(FieldError::new(
+                "cluster.forced_version",
+                "must not be empty",
+            ));
         }
         Ok(ClusterSettings {
             forced_version: self.forced_version,
             api_attempts,
-            api_retry_initial: seconds_in("cluster.api_retry_initial_secs", self.api_retry_initial_secs.unwrap_or(2), 0, 600)?,
-            api_retry_max: seconds_in("cluster.api_retry_max_secs", self.api_retry_max_secs.unwrap_or(20), 0, 3600)?,
-            api_timeout: seconds_in("cluster.api_timeout_secs", self.api_timeout_secs.unwrap_or(10), 1, 600)?,
+            api_retry_initial: seconds_in(
+                "cluster.api_retry_initial_secs",
+                self.api_retry_initial_secs.unwrap_or(2),
+                0,
+                600,
+            )?,
+            api_retry_max: seconds_in(
+                "cluster.api_retry_max_secs",
+                self.api_retry_max_secs.unwrap_or(20),
+                0,
+                3600,
+            )?,
+            api_timeout: seconds_in(
+                "cluster.api_timeout_secs",
+                self.api_timeout_secs.unwrap_or(10),
+                1,
+                600,
+            )?,
         })
     }
 }

@@ -92,7 +92,10 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { field: field.into(), message: message.into() }
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -104,14 +107,23 @@ pub fn absolute_path(field: &str, p: PathBuf) -> FieldResult<PathBuf> {
     if p.is_absolute() {
         Ok(p)
     } else {
-        Err(FieldError::new(field, format!("must be an absolute path, got {:?}", p.display().to_string())))
+        Err(FieldError::new(
+            field,
+            format!(
+                "must be an absolute path, got {:?}",
+                p.display().to_string()
+            ),
+        ))
     }
 }
 
 /// A duration in seconds that must lie within bounds.
 pub fn seconds_in(field: &str, secs: u64, min: u64, max: u64) -> FieldResult<std::time::Duration> {
     if secs < min || secs > max {
-        return Err(FieldError::new(field, format!("must be between {min} and {max} seconds, got {secs}")));
+        return Err(FieldError::new(
+            field,
+            format!("must be between {min} and {max} seconds, got {secs}"),
+        ));
     }
     Ok(std::time::Duration::from_secs(secs))
 }
@@ -138,8 +150,12 @@ impl Config {
     /// Reads and validates the config file. Errors name the file and field
     /// and carry [`crate::error::ErrorClass::Config`].
     pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config(format!("failed to read config file {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::config(format!(
+                "failed to read config file {}: {e}",
+                path.display()
+            ))
+        })?;
         Self::from_json(&text, path)
     }
 
@@ -152,11 +168,19 @@ impl Config {
             if field == "." || field.is_empty() {
                 Error::config(format!("invalid config file {}: {inner}", source.display()))
             } else {
-                Error::config(format!("invalid config file {}: field `{field}`: {inner}", source.display()))
+                Error::config(format!(
+                    "invalid config file {}: field `{field}`: {inner}",
+                    source.display()
+                ))
             }
         })?;
         raw.validate(source).map_err(|fe| {
-            Error::config(format!("invalid config file {}: field `{}`: {}", source.display(), fe.field, fe.message))
+            Error::config(format!(
+                "invalid config file {}: field `{}`: {}",
+                source.display(),
+                fe.field,
+                fe.message
+            ))
         })
     }
 
@@ -180,7 +204,10 @@ mod tests {
     fn empty_object_gives_real_defaults() {
         let c = load("{}").unwrap();
         assert_eq!(c.role, Role::Worker);
-        assert_eq!(c.paths.kubelet_env, PathBuf::from("/etc/kubernetes/kubelet.env"));
+        assert_eq!(
+            c.paths.kubelet_env,
+            PathBuf::from("/etc/kubernetes/kubelet.env")
+        );
         assert_eq!(c.paths.seed_dir, PathBuf::from("/etc/kubernetes/installer"));
         assert_eq!(c.paths.state_dir, PathBuf::from("/var/lib/node-bootstrap"));
         assert_eq!(c.paths.assets_dir, PathBuf::from("/opt/tectonic"));
@@ -206,13 +233,21 @@ mod tests {
     #[test]
     fn relative_path_is_rejected_by_field() {
         let err = load(r#"{"paths": {"state_dir": "var/lib"}}"#).unwrap_err();
-        assert!(err.to_string().contains("field `paths.state_dir`: must be an absolute path"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("field `paths.state_dir`: must be an absolute path"),
+            "{err}"
+        );
     }
 
     #[test]
     fn syntax_error_names_the_file() {
         let err = load("{").unwrap_err();
-        assert!(err.to_string().starts_with("invalid config file /etc/node-bootstrap/config.json"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid config file /etc/node-bootstrap/config.json"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -224,6 +259,9 @@ mod tests {
 
     #[test]
     fn bootkube_master_role_parses() {
-        assert_eq!(load(r#"{"role":"bootkube-master"}"#).unwrap().role, Role::BootkubeMaster);
+        assert_eq!(
+            load(r#"{"role":"bootkube-master"}"#).unwrap().role,
+            Role::BootkubeMaster
+        );
     }
 }

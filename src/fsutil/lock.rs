@@ -19,7 +19,10 @@ impl RunLock {
     pub fn acquire(path: &Path, wait: Duration) -> Result<RunLock> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| {
-                Error::new(ErrorClass::Internal, format!("failed to create lock directory {}: {e}", dir.display()))
+                Error::new(
+                    ErrorClass::Internal,
+                    format!("failed to create lock directory {}: {e}", dir.display()),
+                )
             })?;
         }
         let deadline = Instant::now() + wait;
@@ -28,7 +31,9 @@ impl RunLock {
             .truncate(false)
             .write(true)
             .open(path)
-            .map_err(|e| Error::internal(format!("failed to open lock file {}: {e}", path.display())))?;
+            .map_err(|e| {
+                Error::internal(format!("failed to open lock file {}: {e}", path.display()))
+            })?;
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(RunLock { _lock: lock }),
@@ -36,14 +41,21 @@ impl RunLock {
                     if Instant::now() >= deadline {
                         return Err(Error::new(
                             ErrorClass::Locked,
-                            format!("another node-bootstrap holds {} (waited {}s)", path.display(), wait.as_secs()),
+                            format!(
+                                "another node-bootstrap holds {} (waited {}s)",
+                                path.display(),
+                                wait.as_secs()
+                            ),
                         ));
                     }
                     file = f;
                     std::thread::sleep(Duration::from_millis(100));
                 }
                 Err((_, e)) => {
-                    return Err(Error::internal(format!("failed to lock {}: {e}", path.display())));
+                    return Err(Error::internal(format!(
+                        "failed to lock {}: {e}",
+                        path.display()
+                    )));
                 }
             }
         }
@@ -61,7 +73,9 @@ mod tests {
         let first = RunLock::acquire(&p, Duration::ZERO).unwrap();
         // flock locks belong to the open file description, so a second open in
         // the same process contends like another process would.
-        let err = RunLock::acquire(&p, Duration::from_millis(200)).err().expect("must be refused");
+        let err = RunLock::acquire(&p, Duration::from_millis(200))
+            .err()
+            .expect("must be refused");
         assert_eq!(err.class(), ErrorClass::Locked);
         assert!(err.to_string().contains("run.lock"));
         drop(first);

@@ -47,18 +47,35 @@ impl AtomicFile {
             .to_string_lossy()
             .into_owned();
         for _ in 0..16 {
-            let temp = dir.join(format!(".{name}{TEMP_MARK}{}-{:08x}", std::process::id(), fastrand::u32(..)));
-            match OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp) {
+            let temp = dir.join(format!(
+                ".{name}{TEMP_MARK}{}-{:08x}",
+                std::process::id(),
+                fastrand::u32(..)
+            ));
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&temp)
+            {
                 Ok(file) => {
                     // The umask may have narrowed the mode given to open(2).
                     file.set_permissions(fs::Permissions::from_mode(mode))?;
-                    return Ok(AtomicFile { file: Some(file), temp, target: target.to_path_buf(), mode });
+                    return Ok(AtomicFile {
+                        file: Some(file),
+                        temp,
+                        target: target.to_path_buf(),
+                        mode,
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(io::Error::new(io::ErrorKind::AlreadyExists, "could not create a unique temp file"))
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "could not create a unique temp file",
+        ))
     }
 
     /// The temp file's path (for logging and tests).
@@ -120,14 +137,17 @@ pub fn atomic_write(target: &Path, contents: &[u8], mode: u32) -> io::Result<()>
 
 /// [`atomic_write`] with an error that names what the file is.
 pub fn write_file(what: &str, target: &Path, contents: &[u8], mode: u32) -> Result<()> {
-    atomic_write(target, contents, mode)
-        .ctx(ErrorClass::Internal, || format!("failed to write {what} at {}", target.display()))
+    atomic_write(target, contents, mode).ctx(ErrorClass::Internal, || {
+        format!("failed to write {what} at {}", target.display())
+    })
 }
 
 /// Reads a whole file, with an error naming what it is and where.
 /// A missing or unreadable file is [`ErrorClass::BadInput`].
 pub fn read_input(what: &str, path: &Path) -> Result<String> {
-    fs::read_to_string(path).ctx(ErrorClass::BadInput, || format!("failed to read {what} at {}", path.display()))
+    fs::read_to_string(path).ctx(ErrorClass::BadInput, || {
+        format!("failed to read {what} at {}", path.display())
+    })
 }
 
 /// Reads a file if it exists; `Ok(None)` when it does not.
@@ -184,7 +204,10 @@ mod tests {
         atomic_write(&p, b"B=2\n", MODE_SECRET).unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "B=2\n");
         assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
-        let names: Vec<_> = fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "no temp files left: {names:?}");
     }
 
@@ -224,8 +247,12 @@ mod tests {
 
     #[test]
     fn read_input_names_what_and_where() {
-        let err = read_input("seed kubelet.env", Path::new("/nonexistent/kubelet.env")).unwrap_err();
+        let err =
+            read_input("seed kubelet.env", Path::new("/nonexistent/kubelet.env")).unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
-        assert!(err.to_string().starts_with("failed to read seed kubelet.env at /nonexistent/kubelet.env: "));
+        assert!(
+            err.to_string()
+                .starts_with("failed to read seed kubelet.env at /nonexistent/kubelet.env: ")
+        );
     }
 }

@@ -76,7 +76,11 @@ pub struct StateJournal {
 
 impl Default for StateJournal {
     fn default() -> Self {
-        StateJournal { schema: SCHEMA, steps: BTreeMap::new(), history: Vec::new() }
+        StateJournal {
+            schema: SCHEMA,
+            steps: BTreeMap::new(),
+            history: Vec::new(),
+        }
     }
 }
 
@@ -87,8 +91,9 @@ impl StateJournal {
 
     /// Parses the file's text; a newer schema or bad JSON is [`ErrorClass::BadInput`].
     pub fn parse(text: &str, path: &Path) -> Result<StateJournal> {
-        let j: StateJournal = serde_json::from_str(text)
-            .ctx(ErrorClass::BadInput, || format!("state journal {} is corrupt", path.display()))?;
+        let j: StateJournal = serde_json::from_str(text).ctx(ErrorClass::BadInput, || {
+            format!("state journal {} is corrupt", path.display())
+        })?;
         if j.schema > SCHEMA {
             return Err(Error::bad_input(format!(
                 "state journal {} has schema {} but this agent reads up to {SCHEMA}",
@@ -100,7 +105,13 @@ impl StateJournal {
     }
 
     fn push_event(&mut self, boot_id: &str, step: &str, event: StepStatus, detail: Option<String>) {
-        self.history.push(Event { at: now_rfc3339(), boot_id: boot_id.into(), step: step.into(), event, detail });
+        self.history.push(Event {
+            at: now_rfc3339(),
+            boot_id: boot_id.into(),
+            step: step.into(),
+            event,
+            detail,
+        });
         if self.history.len() > HISTORY_LIMIT {
             let excess = self.history.len() - HISTORY_LIMIT;
             self.history.drain(..excess);
@@ -155,17 +166,19 @@ impl StateJournal {
     }
 
     fn entry(&mut self, boot_id: &str, step: &str) -> &mut StepRecord {
-        self.steps.entry(step.to_string()).or_insert_with(|| StepRecord {
-            status: StepStatus::Running,
-            boot_id: boot_id.into(),
-            started_at: now_rfc3339(),
-            ended_at: None,
-            attempts: 1,
-            result: None,
-            error: None,
-            error_class: None,
-            log_tail: Vec::new(),
-        })
+        self.steps
+            .entry(step.to_string())
+            .or_insert_with(|| StepRecord {
+                status: StepStatus::Running,
+                boot_id: boot_id.into(),
+                started_at: now_rfc3339(),
+                ended_at: None,
+                attempts: 1,
+                result: None,
+                error: None,
+                error_class: None,
+                log_tail: Vec::new(),
+            })
     }
 }
 
@@ -186,9 +199,11 @@ impl JournalFile {
 
     /// Reads the journal; `Ok(None)` if there is none yet.
     pub fn load(&self) -> Result<Option<StateJournal>> {
-        let text = fsutil::read_optional(&self.path)
-            .ctx(ErrorClass::BadInput, || format!("failed to read state journal {}", self.path.display()))?;
-        text.map(|t| StateJournal::parse(&t, &self.path)).transpose()
+        let text = fsutil::read_optional(&self.path).ctx(ErrorClass::BadInput, || {
+            format!("failed to read state journal {}", self.path.display())
+        })?;
+        text.map(|t| StateJournal::parse(&t, &self.path))
+            .transpose()
     }
 
     /// Read-modify-write under the journal lock, replacing the file atomically.
@@ -196,25 +211,30 @@ impl JournalFile {
     /// afresh: the flow re-derives what it needs from the node itself.
     pub fn update<T>(&self, f: impl FnOnce(&mut StateJournal) -> T) -> Result<T> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)
-            .ctx(ErrorClass::Internal, || format!("failed to create state dir {}", dir.display()))?;
+        std::fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
+            format!("failed to create state dir {}", dir.display())
+        })?;
         let lock_path = self.path.with_extension("lock");
         let lock_file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .ctx(ErrorClass::Internal, || format!("failed to open {}", lock_path.display()))?;
-        let _guard = Flock::lock(lock_file, FlockArg::LockExclusive)
-            .map_err(|(_, e)| Error::internal(format!("failed to lock {}: {e}", lock_path.display())))?;
+            .ctx(ErrorClass::Internal, || {
+                format!("failed to open {}", lock_path.display())
+            })?;
+        let _guard = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, e)| {
+            Error::internal(format!("failed to lock {}: {e}", lock_path.display()))
+        })?;
         let mut journal = match self.load() {
             Ok(j) => j.unwrap_or_default(),
             Err(e) => {
                 let aside = self.path.with_extension("json.corrupt");
                 tracing::warn!(path = %self.path.display(), error = %e, aside = %aside.display(),
                     "state journal unreadable; moving it aside and starting a new one");
-                std::fs::rename(&self.path, &aside)
-                    .ctx(ErrorClass::Internal, || format!("failed to move aside {}", self.path.display()))?;
+                std::fs::rename(&self.path, &aside).ctx(ErrorClass::Internal, || {
+                    format!("failed to move aside {}", self.path.display())
+                })?;
                 StateJournal::default()
             }
         };
@@ -227,17 +247,20 @@ impl JournalFile {
 
 /// Current time as RFC 3339 UTC, second precision.
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339).expect("RFC 3339 formatting cannot fail for UTC")
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339)
+        .expect("RFC 3339 formatting cannot fail for UTC")
 }
 
 /// This boot's id: a random id kept in `run_dir/boot-id` (tmpfs, so it is
 /// new after every reboot). Created on first use in a boot.
 pub fn boot_id(run_dir: &Path) -> Result<String> {
     let path = run_dir.join("boot-id");
-    if let Some(id) = fsutil::read_optional(&path)
-        .ctx(ErrorClass::Internal, || format!("failed to read boot id {}", path.display()))?
-    {
+    if let Some(id) = fsutil::read_optional(&path).ctx(ErrorClass::Internal, || {
+        format!("failed to read boot id {}", path.display())
+    })? {
         let id = id.trim();
         if !id.is_empty() {
             return Ok(id.to_string());
@@ -246,9 +269,15 @@ pub fn boot_id(run_dir: &Path) -> Result<String> {
     let id = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
     // Two processes racing here: whichever rename lands last wins, and both
     // re-read below, so every caller in this boot agrees on one id.
-    fsutil::write_file("boot id", &path, format!("{id}\n").as_bytes(), fsutil::MODE_PUBLIC)?;
-    let stored = std::fs::read_to_string(&path)
-        .ctx(ErrorClass::Internal, || format!("failed to read boot id {}", path.display()))?;
+    fsutil::write_file(
+        "boot id",
+        &path,
+        format!("{id}\n").as_bytes(),
+        fsutil::MODE_PUBLIC,
+    )?;
+    let stored = std::fs::read_to_string(&path).ctx(ErrorClass::Internal, || {
+        format!("failed to read boot id {}", path.display())
+    })?;
     Ok(stored.trim().to_string())
 }
 
@@ -262,9 +291,24 @@ mod tests {
         let jf = JournalFile::new(d.path().join("state.json"));
         assert!(jf.load().unwrap().is_none());
         jf.update(|j| j.begin("b1", "cluster-version")).unwrap();
-        jf.update(|j| j.finish("b1", "cluster-version", serde_json::json!({"version": "v1.9.6+coreos.0"}))).unwrap();
+        jf.update(|j| {
+            j.finish(
+                "b1",
+                "cluster-version",
+                serde_json::json!({"version": "v1.9.6+coreos.0"}),
+            )
+        })
+        .unwrap();
         jf.update(|j| j.begin("b1", "os-update")).unwrap();
-        jf.update(|j| j.fail("b1", "os-update", &Error::retryable("update-engine timed out"), vec![])).unwrap();
+        jf.update(|j| {
+            j.fail(
+                "b1",
+                "os-update",
+                &Error::retryable("update-engine timed out"),
+                vec![],
+            )
+        })
+        .unwrap();
         jf.update(|j| j.begin("b2", "os-update")).unwrap();
 
         let j = jf.load().unwrap().unwrap();
@@ -276,7 +320,10 @@ mod tests {
         assert_eq!(ou.attempts, 2);
         assert_eq!(ou.boot_id, "b2");
         assert_eq!(j.history.len(), 5);
-        assert_eq!(j.history[3].detail.as_deref(), Some("update-engine timed out"));
+        assert_eq!(
+            j.history[3].detail.as_deref(),
+            Some("update-engine timed out")
+        );
     }
 
     #[test]

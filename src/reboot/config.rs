@@ -19,6 +19,8 @@ pub struct RebootSettings {
 
 impl RawReboot {
     pub fn validate(self) -> FieldResult<RebootSettings> {
-        Ok(RebootSettings { wait: seconds_in("reboot.wait_secs", self.wait_secs.unwrap_or(300), 1, 3600)? })
+        Ok(RebootSettings {
+            wait: seconds_in("reboot.wait_secs", self.wait_secs.unwrap_or(300), 1, 3600)?,
+        })
     }
 }

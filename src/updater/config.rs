@@ -28,8 +28,18 @@ impl RawOsUpdate {
     pub fn validate(self) -> FieldResult<OsUpdateSettings> {
         Ok(OsUpdateSettings {
             enabled: self.enabled,
-            timeout: seconds_in("os_update.timeout_secs", self.timeout_secs.unwrap_or(2400), 1, 3300)?,
-            poll_interval: seconds_in("os_update.poll_interval_secs", self.poll_interval_secs.unwrap_or(5), 1, 60)?,
+            timeout: seconds_in(
+                "os_update.timeout_secs",
+                self.timeout_secs.unwrap_or(2400),
+                1,
+                3300,
+            )?,
+            poll_interval: seconds_in(
+                "os_update.poll_interval_secs",
+                self.poll_interval_secs.unwrap_or(5),
+                1,
+                60,
+            )?,
         })
     }
 }
