@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo use on a fresh Debian 12 machine
+# (root): the Debian packages and PyPI tools below. Idempotent; fails loudly.
+set -euo pipefail
+
+need_apt=()
+command -v dockerd >/dev/null || need_apt+=(docker.io)
+command -v ignition-validate >/dev/null || need_apt+=(ignition)
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+[ -x /bin/busybox ] || need_apt+=(busybox-static)
+command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v dbus-daemon >/dev/null || need_apt+=(dbus)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# docker.io enables its own service; the tests start a private dockerd.
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now docker.service docker.socket >/dev/null 2>&1 || true
+fi
+
+need_pip=()
+python3 -c 'import moto.server' 2>/dev/null || need_pip+=('moto[server]>=5')
+python3 -c 'import hcl2' 2>/dev/null || need_pip+=('python-hcl2>=4')
+command -v aws >/dev/null || need_pip+=('awscli')
+if [ ${#need_pip[@]} -gt 0 ]; then
+    echo "setup: installing PyPI packages: ${need_pip[*]}"
+    python3 -m pip install -q "${need_pip[@]}"
+fi
+
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter; do
+    command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
+done
+echo "setup: ok"

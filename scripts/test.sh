@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up and runs every test: unit tests, integration tests against real
+# servers, and end-to-end tests on simulated nodes (needs root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
+cargo build --workspace --all-targets
+cargo test --workspace --no-fail-fast -- --include-ignored

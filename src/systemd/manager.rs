@@ -1,0 +1,1 @@
+//! systemd manager operations: jobs, runtime units, reboot.

@@ -1,0 +1,1 @@
+//! Reading unit state (load/active/sub state, result, restarts, conditions).
