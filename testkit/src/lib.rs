@@ -1,7 +1,9 @@
 //! Test rig for node-bootstrap: the simulated node (a real systemd as PID 1
 //! in a namespace) and stand-ins for programs that cannot run here.
 
+pub mod pkgserver;
 pub mod simnode;
+pub mod torcx_fixtures;
 
 use std::path::PathBuf;
 
