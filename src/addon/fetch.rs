@@ -41,6 +41,11 @@ impl Staged {
         &self.target
     }
 
+    /// The verified file under its temporary name.
+    pub fn partial(&self) -> &Path {
+        &self.partial
+    }
+
     /// mode 0644, rename over the target, fsync the directory.
     pub fn commit(mut self) -> Result<PathBuf> {
         let io = || -> io::Result<()> {
@@ -263,9 +268,17 @@ impl Fetcher {
         remove_other_partials(dir, final_name, &partial);
         let target = dir.join(final_name);
         let started = Instant::now();
-        match src {
-            Source::File(p) => self.copy_into(p, &partial)?,
-            Source::Url(u) => self.download_into(u, &partial).await?,
+        let res = match src {
+            Source::File(p) => self.copy_into(p, &partial),
+            Source::Url(u) => self.download_into(u, &partial).await,
+        };
+        if let Err(e) = res {
+            // Keep a partial with data for the next run to resume; an empty
+            // one is just litter.
+            if fs::metadata(&partial).is_ok_and(|m| m.len() == 0) {
+                let _ = fs::remove_file(&partial);
+            }
+            return Err(e);
         }
         let staged = Staged {
             partial: partial.clone(),

@@ -34,6 +34,7 @@
 //! signature/hash = Verification (nothing installed), network after
 //! retries = Retryable.
 
+pub mod command;
 pub mod config;
 pub mod fetch;
 pub mod manifest;
@@ -187,19 +188,26 @@ async fn ensure_torcx(
     }
     // Stage everything before anything gets a final name.
     let mut created_dirs = Vec::new();
-    let mut staged: Vec<Staged> = Vec::new();
+    let mut staged: Vec<(manifest::Sha512, Staged)> = Vec::new();
     let mut os_versions = Vec::new();
     for (osv, c) in &plans {
         let dir = tp.user_store_for(osv);
         if !dir.exists() {
             created_dirs.push(dir);
         }
-        let res = torcx::prepare_package(&tp, fetcher, osv, &os.version_id, c).await;
+        let same_build = staged
+            .iter()
+            .find(|(h, _)| *h == c.hash)
+            .map(|(_, s)| s.partial().to_path_buf());
+        let res =
+            torcx::prepare_package(&tp, fetcher, osv, &os.version_id, c, same_build.as_deref())
+                .await;
         match res {
-            Ok(torcx::PackagePlan::Staged(s)) => staged.push(s),
+            Ok(torcx::PackagePlan::Staged(s)) => staged.push((c.hash, s)),
             Ok(_) => {}
             Err(e) => {
                 drop(staged);
+                // Directories this run created and left empty go again.
                 for d in created_dirs {
                     let _ = std::fs::remove_dir(d);
                 }
@@ -212,7 +220,7 @@ async fn ensure_torcx(
         os_versions.push(osv.clone());
     }
     let mut installed = Vec::new();
-    for s in staged {
+    for (_, s) in staged {
         installed.push(s.commit()?);
     }
     let profile = torcx::profile_to_use(&tp, &config.addon.profile_name)?;

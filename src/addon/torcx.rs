@@ -250,13 +250,16 @@ pub enum PackagePlan {
 
 /// Makes sure `choice` will be found by torcx when booting `os_version`:
 /// already there, shipped with that OS, copied from another store (by
-/// hash), or downloaded. Nothing gets a final name here.
+/// hash, or from `staged_copy`: a verified file of the same hash staged for
+/// another OS version in this run), or downloaded. Nothing gets a final
+/// name here.
 pub async fn prepare_package(
     tp: &TorcxPaths,
     fetcher: &Fetcher,
     os_version: &str,
     current_os: &str,
     choice: &Choice,
+    staged_copy: Option<&Path>,
 ) -> Result<PackagePlan> {
     let name = choice.archive_name();
     let ours = tp.user_store_for(os_version);
@@ -293,7 +296,11 @@ pub async fn prepare_package(
             return Ok(PackagePlan::ShippedWithOs(vendor));
         }
     }
-    if let Some(found) = find_by_hash(tp, &choice.hash)? {
+    let found = match staged_copy {
+        Some(p) => Some(p.to_path_buf()),
+        None => find_by_hash(tp, &choice.hash)?,
+    };
+    if let Some(found) = found {
         info!(phase = "docker-addon", from = %found.display(), os_version, "reusing a package from another store");
         let staged = fetcher
             .fetch_package(&Source::File(found), &ours, &name, &choice.hash)

@@ -46,11 +46,17 @@ impl Keyring {
         let bad = |m: String| {
             Error::bad_input(format!("invalid OpenPGP keyring {}: {m}", source.display()))
         };
-        let (iter, _) = SignedPublicKey::from_reader_many(std::io::Cursor::new(bytes))
-            .map_err(|e| bad(e.to_string()))?;
+        // A keyring file may hold several armored blocks one after another.
+        let mut parsed = Vec::new();
+        for block in armored_blocks(bytes) {
+            let (iter, _) = SignedPublicKey::from_reader_many(std::io::Cursor::new(block))
+                .map_err(|e| bad(e.to_string()))?;
+            for k in iter {
+                parsed.push(k.map_err(|e| bad(e.to_string()))?);
+            }
+        }
         let mut keys = Vec::new();
-        for k in iter {
-            let k = k.map_err(|e| bad(e.to_string()))?;
+        for k in parsed {
             match k.verify_bindings() {
                 Ok(()) => keys.push(k),
                 Err(e) => tracing::warn!(
@@ -155,6 +161,26 @@ impl Keyring {
     }
 }
 
+/// Splits armored text into its blocks; binary data is one block.
+fn armored_blocks(bytes: &[u8]) -> Vec<&[u8]> {
+    const BEGIN: &[u8] = b"-----BEGIN PGP ";
+    let starts: Vec<usize> = bytes
+        .windows(BEGIN.len())
+        .enumerate()
+        .filter(|(_, w)| *w == BEGIN)
+        .map(|(i, _)| i)
+        .collect();
+    if starts.len() < 2 {
+        return vec![bytes];
+    }
+    let mut out = Vec::new();
+    for (n, &s) in starts.iter().enumerate() {
+        let e = starts.get(n + 1).copied().unwrap_or(bytes.len());
+        out.push(&bytes[s..e]);
+    }
+    out
+}
+
 fn parse_signatures(bytes: &[u8]) -> std::result::Result<Vec<DetachedSignature>, String> {
     let (iter, _) = DetachedSignature::from_reader_many(std::io::Cursor::new(bytes))
         .map_err(|e| e.to_string())?;
@@ -192,4 +218,131 @@ fn issued_by(
         return true;
     }
     ids.iter().any(|id| **id == kid) || fprs.iter().any(|f| **f == kfp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+    use testkit::torcx_fixtures::SigningKey;
+
+    const WHAT: &str = "package manifest https://m.example/torcx_manifest.json";
+
+    fn keyring(keys: &[&SigningKey]) -> Keyring {
+        let text: String = keys.iter().map(|k| k.public_armored()).collect();
+        Keyring::parse(
+            text.as_bytes(),
+            Path::new("/etc/kubernetes/installer/addon-keyring.asc"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn good_signature_from_primary_or_subkey() {
+        let a = SigningKey::generate("release-a@example.invalid");
+        let b = SigningKey::generate_with_signing_subkey("release-b@example.invalid");
+        let ring = keyring(&[&a, &b]);
+        assert_eq!(ring.fingerprints(), [a.fingerprint(), b.fingerprint()]);
+        let data = b"{\"kind\":\"torcx-package-list-v0\"}";
+        let good = ring
+            .verify_detached(data, a.sign(data).as_bytes(), WHAT)
+            .unwrap();
+        assert_eq!(good.primary_fingerprint, a.fingerprint());
+        let good = ring
+            .verify_detached(data, b.sign(data).as_bytes(), WHAT)
+            .unwrap();
+        assert_eq!(good.primary_fingerprint, b.fingerprint());
+        assert_ne!(
+            good.signer_fingerprint,
+            b.fingerprint(),
+            "signed by the subkey"
+        );
+        // A binary keyring (gpg --export) works the same.
+        let bin = Keyring::parse(&b.public_binary(), Path::new("/k.gpg")).unwrap();
+        assert!(
+            bin.verify_detached(data, b.sign(data).as_bytes(), WHAT)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn bad_signature_is_a_verification_error_naming_the_file() {
+        let a = SigningKey::generate("release@example.invalid");
+        let ring = keyring(&[&a]);
+        let data = b"original manifest";
+        let sig = a.sign(data);
+        let err = ring
+            .verify_detached(b"tampered manifest", sig.as_bytes(), WHAT)
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Verification);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "BAD signature on {WHAT}: it does not match the data (key {}",
+                a.fingerprint()
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with("the file or its signature was altered"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn signature_by_another_key_names_signer_and_keyring() {
+        let trusted = SigningKey::generate("release@example.invalid");
+        let other = SigningKey::generate("attacker@example.invalid");
+        let ring = keyring(&[&trusted]);
+        let data = b"manifest";
+        let err = ring
+            .verify_detached(data, other.sign(data).as_bytes(), WHAT)
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Verification);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("{WHAT} is signed by key ")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&other.fingerprint()),
+            "names the signer: {msg}"
+        );
+        assert!(
+            msg.contains(&format!(
+                "which is not in the keyring /etc/kubernetes/installer/addon-keyring.asc (keys: {})",
+                trusted.fingerprint()
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn garbage_signature_and_keyring_are_named() {
+        let a = SigningKey::generate("release@example.invalid");
+        let ring = keyring(&[&a]);
+        let err = ring
+            .verify_detached(b"x", b"not a signature", WHAT)
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Verification);
+        assert!(
+            err.to_string()
+                .starts_with(&format!("signature of {WHAT} is not an OpenPGP signature")),
+            "{err}"
+        );
+        let err = Keyring::parse(b"hello", Path::new("/k.asc")).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput);
+        assert!(
+            err.to_string()
+                .starts_with("invalid OpenPGP keyring /k.asc: "),
+            "{err}"
+        );
+        let err = Keyring::load(Path::new("/nonexistent/k.asc")).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput);
+        assert!(
+            err.to_string()
+                .starts_with("failed to read OpenPGP keyring at /nonexistent/k.asc"),
+            "{err}"
+        );
+    }
 }

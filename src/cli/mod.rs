@@ -107,10 +107,40 @@ pub enum HelperStep {
 #[derive(Debug, Subcommand)]
 pub enum AddonCommand {
     /// Before an OS-update reboot: make sure the addon for the next OS
-    /// version is in the store.
-    PreRebootHook,
+    /// version is in the store, then remove stores of older OS versions.
+    PreRebootHook(AddonHookArgs),
     /// Remove store directories of OS versions older than the running one.
     Gc,
+    /// Put the docker the cluster needs in place for the next boot (the
+    /// docker-addon step of `run`) and print the outcome as JSON.
+    Ensure(AddonEnsureArgs),
+    /// Check that this boot applied the given docker version (exit 0), or
+    /// not (exit 7).
+    Confirm {
+        /// The docker version expected, e.g. 17.03.
+        #[arg(long)]
+        docker_next: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddonHookArgs {
+    /// Cluster version (default: KUBELET_IMAGE_TAG of kubelet.env).
+    #[arg(long)]
+    pub cluster_version: Option<String>,
+    /// OS version the node reboots into (default: asked of update_engine).
+    #[arg(long)]
+    pub next_os_version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AddonEnsureArgs {
+    /// Cluster version, e.g. v1.9.6+coreos.0.
+    #[arg(long)]
+    pub cluster_version: String,
+    /// OS version a pending update boots next.
+    #[arg(long)]
+    pub next_os_version: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -178,7 +208,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Status(_) => not_yet("status"),
         Command::Assets(_) => not_yet("assets"),
         Command::Helper { .. } => not_yet("helper"),
-        Command::Addon(_) => not_yet("addon"),
+        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, cmd),
         Command::Metadata(_) => not_yet("metadata"),
     }
 }

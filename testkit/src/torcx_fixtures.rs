@@ -140,13 +140,33 @@ pub fn docker_archive(version: &str) -> Vec<u8> {
     let docker = format!("#!/bin/sh\necho \"Docker version {version}, build torcx-test\"\n");
     let dockerd =
         format!("#!/bin/sh\necho \"dockerd {version} (test image)\"\nexec sleep infinity\n");
+    // Incompressible filler the size of a small binary, so downloads take
+    // more than one read and can be cut half-way.
+    let filler = filler(version, 256 * 1024);
     torcx_archive(
         &[
             ("bin/docker", docker.as_bytes(), 0o755),
             ("bin/dockerd", dockerd.as_bytes(), 0o755),
+            ("lib/docker/filler.bin", &filler, 0o644),
         ],
         &["/bin/docker", "/bin/dockerd"],
     )
+}
+
+/// Deterministic pseudo-random bytes (the same for the same seed).
+pub fn filler(seed: &str, len: usize) -> Vec<u8> {
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.bytes() {
+        x = (x ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
 }
 
 /// One docker version of a package manifest.
@@ -248,4 +268,181 @@ pub fn write(path: &Path, data: impl AsRef<[u8]>) -> Result<()> {
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     f.write_all(data.as_ref())?;
     Ok(())
+}
+
+/// A temp-dir node for addon tests: every path the agent touches lives
+/// under `root`, a signing key, and a package server.
+pub struct AddonRig {
+    pub dir: tempfile::TempDir,
+    pub key: SigningKey,
+    pub server: crate::pkgserver::PkgServer,
+    pub board: String,
+}
+
+impl AddonRig {
+    /// os-release with `os_version`, runtime mappings for Kubernetes 1.9
+    /// (`17.03`, `1.12`), the key's public half as the keyring.
+    pub fn new(os_version: &str) -> AddonRig {
+        let rig = AddonRig {
+            dir: tempfile::tempdir().unwrap(),
+            key: SigningKey::generate("torcx-release@example.invalid"),
+            server: crate::pkgserver::PkgServer::start().unwrap(),
+            board: "amd64-usr".to_string(),
+        };
+        rig.set_os_version(os_version);
+        rig.write(
+            "/etc/kubernetes/installer/runtime-mappings.yaml",
+            runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
+        );
+        rig.write(
+            "/etc/kubernetes/installer/addon-keyring.asc",
+            rig.key.public_armored(),
+        );
+        rig
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A node path under the rig's root.
+    pub fn path(&self, inside: &str) -> std::path::PathBuf {
+        self.dir.path().join(inside.trim_start_matches('/'))
+    }
+
+    pub fn write(&self, inside: &str, data: impl AsRef<[u8]>) {
+        write(&self.path(inside), data).unwrap();
+    }
+
+    pub fn read(&self, inside: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(inside)).ok()
+    }
+
+    pub fn exists(&self, inside: &str) -> bool {
+        self.path(inside).exists()
+    }
+
+    pub fn set_os_version(&self, v: &str) {
+        self.write("/usr/lib/os-release", os_release(v, &self.board));
+    }
+
+    /// What torcx applied at "boot": `/run/torcx/profile.json`.
+    pub fn set_running_docker(&self, reference: &str) {
+        self.write(
+            "/run/torcx/profile.json",
+            json!({"kind": "profile-manifest-v0", "value": {"images": [
+                {"name": "docker", "reference": reference}]}})
+            .to_string(),
+        );
+    }
+
+    /// The manifest URL template served by the rig's server.
+    pub fn manifest_url_template(&self) -> String {
+        self.server
+            .url("/manifests/{board}/{os_version}/torcx_manifest.json")
+    }
+
+    /// The served path of a package.
+    pub fn package_path(&self, version: &str, data: &[u8]) -> String {
+        let h = manifest_hash(data);
+        format!(
+            "/pkgs/{}/docker/{}/docker:{version}.torcx.tgz",
+            self.board,
+            &h[7..23]
+        )
+    }
+
+    /// Serves a package and returns its manifest entry.
+    pub fn publish_package(&self, version: &str, data: &[u8]) -> PkgEntry {
+        let p = self.package_path(version, data);
+        self.server.put(&p, data.to_vec());
+        PkgEntry::new(version, data, &self.server.url(&p))
+    }
+
+    /// Serves the manifest for `os_version`, signed by the rig's key.
+    pub fn publish_manifest(&self, os_version: &str, entries: &[PkgEntry]) -> String {
+        let m = package_manifest(entries);
+        let sig = self.key.sign(m.as_bytes());
+        self.publish_manifest_raw(os_version, m.as_bytes(), Some(sig.as_bytes()));
+        m
+    }
+
+    /// Serves manifest bytes and (optionally) a signature as given.
+    pub fn publish_manifest_raw(&self, os_version: &str, manifest: &[u8], sig: Option<&[u8]>) {
+        let p = self.manifest_path(os_version);
+        self.server.put(&p, manifest.to_vec());
+        match sig {
+            Some(s) => self.server.put(&format!("{p}.asc"), s.to_vec()),
+            None => self.server.remove(&format!("{p}.asc")),
+        }
+    }
+
+    pub fn manifest_path(&self, os_version: &str) -> String {
+        format!("/manifests/{}/{os_version}/torcx_manifest.json", self.board)
+    }
+
+    /// The agent's config with every path under `root` (`""` for a real
+    /// node), the addon enabled with the rig's manifest URL, fast retries,
+    /// and `addon` overrides merged in.
+    pub fn config_json_for_root(&self, root: &str, addon: serde_json::Value) -> String {
+        let p = |s: &str| format!("{root}{s}");
+        let mut a = json!({
+            "enabled": true,
+            "manifest_url": self.manifest_url_template(),
+            "download_attempts": 3,
+            "download_backoff_secs": 0,
+            "download_backoff_max_secs": 0,
+            "connect_timeout_secs": 5,
+            "read_timeout_secs": 5,
+            "docker_api_timeout_secs": 2,
+            "sysext_release_dir": p("/usr/lib/extension-release.d"),
+            "systemd_config_dir": p("/etc/systemd/system"),
+        });
+        if let (Some(a), Some(o)) = (a.as_object_mut(), addon.as_object()) {
+            for (k, v) in o {
+                a.insert(k.clone(), v.clone());
+            }
+        }
+        json!({
+            "paths": {
+                "kubelet_env": p("/etc/kubernetes/kubelet.env"),
+                "seed_dir": p("/etc/kubernetes/installer"),
+                "kubeconfig": p("/etc/kubernetes/kubeconfig"),
+                "state_dir": p("/var/lib/node-bootstrap"),
+                "run_dir": p("/run/node-bootstrap"),
+                "assets_dir": p("/opt/tectonic"),
+                "torcx_store": p("/var/lib/torcx/store"),
+                "torcx_vendor_store": p("/usr/share/torcx/store"),
+                "torcx_oem_store": p("/usr/share/oem/torcx/store"),
+                "torcx_config_dir": p("/etc/torcx"),
+                "torcx_run_dir": p("/run/torcx"),
+                "os_release": p("/usr/lib/os-release"),
+                "extensions_dir": p("/etc/extensions"),
+                "systemd_runtime_dir": p("/run/systemd/system"),
+                "docker_datadir": p("/var/lib/docker"),
+                "docker_socket": p("/run/docker.sock"),
+            },
+            "addon": a,
+        })
+        .to_string()
+    }
+
+    /// [`config_json_for_root`](Self::config_json_for_root) under the rig's temp dir.
+    pub fn config_json(&self, addon: serde_json::Value) -> String {
+        self.config_json_for_root(&self.root().display().to_string(), addon)
+    }
+
+    /// Regular files under a node directory (relative names), sorted,
+    /// hidden ones included: what a user sees with `ls -A`.
+    pub fn files_in(&self, inside: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.path(inside))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
 }
