@@ -652,7 +652,7 @@ async fn download_cut_every_time_is_retryable_and_leaves_no_final_file() {
         ".docker:17.03.torcx.tgz.part-{}",
         &manifest_hash(&d1703)[7..23]
     );
-    assert_eq!(rig.files_in(STORE), [partial.clone()]);
+    assert_eq!(rig.files_in(STORE), std::slice::from_ref(&partial));
     assert_eq!(
         std::fs::metadata(rig.path(&format!("{STORE}/{partial}")))
             .unwrap()

@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn ordering_is_numeric_not_textual() {
-        let mut v = vec![d("17.03.10"), d("1.12"), d("17.03.2"), d("17.03"), d("1.9")];
+        let mut v = [d("17.03.10"), d("1.12"), d("17.03.2"), d("17.03"), d("1.9")];
         v.sort();
         let s: Vec<&str> = v.iter().map(|x| x.as_str()).collect();
         assert_eq!(s, ["1.9", "1.12", "17.03", "17.03.2", "17.03.10"]);
