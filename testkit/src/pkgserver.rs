@@ -399,7 +399,8 @@ mod tests {
         assert_eq!(get(&s.url("/a"), Some("bytes=4-")).0, 200);
         assert_eq!(get(&s.url("/nope"), None).0, 404);
         let log = s.requests_for("/a");
-        assert_eq!(log.len(), 8);
+        assert_eq!(log.len(), 7);
+        assert_eq!(log[2].status, 416);
         assert_eq!(log[1].range.as_deref(), Some("bytes=4-"));
         assert_eq!(log[3].status, 503);
     }
