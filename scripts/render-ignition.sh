@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Renders the example Ignition configs (ignition/examples/*.ign) from the
 # modules in terraform/modules, the units in units/ and the inputs in
-# ignition/render/inputs, with terraform and no providers.
+# ignition/render/inputs, with terraform and no providers. Each file holds
+# exactly the bytes the ignition module outputs (what a node gets as user
+# data or what is uploaded to a bucket; the pointer example's SHA-512 is of
+# these bytes). Read one with: python3 -m json.tool ignition/examples/worker.ign
 #
 #   scripts/render-ignition.sh [OUTDIR]     (default: ignition/examples)
 #
 # Nothing is written into the repository except OUTDIR: terraform's data dir
-# and state live in a temporary directory. The JSON is pretty-printed (same
-# content as the module's output, easier to review).
+# and state live in a temporary directory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/ignition/examples}
@@ -35,10 +37,10 @@ import json, os, sys
 configs = json.load(open(sys.argv[1]))
 out = sys.argv[2]
 for name, text in sorted(configs.items()):
-    pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+    json.loads(text)  # fail loudly on anything but JSON
     tmp = os.path.join(out, "." + name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(pretty)
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
     os.replace(tmp, os.path.join(out, name))
     print(os.path.join(out, name))
 PY
