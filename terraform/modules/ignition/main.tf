@@ -42,6 +42,8 @@ locals {
     assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
   })
 
+  kubeconfig = sensitive(var.kubeconfig)
+
   seed_kubelet_env = join("", [
     "KUBELET_IMAGE_URL=\"${var.kubelet_image_url}\"\n",
     "KUBELET_IMAGE_TAG=\"${var.kubelet_image_tag}\"\n",
@@ -53,7 +55,7 @@ locals {
       { path = "/etc/node-bootstrap/config.json", mode = 420, text = "${jsonencode(local.agent_config)}\n" },
       { path = "/etc/kubernetes/installer/kubelet.env", mode = 420, text = local.seed_kubelet_env },
       { path = "/etc/kubernetes/installer/runtime-mappings.yaml", mode = 420, text = var.runtime_mappings },
-      { path = "/etc/kubernetes/kubeconfig", mode = 384, text = var.kubeconfig },
+      { path = "/etc/kubernetes/kubeconfig", mode = 384, text = local.kubeconfig },
     ],
     var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
     var.ca_bundle != null ? [{ path = "/etc/ssl/certs/node-bootstrap-ca.pem", mode = 420, text = var.ca_bundle }] : [],

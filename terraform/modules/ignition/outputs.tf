@@ -2,6 +2,12 @@ output "rendered" {
   description = "The Ignition config (JSON). Use it as the node's user data, or store it and point the node at it (see the ignition-pointer module). Sensitive: it carries the kubeconfig."
   value       = local.rendered
   sensitive   = true
+
+  precondition {
+    # On a sensitive copy, so the error never prints the kubeconfig.
+    condition     = can(yamldecode(local.kubeconfig).clusters[0].cluster.server)
+    error_message = "kubeconfig must be a kubeconfig (YAML or JSON) with at least one cluster that has a server."
+  }
 }
 
 output "sha512" {
