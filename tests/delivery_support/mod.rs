@@ -25,7 +25,14 @@ pub fn skip_without(test: &str, tools: &[&str]) -> bool {
     let missing: Vec<&str> = tools
         .iter()
         .copied()
-        .filter(|t| !(t.starts_with('/') && Path::new(t).exists()) && !on_path(t))
+        .filter(|t| {
+            let found = if t.starts_with('/') {
+                Path::new(t).exists()
+            } else {
+                on_path(t)
+            };
+            !found
+        })
         .collect();
     if missing.is_empty() {
         return false;
@@ -188,8 +195,7 @@ pub fn ignition_validate(path: &Path) -> Result<(), String> {
     }
 }
 
-/// The files of an Ignition config: path => (mode, decoded contents or the
-/// remote source URL and its verification hash).
+/// The `storage.files` entry of an Ignition config for `path`.
 pub fn ignition_file<'a>(cfg: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
     cfg["storage"]["files"]
         .as_array()?
