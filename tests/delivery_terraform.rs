@@ -163,7 +163,6 @@ fn every_module_has_the_usual_layout_and_documents_its_interface() {
                 "agent_config",
                 "kubelet_image_tag",
                 "runtime_mappings",
-                "kubeconfig",
                 "ssh_authorized_keys",
             ][..],
         ),
@@ -192,6 +191,14 @@ fn every_module_has_the_usual_layout_and_documents_its_interface() {
             );
         }
     }
+    // The kubeconfig is a secret: checked by a precondition on a sensitive
+    // copy (a variable validation error would print it).
+    let ign = hcl("terraform/modules/ignition");
+    let pre = &ign["output"]["rendered"]["precondition"][0]["condition"];
+    assert!(
+        pre.as_str().is_some_and(|c| c.contains("local.kubeconfig")),
+        "{pre}"
+    );
 }
 
 fn resource<'a>(doc: &'a Value, ty: &str, name: &str) -> &'a Value {
@@ -391,6 +398,11 @@ fn ignition_module_rejects_bad_inputs_at_plan_time_naming_the_variable() {
             "agent_config",
             json!("{\"assets\": {\"mode\": \"pull\"}}"),
             "agent_config.assets.mode disagrees",
+        ),
+        (
+            "agent_config",
+            json!("{\"assets\": \"pull\"}"),
+            "agent_config.assets must be an object",
         ),
         (
             "kubelet_image_tag",

@@ -66,6 +66,10 @@ variable "agent_config" {
     error_message = "agent_config.role disagrees with the role variable; remove \"role\" from agent_config (the module sets it) or make them equal."
   }
   validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || can(keys(try(jsondecode(var.agent_config).assets, {})))
+    error_message = "agent_config.assets must be an object."
+  }
+  validation {
     condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).assets.mode, var.assets_mode) == var.assets_mode
     error_message = "agent_config.assets.mode disagrees with the assets_mode variable; remove it from agent_config (the module sets it) or make them equal."
   }
