@@ -2,6 +2,7 @@
 //! in a namespace) and stand-ins for programs that cannot run here.
 
 pub mod simnode;
+pub mod sshd;
 
 use std::path::PathBuf;
 
