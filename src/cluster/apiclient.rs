@@ -47,6 +47,7 @@ pub struct ApiClient {
     url: url::Url,
     token: Option<String>,
     basic: Option<(String, String)>,
+    has_client_cert: bool,
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -98,6 +99,7 @@ impl ApiClient {
             url: kc.version_url(),
             token: kc.credentials.token.clone(),
             basic: kc.credentials.basic.clone(),
+            has_client_cert: kc.credentials.client_cert.is_some(),
         })
     }
 
@@ -118,7 +120,7 @@ impl ApiClient {
         }
         let mut resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return Err(classify_send_error(url, &e)),
+            Err(e) => return Err(classify_send_error(url, &e, self.has_client_cert)),
         };
         let status = resp.status();
         let retry_after = resp
@@ -189,8 +191,7 @@ impl ApiClient {
 
     /// `GET /version` with bounded, jittered retries.
     pub async fn version(&self, policy: RetryPolicy) -> Result<ServerVersion> {
-        let what = format!("GET {}", self.url);
-        retry(policy, &what, |attempt| async move {
+        retry(policy, "asking the API server for its version", |attempt| async move {
             tracing::debug!(phase = "cluster-version", url = %self.url, attempt, "asking the API server for its version");
             self.version_once().await
         })
@@ -199,8 +200,10 @@ impl ApiClient {
 }
 
 /// Whether a request error is the server's certificate failing to verify,
-/// or the server refusing our client certificate.
-fn classify_send_error(url: &url::Url, e: &reqwest::Error) -> Attempt {
+/// or the server refusing our client certificate (a certificate alert; or
+/// `decrypt_error`, which is what a server sends when the certificate names
+/// its CA but another key signed it, or the key does not match it).
+fn classify_send_error(url: &url::Url, e: &reqwest::Error, sent_client_cert: bool) -> Attempt {
     match tls_error(e) {
         Some(rustls::Error::InvalidCertificate(ce)) => Attempt::Fail(Error::new(
             ErrorClass::Verification,
@@ -209,7 +212,7 @@ fn classify_send_error(url: &url::Url, e: &reqwest::Error) -> Attempt {
             ),
         )),
         Some(rustls::Error::AlertReceived(a))
-            if matches!(
+            if sent_client_cert && matches!(
                 a,
                 rustls::AlertDescription::BadCertificate
                     | rustls::AlertDescription::UnknownCA
@@ -218,6 +221,7 @@ fn classify_send_error(url: &url::Url, e: &reqwest::Error) -> Attempt {
                     | rustls::AlertDescription::CertificateExpired
                     | rustls::AlertDescription::CertificateRevoked
                     | rustls::AlertDescription::AccessDenied
+                    | rustls::AlertDescription::DecryptError
             ) =>
         {
             Attempt::Fail(Error::bad_input(format!(
