@@ -13,7 +13,9 @@ use node_bootstrap::config::Config;
 use node_bootstrap::error::{ErrorClass, exit};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use testkit::apiserver::{ApiServerOptions, FakeApiServer, Fault, KubeAuth, Pki, ServerTls, unreachable_url};
+use testkit::apiserver::{
+    ApiServerOptions, FakeApiServer, Fault, KubeAuth, Pki, ServerTls, unreachable_url,
+};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -29,7 +31,8 @@ impl Node {
         self.dir.path().join("kubeconfig")
     }
     fn write_kubeconfig(&self, pki: &Pki, server: &str, auth: &KubeAuth) {
-        pki.write_kubeconfig(&self.kubeconfig(), server, auth).unwrap();
+        pki.write_kubeconfig(&self.kubeconfig(), server, auth)
+            .unwrap();
     }
     /// A config pointing at this node's files; `cluster` (fields of the
     /// `cluster` section) overrides the test defaults: immediate retries so
@@ -66,7 +69,9 @@ fn opts(git_version: &str) -> ApiServerOptions {
 #[tokio::test]
 async fn version_from_api_server_with_client_certificate() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0")).await.unwrap();
+    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
+        .await
+        .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
     let v = cluster::discover(&node.config("worker", ""), Some("v1.8.4_coreos.0"))
@@ -84,7 +89,10 @@ async fn version_from_api_server_with_client_certificate() {
     let log = server.log();
     assert_eq!(log.requests.len(), 1, "{log:?}");
     let r = &log.requests[0];
-    assert_eq!((r.method.as_str(), r.path.as_str(), r.status), ("GET", "/version", 200));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str(), r.status),
+        ("GET", "/version", 200)
+    );
     assert!(r.client_cert, "the node presented its client certificate");
     assert_eq!(r.authorization, None);
 }
@@ -102,8 +110,14 @@ async fn version_from_api_server_with_token() {
     .await
     .unwrap();
     let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::Token("abcdef.0123456789abcdef".into()));
-    let v = cluster::discover(&node.config("master", ""), None).await.unwrap();
+    node.write_kubeconfig(
+        &pki,
+        &server.url(),
+        &KubeAuth::Token("abcdef.0123456789abcdef".into()),
+    );
+    let v = cluster::discover(&node.config("master", ""), None)
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.10.2");
     let log = server.log();
     assert_eq!(log.requests.len(), 1);
@@ -150,8 +164,14 @@ async fn server_from_another_ca_gets_no_credentials() {
         // The server task sees the client's alert a moment later.
         let log = settled(&server, |l| !l.handshake_failures.is_empty()).await;
         assert_eq!(log.connections, 1, "not retried in-process: {log:?}");
-        assert!(log.requests.is_empty(), "no HTTP request reached it: {log:?}");
-        assert_eq!(log.client_certs_presented, 0, "no client certificate: {log:?}");
+        assert!(
+            log.requests.is_empty(),
+            "no HTTP request reached it: {log:?}"
+        );
+        assert_eq!(
+            log.client_certs_presented, 0,
+            "no client certificate: {log:?}"
+        );
         assert_eq!(log.handshake_failures.len(), 1, "{log:?}");
     }
 }
@@ -162,14 +182,20 @@ async fn unreachable_api_server_is_retryable_after_bounded_attempts() {
     let node = Node::new();
     node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
-    let e = cluster::discover(&node.config("worker", r#""api_attempts":4"#), Some("v1.9.6_coreos.0"))
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node.config("worker", r#""api_attempts":4"#),
+        Some("v1.9.6_coreos.0"),
+    )
+    .await
+    .unwrap_err();
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
     assert_eq!(e.exit_code(), exit::RETRYABLE);
     let m = e.to_string();
-    assert!(m.contains("cannot learn the cluster version from the API server"), "{m}");
+    assert!(
+        m.contains("cannot learn the cluster version from the API server"),
+        "{m}"
+    );
     assert!(m.contains("set cluster.fallback_to_seed"), "{m}");
     assert!(m.contains("failed after 4 attempts"), "{m}");
     assert!(m.contains("cannot connect"), "{m}");
@@ -188,7 +214,11 @@ async fn unreachable_api_server_falls_back_to_seed_only_when_configured() {
     .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert_eq!(v.apiserver_version, None);
-    assert!(matches!(v.source, VersionSource::Seed { .. }), "{:?}", v.source);
+    assert!(
+        matches!(v.source, VersionSource::Seed { .. }),
+        "{:?}",
+        v.source
+    );
 }
 
 #[tokio::test]
@@ -197,7 +227,11 @@ async fn transient_failures_are_retried_then_succeed() {
     let server = FakeApiServer::start(
         &pki,
         ApiServerOptions {
-            faults: vec![Fault::Reset, Fault::Status(503), Fault::StatusRetryAfter(429, 1)],
+            faults: vec![
+                Fault::Reset,
+                Fault::Status(503),
+                Fault::StatusRetryAfter(429, 1),
+            ],
             ..opts("v1.9.6+coreos.0")
         },
     )
@@ -206,11 +240,17 @@ async fn transient_failures_are_retried_then_succeed() {
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
-    let v = cluster::discover(&node.config("worker", r#""api_attempts":4,"api_retry_max_secs":2"#), None)
-        .await
-        .unwrap();
+    let v = cluster::discover(
+        &node.config("worker", r#""api_attempts":4,"api_retry_max_secs":2"#),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
-    assert!(t0.elapsed() >= Duration::from_secs(1), "Retry-After honoured");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "Retry-After honoured"
+    );
     let log = server.log();
     assert_eq!(log.connections, 4, "{log:?}");
     let statuses: Vec<u16> = log.requests.iter().map(|r| r.status).collect();
@@ -269,7 +309,9 @@ async fn rejected_token_is_bad_input_without_retry() {
 #[tokio::test]
 async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0")).await.unwrap();
+    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
+        .await
+        .unwrap();
     let node = Node::new();
     // The kubeconfig trusts the right CA but carries a client certificate
     // the cluster CA never signed.
@@ -279,7 +321,10 @@ async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
         &b64_of(&pki.client.cert_pem),
         &b64_of(&stranger.client.cert_pem),
     );
-    let text = text.replace(&b64_of(&pki.client.key_pem), &b64_of(&stranger.client.key_pem));
+    let text = text.replace(
+        &b64_of(&pki.client.key_pem),
+        &b64_of(&stranger.client.key_pem),
+    );
     assert!(text.contains(&b64_of(&stranger.client.cert_pem)));
     assert!(text.contains(&b64_of(&stranger.client.key_pem)));
     std::fs::write(node.kubeconfig(), text).unwrap();
@@ -287,7 +332,11 @@ async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
         .await
         .unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
-    assert!(e.to_string().contains("rejected the kubeconfig's client certificate"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("rejected the kubeconfig's client certificate"),
+        "{e}"
+    );
     assert!(server.log().requests.is_empty());
 }
 
@@ -316,22 +365,36 @@ async fn not_a_version_answer_is_retried_then_retryable() {
 #[tokio::test]
 async fn forced_version_that_breaks_skew_is_refused() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0")).await.unwrap();
+    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
+        .await
+        .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(&node.config("worker", r#""forced_version":"v1.10.2""#), None)
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node.config("worker", r#""forced_version":"v1.10.2""#),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Refused, "{e}");
     assert_eq!(e.exit_code(), exit::REFUSED);
     let m = e.to_string();
-    assert!(m.contains("cluster.forced_version does not fit the cluster"), "{m}");
-    assert!(m.contains("kubelet v1.10.2 cannot join API server v1.9.6+coreos.0"), "{m}");
+    assert!(
+        m.contains("cluster.forced_version does not fit the cluster"),
+        "{m}"
+    );
+    assert!(
+        m.contains("kubelet v1.10.2 cannot join API server v1.9.6+coreos.0"),
+        "{m}"
+    );
 
     // Within the policy: accepted, and the server's version is recorded.
-    let v = cluster::discover(&node.config("worker", r#""forced_version":"v1.8.15""#), None)
-        .await
-        .unwrap();
+    let v = cluster::discover(
+        &node.config("worker", r#""forced_version":"v1.8.15""#),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(v.version, "v1.8.15");
     assert_eq!(v.source, VersionSource::Forced);
     assert_eq!(v.apiserver_version.as_deref(), Some("v1.9.6+coreos.0"));
@@ -339,7 +402,10 @@ async fn forced_version_that_breaks_skew_is_refused() {
     // The check can be switched off: no request at all.
     let before = server.log().connections;
     let v = cluster::discover(
-        &node.config("worker", r#""forced_version":"v1.10.2","check_forced_skew":false"#),
+        &node.config(
+            "worker",
+            r#""forced_version":"v1.10.2","check_forced_skew":false"#,
+        ),
         None,
     )
     .await
@@ -353,9 +419,12 @@ async fn forced_version_with_unreachable_server_is_only_a_warning() {
     let pki = Pki::generate();
     let node = Node::new();
     node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(&node.config("worker", r#""forced_version":"v1.10.2""#), None)
-        .await
-        .unwrap();
+    let v = cluster::discover(
+        &node.config("worker", r#""forced_version":"v1.10.2""#),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!((v.version.as_str(), v.apiserver_version), ("v1.10.2", None));
 }
 
@@ -379,13 +448,21 @@ async fn bad_kubeconfig_is_bad_input_naming_file_and_field() {
     let node = Node::new();
     let text = pki
         .kubeconfig("https://127.0.0.1:6443", &KubeAuth::ClientCert)
-        .replace("    certificate-authority-data", "    insecure-skip-tls-verify: true\n    certificate-authority-data");
+        .replace(
+            "    certificate-authority-data",
+            "    insecure-skip-tls-verify: true\n    certificate-authority-data",
+        );
     std::fs::write(node.kubeconfig(), text).unwrap();
-    let e = cluster::discover(&node.config("worker", ""), None).await.unwrap_err();
+    let e = cluster::discover(&node.config("worker", ""), None)
+        .await
+        .unwrap_err();
     assert_eq!(e.exit_code(), exit::BAD_INPUT);
     let m = e.to_string();
     assert!(m.contains(&node.kubeconfig().display().to_string()), "{m}");
-    assert!(m.contains("clusters[local].cluster.insecure-skip-tls-verify"), "{m}");
+    assert!(
+        m.contains("clusters[local].cluster.insecure-skip-tls-verify"),
+        "{m}"
+    );
 }
 
 /// The server's log once `done` holds (or after 5 s).

@@ -12,7 +12,9 @@ use node_bootstrap::error::{ErrorClass, exit};
 use node_bootstrap::updater::config::OsUpdateSettings;
 use node_bootstrap::updater::{self, UpdateEngine, UpdateOutcome};
 use std::time::{Duration, Instant};
-use testkit::fake_update_engine::{FakeUpdateEngine, PrivateBus, Scenario, Script, skip_unless_bus};
+use testkit::fake_update_engine::{
+    FakeUpdateEngine, PrivateBus, Scenario, Script, skip_unless_bus,
+};
 
 fn settings(timeout_s: u64, stall_s: u64) -> OsUpdateSettings {
     OsUpdateSettings {
@@ -36,7 +38,9 @@ async fn rig_with(f: impl FnOnce(&mut Script)) -> Rig {
     let mut script = Script::in_dir(dir.path(), &[Scenario::NoUpdate], 20);
     script.new_version = "1745.7.0".into();
     f(&mut script);
-    let fake = FakeUpdateEngine::start(Some(bus.address()), script).await.unwrap();
+    let fake = FakeUpdateEngine::start(Some(bus.address()), script)
+        .await
+        .unwrap();
     let conn = bus.connect().await.unwrap();
     let client = UpdateEngine::new(&conn).await.unwrap();
     Rig {
@@ -58,7 +62,9 @@ async fn no_update_is_reported_as_such() {
         return;
     }
     let r = rig(&[Scenario::NoUpdate]).await;
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(out, UpdateOutcome::NoUpdate);
     assert_eq!(r.fake.calls().attempts_started, 1);
     assert_eq!(r.fake.status().current_operation, "UPDATE_STATUS_IDLE");
@@ -71,7 +77,9 @@ async fn applied_update_means_reboot_pending_with_the_new_version() {
         return;
     }
     let r = rig(&[Scenario::Update]).await;
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(
         out,
         UpdateOutcome::RebootPending {
@@ -85,7 +93,9 @@ async fn applied_update_means_reboot_pending_with_the_new_version() {
         Some("1745.7.0")
     );
     // A second run does not ask again: AttemptUpdate is pointless then.
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
     assert!(matches!(out, UpdateOutcome::RebootPending { .. }));
     assert_eq!(r.fake.calls().attempt_update, 1);
 }
@@ -97,7 +107,9 @@ async fn update_engine_error_is_retryable_not_no_update() {
     }
     for scenario in [Scenario::Error, Scenario::CheckError] {
         let r = rig(&[scenario]).await;
-        let e = updater::run_update(&r.client, &settings(10, 10)).await.unwrap_err();
+        let e = updater::run_update(&r.client, &settings(10, 10))
+            .await
+            .unwrap_err();
         assert_eq!(e.class(), ErrorClass::Retryable, "{scenario:?}: {e}");
         assert_eq!(e.exit_code(), exit::RETRYABLE);
         assert_eq!(
@@ -114,9 +126,18 @@ async fn error_then_success_on_the_next_run() {
         return;
     }
     let r = rig(&[Scenario::Error, Scenario::Update]).await;
-    assert!(updater::run_update(&r.client, &settings(10, 10)).await.is_err());
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
-    assert!(matches!(out, UpdateOutcome::RebootPending { .. }), "{out:?}");
+    assert!(
+        updater::run_update(&r.client, &settings(10, 10))
+            .await
+            .is_err()
+    );
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, UpdateOutcome::RebootPending { .. }),
+        "{out:?}"
+    );
     assert_eq!(r.fake.calls().attempts_started, 2);
 }
 
@@ -127,10 +148,15 @@ async fn hang_times_out_within_the_configured_timeout() {
     }
     let r = rig(&[Scenario::Hang]).await;
     let t0 = Instant::now();
-    let e = updater::run_update(&r.client, &settings(1, 60)).await.unwrap_err();
+    let e = updater::run_update(&r.client, &settings(1, 60))
+        .await
+        .unwrap_err();
     let took = t0.elapsed();
     // Within the timeout plus scheduling slack on a loaded machine.
-    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert_eq!(
         e.to_string(),
@@ -145,9 +171,14 @@ async fn hang_without_progress_hits_the_stall_timeout_first() {
     }
     let r = rig(&[Scenario::Hang]).await;
     let t0 = Instant::now();
-    let e = updater::run_update(&r.client, &settings(60, 1)).await.unwrap_err();
+    let e = updater::run_update(&r.client, &settings(60, 1))
+        .await
+        .unwrap_err();
     let took = t0.elapsed();
-    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
         e.to_string()
@@ -162,7 +193,9 @@ async fn dropped_signals_still_complete_through_the_poll() {
         return;
     }
     let r = rig(&[Scenario::DropSignals]).await;
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(
         out,
         UpdateOutcome::RebootPending {
@@ -186,11 +219,15 @@ async fn without_signals_a_fast_check_is_judged_by_the_check_time() {
     })
     .await;
     // A successful check moved last_checked_time: no update.
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(out, UpdateOutcome::NoUpdate);
     // A failed check leaves it: not "no update", but a clear failure.
     let t0 = Instant::now();
-    let e = updater::run_update(&r.client, &settings(10, 10)).await.unwrap_err();
+    let e = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap_err();
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
@@ -211,14 +248,20 @@ async fn busy_engine_is_followed_not_poked() {
     })
     .await;
     assert_ne!(r.fake.status().current_operation, "UPDATE_STATUS_IDLE");
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(
         out,
         UpdateOutcome::RebootPending {
             new_version: "1745.7.0".into()
         }
     );
-    assert_eq!(r.fake.calls().attempt_update, 0, "AttemptUpdate would be ignored");
+    assert_eq!(
+        r.fake.calls().attempt_update,
+        0,
+        "AttemptUpdate would be ignored"
+    );
 
     // Its own check finds nothing: then we ask, and our attempt counts.
     let r = rig_with(|s| {
@@ -227,8 +270,13 @@ async fn busy_engine_is_followed_not_poked() {
         s.attempts = vec![Scenario::Update];
     })
     .await;
-    let out = updater::run_update(&r.client, &settings(10, 10)).await.unwrap();
-    assert!(matches!(out, UpdateOutcome::RebootPending { .. }), "{out:?}");
+    let out = updater::run_update(&r.client, &settings(10, 10))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, UpdateOutcome::RebootPending { .. }),
+        "{out:?}"
+    );
     assert_eq!(r.fake.calls().attempts_started, 1);
 }
 
@@ -241,7 +289,10 @@ async fn attempt_update_while_busy_is_ignored_by_the_engine() {
     let r = rig(&[Scenario::Hang]).await;
     r.client.attempt_update().await.unwrap();
     let s1 = r.client.get_status().await.unwrap();
-    assert_eq!(s1.current_operation, updater::UpdateStatus::CheckingForUpdate);
+    assert_eq!(
+        s1.current_operation,
+        updater::UpdateStatus::CheckingForUpdate
+    );
     r.client.attempt_update().await.unwrap();
     assert_eq!(r.fake.calls().attempt_update, 2);
     assert_eq!(r.fake.calls().attempts_started, 1);
@@ -259,16 +310,23 @@ async fn reboot_marker_from_before_a_restart_means_pending() {
     std::fs::create_dir_all(dir.path().join("run")).unwrap();
     std::fs::write(dir.path().join("run/need-reboot"), "").unwrap();
     let bus = PrivateBus::start().unwrap();
-    let fake = FakeUpdateEngine::start(Some(bus.address()), Script::in_dir(dir.path(), &[Scenario::Update], 20))
+    let fake = FakeUpdateEngine::start(
+        Some(bus.address()),
+        Script::in_dir(dir.path(), &[Scenario::Update], 20),
+    )
+    .await
+    .unwrap();
+    let client = UpdateEngine::new(&bus.connect().await.unwrap())
         .await
         .unwrap();
-    let client = UpdateEngine::new(&bus.connect().await.unwrap()).await.unwrap();
     // The real daemon forgets the version across a restart: "0.0.0".
     assert_eq!(
         updater::pending_reboot(&client).await.unwrap().as_deref(),
         Some("0.0.0")
     );
-    let out = updater::run_update(&client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(
         out,
         UpdateOutcome::RebootPending {
@@ -284,15 +342,20 @@ async fn missing_update_engine_is_a_clear_retryable_error() {
         return;
     }
     let bus = PrivateBus::start().unwrap();
-    let client = UpdateEngine::new(&bus.connect().await.unwrap()).await.unwrap();
+    let client = UpdateEngine::new(&bus.connect().await.unwrap())
+        .await
+        .unwrap();
     let e = updater::pending_reboot(&client).await.unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
-        e.to_string()
-            .starts_with("update-engine (com.coreos.update1) is not running on the system bus: GetStatus"),
+        e.to_string().starts_with(
+            "update-engine (com.coreos.update1) is not running on the system bus: GetStatus"
+        ),
         "{e}"
     );
-    let e = updater::run_update(&client, &settings(5, 5)).await.unwrap_err();
+    let e = updater::run_update(&client, &settings(5, 5))
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
 }
 
@@ -306,7 +369,12 @@ async fn engine_disappearing_mid_update_is_retryable() {
         s.step_ms = 200;
     })
     .await;
-    let Rig { bus, fake, client, dir } = r;
+    let Rig {
+        bus,
+        fake,
+        client,
+        dir,
+    } = r;
     let stopper = async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         fake.stop().await;
@@ -315,7 +383,10 @@ async fn engine_disappearing_mid_update_is_retryable() {
     let (res, ()) = tokio::join!(updater::run_update(&client, &s), stopper);
     let e = res.unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
-    assert!(e.to_string().contains("not running on the system bus"), "{e}");
+    assert!(
+        e.to_string().contains("not running on the system bus"),
+        "{e}"
+    );
     drop((bus, dir));
 }
 
@@ -331,7 +402,14 @@ async fn binary_simulates_the_ab_switch_on_the_next_boot() {
     let bus = PrivateBus::start().unwrap();
     let spawn = || {
         std::process::Command::new(&bin)
-            .args(["--address", bus.address(), "--scenario", "update", "--step-ms", "20"])
+            .args([
+                "--address",
+                bus.address(),
+                "--scenario",
+                "update",
+                "--step-ms",
+                "20",
+            ])
             .args(["--new-version", "1745.7.0"])
             .arg("--state-dir")
             .arg(dir.path().join("state"))
@@ -358,19 +436,32 @@ async fn binary_simulates_the_ab_switch_on_the_next_boot() {
     // First boot: the update is applied; os-release is unchanged until reboot.
     let mut child = Child(spawn());
     ready(&client).await;
-    let out = updater::run_update(&client, &settings(10, 10)).await.unwrap();
+    let out = updater::run_update(&client, &settings(10, 10))
+        .await
+        .unwrap();
     assert_eq!(
         out,
         UpdateOutcome::RebootPending {
             new_version: "1745.7.0".into()
         }
     );
-    assert!(std::fs::read_to_string(&osr).unwrap().contains("VERSION_ID=1632.3.0"));
+    assert!(
+        std::fs::read_to_string(&osr)
+            .unwrap()
+            .contains("VERSION_ID=1632.3.0")
+    );
     // Restarted within the same boot: still pending, nothing applied.
     child.stop();
     child = Child(spawn());
-    assert_eq!(ready(&client).await.current_operation, updater::UpdateStatus::UpdatedNeedReboot);
-    assert!(std::fs::read_to_string(&osr).unwrap().contains("VERSION_ID=1632.3.0"));
+    assert_eq!(
+        ready(&client).await.current_operation,
+        updater::UpdateStatus::UpdatedNeedReboot
+    );
+    assert!(
+        std::fs::read_to_string(&osr)
+            .unwrap()
+            .contains("VERSION_ID=1632.3.0")
+    );
     child.stop();
 
     // "Reboot": /run is fresh. The stand-in switches the OS version.

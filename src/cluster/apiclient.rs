@@ -76,9 +76,7 @@ impl ApiClient {
             .pool_max_idle_per_host(0)
             .user_agent(concat!("node-bootstrap/", env!("CARGO_PKG_VERSION")));
         b = match &kc.proxy_url {
-            Some(p) => b.proxy(
-                reqwest::Proxy::all(p.as_str()).map_err(|e| bad("proxy-url", &e))?,
-            ),
+            Some(p) => b.proxy(reqwest::Proxy::all(p.as_str()).map_err(|e| bad("proxy-url", &e))?),
             None => b.no_proxy(),
         };
         if let Some(cc) = &kc.credentials.client_cert {
@@ -212,17 +210,18 @@ fn classify_send_error(url: &url::Url, e: &reqwest::Error, sent_client_cert: boo
             ),
         )),
         Some(rustls::Error::AlertReceived(a))
-            if sent_client_cert && matches!(
-                a,
-                rustls::AlertDescription::BadCertificate
-                    | rustls::AlertDescription::UnknownCA
-                    | rustls::AlertDescription::CertificateRequired
-                    | rustls::AlertDescription::CertificateUnknown
-                    | rustls::AlertDescription::CertificateExpired
-                    | rustls::AlertDescription::CertificateRevoked
-                    | rustls::AlertDescription::AccessDenied
-                    | rustls::AlertDescription::DecryptError
-            ) =>
+            if sent_client_cert
+                && matches!(
+                    a,
+                    rustls::AlertDescription::BadCertificate
+                        | rustls::AlertDescription::UnknownCA
+                        | rustls::AlertDescription::CertificateRequired
+                        | rustls::AlertDescription::CertificateUnknown
+                        | rustls::AlertDescription::CertificateExpired
+                        | rustls::AlertDescription::CertificateRevoked
+                        | rustls::AlertDescription::AccessDenied
+                        | rustls::AlertDescription::DecryptError
+                ) =>
         {
             Attempt::Fail(Error::bad_input(format!(
                 "GET {url}: the API server rejected the kubeconfig's client certificate (TLS alert {a:?})"
@@ -236,10 +235,7 @@ fn classify_send_error(url: &url::Url, e: &reqwest::Error, sent_client_cert: boo
             } else {
                 "request failed"
             };
-            Attempt::retry(Error::retryable(format!(
-                "GET {url}: {kind}: {}",
-                chain(e)
-            )))
+            Attempt::retry(Error::retryable(format!("GET {url}: {kind}: {}", chain(e))))
         }
     }
 }

@@ -115,7 +115,10 @@ mod tests {
         assert!(!c.fallback_to_seed);
         assert!(c.check_forced_skew);
         let p = c.api_retry_policy();
-        assert_eq!((p.max_attempts, p.initial.as_secs(), p.max_delay.as_secs()), (3, 2, 20));
+        assert_eq!(
+            (p.max_attempts, p.initial.as_secs(), p.max_delay.as_secs()),
+            (3, 2, 20)
+        );
     }
 
     #[test]
@@ -123,7 +126,8 @@ mod tests {
         let e = load(r#"{"cluster":{"forced_version":"latest"}}"#).unwrap_err();
         assert_eq!(e.exit_code(), crate::error::exit::CONFIG);
         assert!(
-            e.to_string().contains("field `cluster.forced_version`: \"latest\" is not a Kubernetes version"),
+            e.to_string()
+                .contains("field `cluster.forced_version`: \"latest\" is not a Kubernetes version"),
             "{e}"
         );
         let c = load(r#"{"cluster":{"forced_version":"v1.9.6+coreos.0","fallback_to_seed":true}}"#)
@@ -136,6 +140,9 @@ mod tests {
     #[test]
     fn attempts_are_bounded() {
         let e = load(r#"{"cluster":{"api_attempts":0}}"#).unwrap_err();
-        assert!(e.to_string().contains("field `cluster.api_attempts`"), "{e}");
+        assert!(
+            e.to_string().contains("field `cluster.api_attempts`"),
+            "{e}"
+        );
     }
 }

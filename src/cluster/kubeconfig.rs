@@ -414,23 +414,24 @@ fn credentials(
             "auth providers are not supported; use a client certificate or a token",
         ));
     }
-    let pick = |data: &Option<String>, file: &Option<String>, name: &str| -> Result<Option<Vec<u8>>> {
-        match (data.as_deref(), file.as_deref()) {
-            (Some(d), _) if !d.trim().is_empty() => decode_b64(d)
-                .map(Some)
-                .map_err(|m| bad(&format!("{uf}.{name}-data"), &m)),
-            (_, Some(p)) if !p.trim().is_empty() => {
-                let p = resolve(base, p);
-                read_limited(&p).map(Some).map_err(|e| {
-                    bad(
-                        &format!("{uf}.{name}"),
-                        &format!("cannot read {}: {e}", p.display()),
-                    )
-                })
+    let pick =
+        |data: &Option<String>, file: &Option<String>, name: &str| -> Result<Option<Vec<u8>>> {
+            match (data.as_deref(), file.as_deref()) {
+                (Some(d), _) if !d.trim().is_empty() => decode_b64(d)
+                    .map(Some)
+                    .map_err(|m| bad(&format!("{uf}.{name}-data"), &m)),
+                (_, Some(p)) if !p.trim().is_empty() => {
+                    let p = resolve(base, p);
+                    read_limited(&p).map(Some).map_err(|e| {
+                        bad(
+                            &format!("{uf}.{name}"),
+                            &format!("cannot read {}: {e}", p.display()),
+                        )
+                    })
+                }
+                _ => Ok(None),
             }
-            _ => Ok(None),
-        }
-    };
+        };
     let cert = pick(
         &u.client_certificate_data,
         &u.client_certificate,
@@ -468,7 +469,9 @@ fn credentials(
         }
     };
     let token = match (u.token.as_deref(), u.token_file.as_deref()) {
-        (Some(t), _) if !t.is_empty() => Some(check_token(t).map_err(|m| bad(&format!("{uf}.token"), &m))?),
+        (Some(t), _) if !t.is_empty() => {
+            Some(check_token(t).map_err(|m| bad(&format!("{uf}.token"), &m))?)
+        }
         (_, Some(p)) if !p.trim().is_empty() => {
             let p = resolve(base, p);
             let field = format!("{uf}.tokenFile");
@@ -637,7 +640,10 @@ mod tests {
         assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
         assert_eq!(e.exit_code(), crate::error::exit::BAD_INPUT);
         let m = e.to_string();
-        assert!(m.starts_with("kubeconfig /etc/kubernetes/kubeconfig: "), "{m}");
+        assert!(
+            m.starts_with("kubeconfig /etc/kubernetes/kubeconfig: "),
+            "{m}"
+        );
         m
     }
 
@@ -657,7 +663,10 @@ mod tests {
         assert!(k.credentials.token.is_none());
         // Debug output never shows key material.
         let dbg = format!("{k:?}");
-        assert!(!dbg.contains("PRIVATE KEY") && !dbg.contains(&b64(&p.key)[..20]), "{dbg}");
+        assert!(
+            !dbg.contains("PRIVATE KEY") && !dbg.contains(&b64(&p.key)[..20]),
+            "{dbg}"
+        );
         assert!(dbg.contains("client-certificate"), "{dbg}");
     }
 
@@ -674,7 +683,10 @@ mod tests {
         let k = load(&kpath).unwrap();
         assert_eq!((k.context.as_str(), k.cluster_name.as_str()), ("b", "c1"));
         assert_eq!(k.credentials.token.as_deref(), Some("abc.def"));
-        assert_eq!(k.ca_source, dir.path().join("pki/ca.pem").display().to_string());
+        assert_eq!(
+            k.ca_source,
+            dir.path().join("pki/ca.pem").display().to_string()
+        );
         assert_eq!(
             k.version_url().as_str(),
             "https://10.0.0.1:6443/prefix/version"
@@ -730,7 +742,10 @@ mod tests {
             "{m}"
         );
         let m = err(&good.replace(&format!("    client-key-data: {}\n", b64(&p.key)), ""));
-        assert!(m.contains("users[kubelet].user: has a client certificate but no client-key"), "{m}");
+        assert!(
+            m.contains("users[kubelet].user: has a client certificate but no client-key"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -743,15 +758,26 @@ mod tests {
             "{m}"
         );
         let m = err(&good.replace("cluster: local\n    user", "cluster: remote\n    user"));
-        assert!(m.contains("contexts[].context.cluster: names cluster \"remote\""), "{m}");
+        assert!(
+            m.contains("contexts[].context.cluster: names cluster \"remote\""),
+            "{m}"
+        );
         let m = err(&good.replace("user: kubelet\n", "user: admin\n"));
-        assert!(m.contains("contexts[].context.user: names user \"admin\""), "{m}");
+        assert!(
+            m.contains("contexts[].context.user: names user \"admin\""),
+            "{m}"
+        );
         let two = format!("{good}- name: x\n  context: {{cluster: local}}\n");
         // Now there is an unnamed context "" and "x"; current-context "" still
         // resolves to the unnamed one.
         assert_eq!(parse_at(&two).unwrap().user_name, "kubelet");
-        let m = err("contexts:\n- name: a\n  context: {cluster: c}\n- name: b\n  context: {cluster: c}\n");
-        assert!(m.contains("current-context: not set, and there are 2 contexts"), "{m}");
+        let m = err(
+            "contexts:\n- name: a\n  context: {cluster: c}\n- name: b\n  context: {cluster: c}\n",
+        );
+        assert!(
+            m.contains("current-context: not set, and there are 2 contexts"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -762,7 +788,10 @@ mod tests {
             "  user:\n    client-certificate-data",
             "  user:\n    exec:\n      command: aws\n    client-certificate-data",
         ));
-        assert!(m.contains("users[kubelet].user.exec: exec credential plugins are not supported"), "{m}");
+        assert!(
+            m.contains("users[kubelet].user.exec: exec credential plugins are not supported"),
+            "{m}"
+        );
         let m = err("clusters: [unclosed\n");
         assert!(m.contains("not a valid kubeconfig"), "{m}");
         // Syntax errors never quote the file (it holds keys).

@@ -173,16 +173,12 @@ async fn probe_forced(config: &crate::config::Config, forced: &str) -> Result<Op
     }
     let kc = kubeconfig::load(path)?;
     let client = apiclient::ApiClient::new(&kc, config.cluster.api_timeout)?;
-    let once = crate::retry::RetryPolicy::new(
-        std::time::Duration::ZERO,
-        std::time::Duration::ZERO,
-        1,
-    );
+    let once =
+        crate::retry::RetryPolicy::new(std::time::Duration::ZERO, std::time::Duration::ZERO, 1);
     match client.version(once).await {
         Ok(sv) => {
-            check_skew(forced, &sv.git_version).map_err(|e| {
-                e.context("cluster.forced_version does not fit the cluster")
-            })?;
+            check_skew(forced, &sv.git_version)
+                .map_err(|e| e.context("cluster.forced_version does not fit the cluster"))?;
             Ok(Some(sv.git_version))
         }
         Err(e) if e.class() == ErrorClass::Retryable => {
@@ -206,9 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn forced_wins_over_everything() {
-        let c = config(
-            r#"{"role":"bootkube-master","cluster":{"forced_version":"v1.10.2"}}"#,
-        );
+        let c = config(r#"{"role":"bootkube-master","cluster":{"forced_version":"v1.10.2"}}"#);
         let v = discover(&c, Some("v1.9.6_coreos.0")).await.unwrap();
         assert_eq!(v.version, "v1.10.2");
         assert_eq!(v.source, VersionSource::Forced);
@@ -221,7 +215,10 @@ mod tests {
             r#"{"paths":{"kubeconfig":"/nonexistent/kubeconfig"},"cluster":{"forced_version":"v1.9.6+coreos.0"}}"#,
         );
         let v = discover(&c, None).await.unwrap();
-        assert_eq!((v.version.as_str(), v.apiserver_version), ("v1.9.6+coreos.0", None));
+        assert_eq!(
+            (v.version.as_str(), v.apiserver_version),
+            ("v1.9.6+coreos.0", None)
+        );
     }
 
     #[tokio::test]
@@ -246,7 +243,11 @@ mod tests {
         );
         let e = discover(&c, Some("latest")).await.unwrap_err();
         assert_eq!(e.class(), ErrorClass::BadInput);
-        assert!(e.to_string().contains("KUBELET_IMAGE_TAG: \"latest\" is not a Kubernetes version"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("KUBELET_IMAGE_TAG: \"latest\" is not a Kubernetes version"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

@@ -244,7 +244,10 @@ pub async fn run_update(
                             continue;
                         }
                         engine.attempt_update().await?;
-                        info!(phase = PHASE, "previous operation ended; update check requested (AttemptUpdate)");
+                        info!(
+                            phase = PHASE,
+                            "previous operation ended; update check requested (AttemptUpdate)"
+                        );
                         tracker = Some(status::Tracker::new(&base));
                         watch = Watch::new(settings, &base);
                     }

@@ -325,7 +325,10 @@ mod tests {
 
     #[test]
     fn check_then_idle_is_no_update() {
-        let v = run(r(IDLE, 0.0, 100, "0.0.0"), &[r(CHECK, 0.0, 100, "0.0.0"), r(IDLE, 0.0, 160, "0.0.0")]);
+        let v = run(
+            r(IDLE, 0.0, 100, "0.0.0"),
+            &[r(CHECK, 0.0, 100, "0.0.0"), r(IDLE, 0.0, 160, "0.0.0")],
+        );
         assert_eq!(v[1], Verdict::NoUpdate);
     }
 
@@ -369,7 +372,10 @@ mod tests {
         let Verdict::Failed(m) = &v[1] else {
             panic!("{v:?}")
         };
-        assert!(m.contains("went back to IDLE after UPDATE_STATUS_DOWNLOADING"), "{m}");
+        assert!(
+            m.contains("went back to IDLE after UPDATE_STATUS_DOWNLOADING"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -382,7 +388,11 @@ mod tests {
             }
         );
         for s in [CHECK, AVAIL, DL, VERIFY, FIN, ERR, "SOMETHING_NEW"] {
-            assert_eq!(before_attempt(&r(s, 0.0, 0, "0.0.0")), Before::Settle, "{s}");
+            assert_eq!(
+                before_attempt(&r(s, 0.0, 0, "0.0.0")),
+                Before::Settle,
+                "{s}"
+            );
         }
     }
 

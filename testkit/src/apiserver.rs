@@ -73,7 +73,10 @@ impl Pki {
         let ca = ca_params.self_signed(&ca_key).expect("CA cert");
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
 
-        let issue = |sans: Vec<String>, cn: &str, org: Option<&str>, eku: rcgen::ExtendedKeyUsagePurpose| {
+        let issue = |sans: Vec<String>,
+                     cn: &str,
+                     org: Option<&str>,
+                     eku: rcgen::ExtendedKeyUsagePurpose| {
             let key = rcgen::KeyPair::generate().expect("key");
             let mut p = rcgen::CertificateParams::new(sans).expect("params");
             p.distinguished_name.push(rcgen::DnType::CommonName, cn);
@@ -158,8 +161,16 @@ fn b64(s: &str) -> String {
             | *c.get(2).unwrap_or(&0) as u32;
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if c.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
@@ -262,10 +273,12 @@ impl FakeApiServer {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut roots = rustls::RootCertStore::empty();
         roots.add(pki.ca_der.clone())?;
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .allow_unauthenticated()
-                .build()?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()?;
         let other;
         let server = match opts.tls {
             ServerTls::Trusted => &pki.server,
@@ -396,9 +409,17 @@ async fn serve(
         _ => false,
     };
     let (status, extra, body) = if !(client_cert || token_ok) {
-        (401, String::new(), status_json(401, "Unauthorized", "Unauthorized"))
+        (
+            401,
+            String::new(),
+            status_json(401, "Unauthorized", "Unauthorized"),
+        )
     } else if let Some(Fault::Status(code)) = fault {
-        (code, String::new(), status_json(code, "InternalError", "scripted failure"))
+        (
+            code,
+            String::new(),
+            status_json(code, "InternalError", "scripted failure"),
+        )
     } else if let Some(Fault::StatusRetryAfter(code, secs)) = fault {
         (
             code,
@@ -406,9 +427,23 @@ async fn serve(
             status_json(code, "ServiceUnavailable", "scripted failure"),
         )
     } else if method != "GET" || path != "/version" {
-        (404, String::new(), status_json(404, "NotFound", "the server could not find the requested resource"))
+        (
+            404,
+            String::new(),
+            status_json(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+        )
     } else {
-        (200, String::new(), opts.body.clone().unwrap_or_else(|| version_json(&opts.git_version)))
+        (
+            200,
+            String::new(),
+            opts.body
+                .clone()
+                .unwrap_or_else(|| version_json(&opts.git_version)),
+        )
     };
     log.lock().unwrap().requests.push(SeenRequest {
         method,

@@ -314,7 +314,11 @@ fn steps(s: Scenario) -> Vec<Step> {
 }
 
 /// Sets CHECKING (and signals it) now, then runs the rest in a task.
-async fn start_scenario(shared: Arc<Shared>, scenario: Scenario, emitter: Option<&SignalEmitter<'_>>) {
+async fn start_scenario(
+    shared: Arc<Shared>,
+    scenario: Scenario,
+    emitter: Option<&SignalEmitter<'_>>,
+) {
     let signals = shared.script.emit_signals && scenario != Scenario::DropSignals;
     {
         let mut st = shared.status.lock().unwrap();
@@ -326,7 +330,11 @@ async fn start_scenario(shared: Arc<Shared>, scenario: Scenario, emitter: Option
             emit(&shared, e).await;
         } else {
             let conn = shared.conn.lock().unwrap().clone();
-            if let Some(e) = conn.and_then(|c| SignalEmitter::new(&c, OBJECT_PATH).ok().map(|e| e.into_owned())) {
+            if let Some(e) = conn.and_then(|c| {
+                SignalEmitter::new(&c, OBJECT_PATH)
+                    .ok()
+                    .map(|e| e.into_owned())
+            }) {
                 emit(&shared, &e).await;
             }
         }
@@ -334,7 +342,9 @@ async fn start_scenario(shared: Arc<Shared>, scenario: Scenario, emitter: Option
     let s2 = shared.clone();
     let task = tokio::spawn(async move {
         let conn = s2.conn.lock().unwrap().clone();
-        let emitter = conn.as_ref().and_then(|c| SignalEmitter::new(c, OBJECT_PATH).ok());
+        let emitter = conn
+            .as_ref()
+            .and_then(|c| SignalEmitter::new(c, OBJECT_PATH).ok());
         for step in steps(scenario) {
             tokio::time::sleep(Duration::from_millis(s2.script.step_ms)).await;
             apply(&s2, step);
@@ -414,8 +424,8 @@ fn record_pending(script: &Script, version: &str) -> Result<()> {
 
 /// Rewrites `VERSION_ID=` (and `VERSION=`) of an os-release file.
 pub fn set_os_release_version(path: &Path, version: &str) -> Result<()> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut found = false;
     let mut out: Vec<String> = text
         .lines()
