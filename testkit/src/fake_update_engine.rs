@@ -544,6 +544,9 @@ impl Drop for FakeUpdateEngine {
         if let Some(t) = self.shared.runner.lock().unwrap().take() {
             t.abort();
         }
+        // Break the cycle connection -> object server -> Manager -> Shared
+        // -> connection, so the connection closes once the caller's clones go.
+        self.shared.conn.lock().unwrap().take();
     }
 }
 
