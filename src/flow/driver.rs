@@ -149,8 +149,15 @@ impl<S: Seams> Driver<'_, S> {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
+                let before = result
+                    .get("current_version")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let have = self.seams.os_version().await?;
-                if have == want {
+                // update_engine reports "0.0.0" when it no longer knows the
+                // target (it restarted); then any version but the old one is it.
+                let unknown_target = want.is_empty() || want == "0.0.0";
+                if have == want || (unknown_target && have != before) {
                     Ok(())
                 } else {
                     Err(Error::refused(format!(
@@ -442,6 +449,23 @@ mod tests {
         assert_eq!(err.class(), ErrorClass::Refused);
         assert!(err.to_string().contains("the OS update to 1576.4.0 did not take effect: after the reboot the node runs 1520.3.0"), "{err}");
         assert!(node.env_written.borrow().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_update_target_is_confirmed_by_a_changed_version() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1520.3.0".into()),
+            update: Some("0.0.0".into()),
+            reboot_happens: true,
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        *node.os_version.borrow_mut() = "1576.4.0".into();
+        assert_eq!(
+            driver(&node, d.path(), "b2").run().await.unwrap(),
+            RunOutcome::Complete
+        );
     }
 
     #[tokio::test]
