@@ -55,7 +55,6 @@ impl Seams for NodeSeams<'_> {
     async fn discover_version(&self) -> Result<Value> {
         let seed = kubeletenv::read_seed(&self.config.paths.seed_kubelet_env())?;
         let found = crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await?;
-        info!(phase = "cluster-version", version = %found.version, source = ?found.source, "cluster version determined");
         Ok(serde_json::to_value(&found).expect("serializable"))
     }
 

@@ -36,11 +36,11 @@ pub fn standin(name: &str) -> PathBuf {
 /// running test). Panics with a hint when it is missing.
 pub fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test>-<hash>
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("test binary lives in target/<profile>/deps");
+    // Tests live in target/<profile>/deps/, binaries in target/<profile>/.
+    let mut dir = exe.parent().expect("exe has a directory");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("deps has a parent");
+    }
     let p = dir.join(name);
     assert!(
         p.exists(),
