@@ -209,7 +209,7 @@ fn print_journal_summary(n: &SimNode) {
                 "           {name:<16} {:<8} attempts={} {}",
                 rec["status"].as_str().unwrap_or("?"),
                 rec["attempts"],
-                rec["result"].to_string()
+                rec["result"]
             );
         }
     }
