@@ -149,8 +149,15 @@ impl<S: Seams> Driver<'_, S> {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
+                let before = result
+                    .get("current_version")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let have = self.seams.os_version().await?;
-                if have == want {
+                // update_engine reports "0.0.0" when it no longer knows the
+                // target (it restarted); then any version but the old one is it.
+                let unknown_target = want.is_empty() || want == "0.0.0";
+                if have == want || (unknown_target && have != before) {
                     Ok(())
                 } else {
                     Err(Error::refused(format!(
@@ -249,6 +256,7 @@ mod tests {
         update: Option<String>,
         docker_change: bool,
         fail_version: bool,
+        version_error: Option<ErrorClass>,
         reboot_happens: bool,
     }
 
@@ -262,6 +270,9 @@ mod tests {
         }
         async fn discover_version(&self) -> Result<Value> {
             self.calls.borrow_mut().push("version".into());
+            if let Some(class) = self.version_error {
+                return Err(Error::new(class, "scripted"));
+            }
             if self.fail_version {
                 return Err(Error::retryable(
                     "GET https://10.0.0.1:443/version: connection refused",
@@ -445,6 +456,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_unknown_update_target_is_confirmed_by_a_changed_version() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1520.3.0".into()),
+            update: Some("0.0.0".into()),
+            reboot_happens: true,
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        *node.os_version.borrow_mut() = "1576.4.0".into();
+        assert_eq!(
+            driver(&node, d.path(), "b2").run().await.unwrap(),
+            RunOutcome::Complete
+        );
+    }
+
+    #[tokio::test]
     async fn a_failing_step_is_recorded_and_the_next_run_resumes_there() {
         let d = tempfile::tempdir().unwrap();
         let mut node = FakeNode {
@@ -473,6 +501,38 @@ mod tests {
             "version",
             "assets were done in this boot and not redone"
         );
+    }
+
+    #[tokio::test]
+    async fn every_error_class_is_recorded_and_returned_unchanged() {
+        for class in [
+            ErrorClass::Retryable,
+            ErrorClass::Config,
+            ErrorClass::BadInput,
+            ErrorClass::Verification,
+            ErrorClass::Refused,
+            ErrorClass::Locked,
+            ErrorClass::Internal,
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let node = FakeNode {
+                version_error: Some(class),
+                ..Default::default()
+            };
+            let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+            assert_eq!(err.class(), class);
+            let j = JournalFile::new(d.path().join("state.json"))
+                .load()
+                .unwrap()
+                .unwrap();
+            let rec = j.step("cluster-version").unwrap();
+            assert_eq!(rec.error_class, Some(class));
+            assert_eq!(
+                rec.error.as_deref(),
+                Some("cluster-version failed: scripted")
+            );
+            assert!(node.env_written.borrow().is_none());
+        }
     }
 
     #[tokio::test]
