@@ -565,6 +565,32 @@ pub fn confirm_active(config: &Config, intended: &AddonOutcome) -> Result<bool> 
     Ok(active)
 }
 
+/// [`ensure`] as the `run` flow's seam calls it: the outcome as the JSON
+/// the state journal records.
+pub async fn ensure_for_flow(
+    config: &Config,
+    cluster_version: &str,
+    next_os_version: Option<&str>,
+) -> Result<serde_json::Value> {
+    let req = AddonRequest {
+        cluster_version: cluster_version.to_string(),
+        next_os_version: next_os_version.map(str::to_string),
+    };
+    let out = ensure(config, &req).await?;
+    Ok(serde_json::to_value(&out).expect("outcomes serialize"))
+}
+
+/// [`confirm_active`] on the result the state journal recorded for the
+/// docker-addon step (extra fields, such as the flow's own, are ignored).
+pub fn confirm_for_flow(config: &Config, intended: &serde_json::Value) -> Result<bool> {
+    let intended: AddonOutcome = serde_json::from_value(intended.clone()).map_err(|e| {
+        Error::internal(format!(
+            "the state journal's docker-addon result is not an addon outcome: {e}"
+        ))
+    })?;
+    confirm_active(config, &intended)
+}
+
 /// What the pre-reboot hook did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookOutcome {
