@@ -3,7 +3,7 @@
 
 use super::seams::{OsOutcome, OsUpdateRecord, Seams};
 use crate::config::Config;
-use crate::error::{Error, ErrorClass, Result, ResultExt as _};
+use crate::error::{Error, Result, ResultExt as _};
 use crate::{fsutil, kubeletenv};
 use serde_json::{Value, json};
 use std::convert::Infallible;
@@ -120,18 +120,11 @@ impl Seams for NodeSeams<'_> {
         cluster_version: &str,
         next_os_version: Option<&str>,
     ) -> Result<Value> {
-        let _ = (cluster_version, next_os_version);
-        Err(Error::new(
-            ErrorClass::Config,
-            "addon.enabled is set, but this build has no docker addon support yet",
-        ))
+        crate::addon::ensure_for_flow(self.config, cluster_version, next_os_version).await
     }
 
-    async fn addon_confirm(&self, _intended: &Value) -> Result<bool> {
-        Err(Error::new(
-            ErrorClass::Config,
-            "addon.enabled is set, but this build has no docker addon support yet",
-        ))
+    async fn addon_confirm(&self, intended: &Value) -> Result<bool> {
+        crate::addon::confirm_for_flow(self.config, intended)
     }
 
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
