@@ -5,9 +5,10 @@
 //! a systemd generator like the real one), sysext through the real
 //! `systemd-sysext.service`.
 //!
-//! Until the `run` driver is wired, the flow's docker-addon step is driven
-//! through `node-bootstrap addon ensure` / `addon confirm`, and the test
-//! reboots the node when the agent says so.
+//! Here the agent's `addon` subcommands (`ensure`, `confirm`,
+//! `pre-reboot-hook`, `gc`) are run inside the node and the test reboots it
+//! when the agent says so; `addon_run.rs` covers the same phase inside
+//! `node-bootstrap run` (reboot with the datadir cleanup unit, kubelet).
 //!
 //! - a fresh node gets the package, profile and next-profile, and the next
 //!   boot runs that docker (and needs no further reboot);

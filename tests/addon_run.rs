@@ -196,3 +196,57 @@ fn run_with_a_tampered_package_stops_with_a_verification_error() {
     assert_eq!(n.boots(), 1);
     n.shutdown().unwrap();
 }
+
+#[test]
+fn run_killed_during_the_download_leaves_no_final_file_and_the_restart_completes() {
+    if skip_unless_possible(
+        "run_killed_during_the_download_leaves_no_final_file_and_the_restart_completes",
+    ) {
+        return;
+    }
+    let rig = AddonRig::new(OS);
+    let d1703 = publish(&rig);
+    let pkg = rig.package_path("17.03", &d1703);
+    rig.server.set_rate(&pkg, Some(d1703.len() as u64 / 8));
+    let mut n = node("addon-run-kill", &rig, "1.12");
+    n.boot().unwrap();
+    let partial = format!(
+        "{STORE}/.docker:17.03.torcx.tgz.part-{}",
+        &testkit::torcx_fixtures::manifest_hash(&d1703)[7..23]
+    );
+    n.wait_for("the download to be under way", T, |n| {
+        (std::fs::metadata(n.path(&partial)).ok()?.len() > 20_000).then_some(())
+    })
+    .unwrap();
+    n.systemctl(&["kill", "-s", "KILL", "k8s-node-bootstrap.service"])
+        .unwrap();
+    // Killed half-way: nothing under a final name, nothing activated.
+    assert!(!n.exists(&format!("{STORE}/docker:17.03.torcx.tgz")));
+    assert!(!n.exists("/etc/torcx/next-profile"));
+    rig.server.set_rate(&pkg, None);
+
+    // systemd restarts the unit; the run resumes the download, reboots
+    // once, and the next boot starts kubelet with docker 17.03.
+    assert_eq!(n.wait_down(T).unwrap(), testkit::simnode::BootEnd::Reboot);
+    assert_eq!(
+        std::fs::read(n.path(&format!("{STORE}/docker:17.03.torcx.tgz"))).unwrap(),
+        d1703
+    );
+    let ranges: Vec<Option<String>> = rig
+        .server
+        .requests_for(&pkg)
+        .into_iter()
+        .map(|r| r.range)
+        .collect();
+    assert_eq!(ranges.len(), 2, "{ranges:?}");
+    assert!(
+        ranges[1]
+            .as_deref()
+            .is_some_and(|r| r.starts_with("bytes=")),
+        "resumed: {ranges:?}"
+    );
+    n.boot().unwrap();
+    n.wait_active_state("kubelet.service", "active", T).unwrap();
+    assert!(torcx_docker(&n).contains("17.03.2"), "{}", torcx_docker(&n));
+    n.shutdown().unwrap();
+}
