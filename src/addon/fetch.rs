@@ -82,11 +82,6 @@ pub fn partial_path(dir: &Path, final_name: &str, hash: &Sha512) -> PathBuf {
     dir.join(format!(".{final_name}{PART_MARK}{}", &hash.to_hex()[..16]))
 }
 
-/// Whether a directory entry is one of our partial downloads.
-pub fn is_partial(name: &str) -> bool {
-    name.starts_with('.') && name.contains(PART_MARK)
-}
-
 /// Removes partials of `final_name` for other hashes (left by earlier runs
 /// that wanted another build).
 fn remove_other_partials(dir: &Path, final_name: &str, keep: &Path) {
@@ -261,9 +256,13 @@ impl Fetcher {
         final_name: &str,
         hash: &Sha512,
     ) -> Result<Staged> {
-        fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
-            format!("failed to create {}", dir.display())
-        })?;
+        if !dir.exists() {
+            fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
+                format!("failed to create {}", dir.display())
+            })?;
+            // Make the new directory's own entry durable too.
+            let _ = crate::fsutil::fsync_dir(parent(dir));
+        }
         let partial = partial_path(dir, final_name, hash);
         remove_other_partials(dir, final_name, &partial);
         let target = dir.join(final_name);

@@ -54,22 +54,6 @@ impl DockerVersion {
         (self.parts[0], self.parts[1])
     }
 
-    /// `major.minor` as text, zero-padded the way docker spells it when the
-    /// source did (`17.03`), else plain (`1.12`).
-    pub fn major_minor_str(&self) -> String {
-        let core = self
-            .raw
-            .trim_start_matches('v')
-            .split(['-', '+', '_', '~'])
-            .next()
-            .unwrap_or("");
-        let mut it = core.split('.');
-        match (it.next(), it.next()) {
-            (Some(a), Some(b)) => format!("{a}.{b}"),
-            _ => format!("{}.{}", self.parts[0], self.parts[1]),
-        }
-    }
-
     /// Whether this version is one the preference `pref` asks for: `pref`'s
     /// components are a prefix of this version's (`17.03` matches `17.03`
     /// and `17.03.2`; `17.03.1` matches only `17.03.1`).
@@ -174,9 +158,8 @@ mod tests {
     #[test]
     fn docker_versions_parse_as_docker_spells_them() {
         assert_eq!(d("17.03").major_minor(), (17, 3));
-        assert_eq!(d("17.03").major_minor_str(), "17.03");
-        assert_eq!(d("1.12.6").major_minor_str(), "1.12");
-        assert_eq!(d("17.03.2-ce").major_minor_str(), "17.03");
+        assert_eq!(d("1.12.6").major_minor(), (1, 12));
+        assert_eq!(d("17.03.2-ce").major_minor(), (17, 3));
         assert_eq!(d("v20.10.24").major_minor(), (20, 10));
         for bad in ["", "17", "17.", "a.b", "17.03.x", "1.2.3.4.5", "-1.2"] {
             assert!(DockerVersion::parse(bad).is_none(), "{bad:?}");
