@@ -218,8 +218,15 @@ fn run_killed_during_the_download_leaves_no_final_file_and_the_restart_completes
         (std::fs::metadata(n.path(&partial)).ok()?.len() > 20_000).then_some(())
     })
     .unwrap();
-    n.systemctl(&["kill", "-s", "KILL", "k8s-node-bootstrap.service"])
-        .unwrap();
+    // kill -9 of the agent (the unit's main process).
+    n.systemctl(&[
+        "kill",
+        "--kill-who=main",
+        "-s",
+        "KILL",
+        "k8s-node-bootstrap.service",
+    ])
+    .unwrap();
     // Killed half-way: nothing under a final name, nothing activated.
     assert!(!n.exists(&format!("{STORE}/docker:17.03.torcx.tgz")));
     assert!(!n.exists("/etc/torcx/next-profile"));
