@@ -93,9 +93,18 @@ pub struct StatusArgs {
 #[derive(Debug, Subcommand)]
 pub enum AssetsCommand {
     /// Download the asset bundle from S3, verify it and move it into place.
-    Pull,
-    /// Report whether complete assets are in place (push mode).
-    Check,
+    Pull {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report whether complete assets are in place (exit 0) or what is
+    /// awaited (exit 10).
+    Check {
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -162,6 +171,62 @@ fn not_yet(what: &str) -> Result<u8> {
     )))
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::internal(format!("failed to start the async runtime: {e}")))
+}
+
+fn assets_command(cli: &Cli, cmd: &AssetsCommand) -> Result<u8> {
+    let config = load(cli)?;
+    match cmd {
+        AssetsCommand::Pull { json } => {
+            let report = runtime()?.block_on(crate::assets::pull(&config))?;
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serializes")
+                );
+            } else if report.already_present {
+                println!("assets already in place at {}", report.path.display());
+            } else {
+                println!(
+                    "assets from {} in place at {} ({} bytes, {} files, {} secrets, verified {})",
+                    report.source,
+                    report.path.display(),
+                    report.bytes,
+                    report.files,
+                    report.secrets,
+                    report.verified.join(", ")
+                );
+            }
+            Ok(exit::SUCCESS)
+        }
+        AssetsCommand::Check { json } => {
+            let r = crate::assets::readiness(&config);
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&r).expect("readiness serializes")
+                );
+            } else {
+                match &r {
+                    crate::assets::AssetsReadiness::Ready { path } => {
+                        println!("assets complete at {}", path.display())
+                    }
+                    crate::assets::AssetsReadiness::Waiting { what } => println!("{what}"),
+                }
+            }
+            Ok(match r {
+                crate::assets::AssetsReadiness::Ready { .. } => exit::SUCCESS,
+                crate::assets::AssetsReadiness::Waiting { .. } => exit::STATUS_IN_PROGRESS,
+            })
+        }
+    }
+}
+
 fn dispatch(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::Version => {
@@ -176,7 +241,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Run => not_yet("run"),
         Command::Preflight => not_yet("preflight"),
         Command::Status(_) => not_yet("status"),
-        Command::Assets(_) => not_yet("assets"),
+        Command::Assets(cmd) => assets_command(&cli, cmd),
         Command::Helper { .. } => not_yet("helper"),
         Command::Addon(_) => not_yet("addon"),
         Command::Metadata(_) => not_yet("metadata"),
