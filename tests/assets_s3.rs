@@ -535,6 +535,8 @@ fn bad_credentials_and_access_denied_are_config_errors_with_their_own_message() 
 }
 
 /// Peak RSS (KiB) of a finished child, from wait4(2).
+// The child is reaped by wait4(2) below, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn run_measured(mut cmd: Command) -> (Output, u64) {
     use std::io::Read;
     let mut child = cmd

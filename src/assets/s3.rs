@@ -452,8 +452,9 @@ pub async fn download(
     })
 }
 
-/// SHA-256 and SHA-512 of a file, read in 1 MiB blocks.
-pub async fn hash_file(path: &Path) -> Result<(String, String)> {
+/// SHA-256 and SHA-512 of a file (each only if asked for; empty if not),
+/// read in 1 MiB blocks.
+pub async fn hash_file(path: &Path, sha256: bool, sha512: bool) -> Result<(String, String)> {
     let p = path.to_path_buf();
     tokio::task::spawn_blocking(move || -> Result<(String, String)> {
         use crate::error::Context as _;
@@ -471,10 +472,18 @@ pub async fn hash_file(path: &Path) -> Result<(String, String)> {
             if n == 0 {
                 break;
             }
-            s256.update(&buf[..n]);
-            s512.update(&buf[..n]);
+            if sha256 {
+                s256.update(&buf[..n]);
+            }
+            if sha512 {
+                s512.update(&buf[..n]);
+            }
         }
-        Ok((hex::encode(s256.finalize()), hex::encode(s512.finalize())))
+        let hex_if = |on: bool, d: Vec<u8>| if on { hex::encode(d) } else { String::new() };
+        Ok((
+            hex_if(sha256, s256.finalize().to_vec()),
+            hex_if(sha512, s512.finalize().to_vec()),
+        ))
     })
     .await
     .map_err(|e| Error::internal(format!("hashing task failed: {e}")))?

@@ -281,7 +281,7 @@ async fn http_stream<W: Sink>(
         Duration::from_secs(10),
         attempts,
     );
-    let out = std::sync::Mutex::new(out);
+    let out = tokio::sync::Mutex::new(out);
     let r = retry(policy, &format!("GET {url}"), |_| {
         let out = &out;
         async move {
@@ -312,7 +312,7 @@ async fn http_stream<W: Sink>(
             let mut got = 0u64;
             let mut buf: Vec<u8> = Vec::new();
             let mut stream = resp.bytes_stream();
-            let mut guard = out.lock().expect("not poisoned");
+            let mut guard = out.lock().await;
             guard
                 .reset()
                 .map_err(|e| Attempt::Fail(Error::internal(format!("writing {url}: {e}"))))?;

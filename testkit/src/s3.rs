@@ -104,10 +104,10 @@ impl S3Server {
             if let Some(st) = self.child.try_wait()? {
                 bail!("moto_server exited ({st}): {}", self.log());
             }
-            if let Ok(r) = http(self.port, "GET", "/moto-api/", &[], &[]) {
-                if r.status < 500 {
-                    return Ok(());
-                }
+            if let Ok(r) = http(self.port, "GET", "/moto-api/", &[], &[])
+                && r.status < 500
+            {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 bail!("moto_server did not answer in {timeout:?}: {}", self.log());
@@ -248,7 +248,7 @@ fn s3_auth() -> (String, String) {
     )
 }
 
-fn between<'a>(s: &'a str, a: &str, b: &str) -> Option<String> {
+fn between(s: &str, a: &str, b: &str) -> Option<String> {
     let start = s.find(a)? + a.len();
     let end = s[start..].find(b)? + start;
     Some(s[start..end].to_string())
