@@ -332,8 +332,10 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     fs::create_dir_all(&parent).ctx(ErrorClass::Internal, || {
         format!("failed to create {}", parent.display())
     })?;
+    // The lock lives in the per-boot run dir, so nothing but the assets
+    // themselves is ever left next to the assets dir.
     let _lock = fsutil::RunLock::acquire(
-        &parent.join(format!(".{name}.pull.lock")),
+        &config.paths.run_dir.join("assets-pull.lock"),
         Duration::from_secs(0),
     )
     .context(|| "another `assets pull` is running")?;

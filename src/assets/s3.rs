@@ -368,7 +368,7 @@ pub async fn download(
     let first_end = s3.part_size - 1;
     let ctx_ref = &ctx;
     let uri = &uri;
-    let (size, etag, md) = retry(ctx.policy(), &format!("GET {uri}"), |_| async move {
+    let (size, etag, md, whole) = retry(ctx.policy(), &format!("GET {uri}"), |_| async move {
         let out = ctx_ref
             .get(0, first_end, None)
             .await
@@ -390,17 +390,23 @@ pub async fn download(
         }
         let etag = out.e_tag().map(str::to_string);
         let md = metadata_checksums(&out);
-        let expected = size.min(s3.part_size);
+        // A server that ignores Range sends the whole object at once.
+        let whole = out.content_range().is_none();
+        let expected = if whole { size } else { size.min(s3.part_size) };
         ctx_ref
             .write_body(out, dest, 0, expected)
             .await
             .map_err(|e| ctx_ref.to_attempt("part 1", e))?;
-        Ok((size, etag, md))
+        Ok((size, etag, md, whole))
     })
     .await
     .map_err(to_failure)?;
 
-    let parts = size.div_ceil(s3.part_size).max(1);
+    let parts = if whole {
+        1
+    } else {
+        size.div_ceil(s3.part_size).max(1)
+    };
     if parts > 1 {
         let etag = Arc::new(etag.clone());
         futures_util::stream::iter(1..parts)
