@@ -4,6 +4,7 @@
 pub mod agentnode;
 pub mod apiserver;
 pub mod fake_update_engine;
+pub mod s3;
 pub mod simnode;
 pub mod sshd;
 
