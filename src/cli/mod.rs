@@ -177,7 +177,14 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Preflight => not_yet("preflight"),
         Command::Status(_) => not_yet("status"),
         Command::Assets(_) => not_yet("assets"),
-        Command::Helper { .. } => not_yet("helper"),
+        Command::Helper { step } => {
+            let config = load(&cli)?;
+            let step = match step {
+                HelperStep::Bootkube => crate::helper::Step::Bootkube,
+                HelperStep::Tectonic => crate::helper::Step::Tectonic,
+            };
+            crate::helper::main(&config, step)
+        }
         Command::Addon(_) => not_yet("addon"),
         Command::Metadata(_) => not_yet("metadata"),
     }
