@@ -1,6 +1,7 @@
 //! Test rig for node-bootstrap: the simulated node (a real systemd as PID 1
 //! in a namespace) and stand-ins for programs that cannot run here.
 
+pub mod docker;
 pub mod simnode;
 
 use std::path::PathBuf;
