@@ -49,8 +49,7 @@ impl Fixture {
             .unwrap()
     }
     fn journal(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(self.p("state/state.json")).unwrap())
-            .unwrap()
+        serde_json::from_str(&std::fs::read_to_string(self.p("state/state.json")).unwrap()).unwrap()
     }
     fn done(&self, step: &str) -> bool {
         self.assets().join(format!("init_{step}.done")).exists()
@@ -85,7 +84,10 @@ fn successful_script_runs_in_the_assets_dir_is_logged_and_marked_done() {
     let out = f.helper("bootkube");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(f.done("bootkube"));
-    assert!(f.assets().join("ran").exists(), "script ran in the assets dir");
+    assert!(
+        f.assets().join("ran").exists(),
+        "script ran in the assets dir"
+    );
     assert_eq!(
         output_lines(&out, "helper/bootkube", "stdout"),
         vec![
@@ -149,10 +151,7 @@ fn missing_script_is_bad_input_naming_the_path() {
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     let script = f.assets().join("bootkube.sh");
     assert!(
-        stderr(&out).contains(&format!(
-            "asset script {} does not exist",
-            script.display()
-        )),
+        stderr(&out).contains(&format!("asset script {} does not exist", script.display())),
         "{}",
         stderr(&out)
     );
@@ -232,8 +231,7 @@ fn sigterm_stops_the_script_and_records_why() {
     // Wait until the script runs (its line is in the journal only at the end,
     // so watch for the running record).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(f.p("state/state.json"))
-        .is_ok_and(|t| t.contains("\"running\""))
+    while !std::fs::read_to_string(f.p("state/state.json")).is_ok_and(|t| t.contains("\"running\""))
     {
         assert!(Instant::now() < deadline, "helper never started the step");
         std::thread::sleep(Duration::from_millis(50));
@@ -249,7 +247,10 @@ fn sigterm_stops_the_script_and_records_why() {
     let rec = &f.journal()["steps"]["helper/bootkube"];
     assert_eq!(rec["status"], "failed");
     assert!(
-        rec["error"].as_str().unwrap().contains("stopped by SIGTERM"),
+        rec["error"]
+            .as_str()
+            .unwrap()
+            .contains("stopped by SIGTERM"),
         "{rec}"
     );
     assert!(!f.done("bootkube"));

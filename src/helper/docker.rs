@@ -131,7 +131,8 @@ pub async fn run_container(
         .map_err(|e| (e, vec![]))?;
     remove(&docker, step, &spec.name, true).await;
     let mut tail = LogTail::new(tail_lines);
-    let outcome = run_inner(&docker, step, spec, timeout, &mut tail, stop).await;
+    let mut partial = Partial::default();
+    let outcome = run_inner(&docker, step, spec, timeout, &mut tail, &mut partial, stop).await;
     remove(&docker, step, &spec.name, false).await;
     let lines = tail.lines();
     match outcome {
@@ -139,6 +140,7 @@ pub async fn run_container(
             exit_code,
             stopped,
             tail: lines,
+            last_stderr: partial.last_stderr,
         }),
         Err(e) => Err((e, lines)),
     }
@@ -150,6 +152,7 @@ async fn run_inner(
     spec: &ContainerSpec,
     timeout: Duration,
     tail: &mut LogTail,
+    partial: &mut Partial,
     stop: impl Future<Output = String>,
 ) -> Result<(Option<i64>, Option<String>)> {
     let opts = || CreateContainerOptions {
@@ -194,7 +197,6 @@ async fn run_inner(
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut logs_open = true;
-    let mut partial = Partial::default();
     let mut exit_code = None;
     let mut stopped = None;
     loop {
@@ -255,6 +257,7 @@ async fn run_inner(
 struct Partial {
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    last_stderr: Option<String>,
 }
 
 impl Partial {
@@ -267,26 +270,35 @@ impl Partial {
             LogOutput::StdIn { .. } => return,
         };
         buf.extend_from_slice(&msg);
+        let mut lines = Vec::new();
         while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            emit(step, stream, &line, tail);
+            lines.push(buf.drain(..=pos).collect::<Vec<u8>>());
+        }
+        for line in lines {
+            self.emit(step, stream, &line, tail);
         }
     }
 
     fn flush(&mut self, step: &'static str, tail: &mut LogTail) {
-        for (stream, buf) in [("stdout", &mut self.stdout), ("stderr", &mut self.stderr)] {
+        for stream in ["stdout", "stderr"] {
+            let buf = match stream {
+                "stdout" => std::mem::take(&mut self.stdout),
+                _ => std::mem::take(&mut self.stderr),
+            };
             if !buf.is_empty() {
-                let line = std::mem::take(buf);
-                emit(step, stream, &line, tail);
+                self.emit(step, stream, &buf, tail);
             }
         }
     }
-}
 
-fn emit(step: &'static str, stream: &'static str, raw: &[u8], tail: &mut LogTail) {
-    let line = clean_line(raw);
-    tracing::info!(step, stream, "{line}");
-    tail.push(line);
+    fn emit(&mut self, step: &'static str, stream: &'static str, raw: &[u8], tail: &mut LogTail) {
+        let line = clean_line(raw);
+        tracing::info!(step, stream, "{line}");
+        if stream == "stderr" && !line.trim().is_empty() {
+            self.last_stderr = Some(line.clone());
+        }
+        tail.push(line);
+    }
 }
 
 async fn pull(docker: &Docker, step: &'static str, spec: &ContainerSpec) -> Result<()> {
@@ -440,5 +452,6 @@ mod tests {
         );
         p.flush("t", &mut tail);
         assert_eq!(tail.lines(), vec!["a", "err", "bc", "d"]);
+        assert_eq!(p.last_stderr.as_deref(), Some("err"));
     }
 }

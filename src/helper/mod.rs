@@ -139,6 +139,9 @@ pub struct StepRun {
     /// Why it ended early, if it did (timeout, SIGTERM).
     pub stopped: Option<String>,
     pub tail: Vec<String>,
+    /// The last non-empty line on stderr (where errors usually are; Docker
+    /// does not keep the order between the two streams).
+    pub last_stderr: Option<String>,
 }
 
 /// Runs the helper for `step` (see module docs). `Ok` means the step
@@ -293,7 +296,11 @@ fn judge(step: Step, settings: &StepSettings, run: StepRun) -> std::result::Resu
         (None, Some(code)) => format!("{what} exited with code {code}"),
         (None, None) => format!("{what} was killed by a signal"),
     };
-    if let Some(last) = run.tail.iter().rev().find(|l| !l.trim().is_empty()) {
+    let last = run
+        .last_stderr
+        .as_ref()
+        .or_else(|| run.tail.iter().rev().find(|l| !l.trim().is_empty()));
+    if let Some(last) = last {
         msg.push_str(&format!("; last output: {last}"));
     }
     let err = Error::retryable(msg);
@@ -363,6 +370,7 @@ mod tests {
             exit_code: Some(2),
             stopped: None,
             tail: vec!["starting".into(), "error: no api".into(), "".into()],
+            last_stderr: None,
         };
         let (err, tail) = judge(Step::Bootkube, &s, run).unwrap_err();
         assert_eq!(
@@ -375,17 +383,19 @@ mod tests {
             exit_code: Some(0),
             stopped: None,
             tail: vec![],
+            last_stderr: None,
         };
         assert_eq!(judge(Step::Bootkube, &s, ok).unwrap(), 0);
         let stopped = StepRun {
             exit_code: Some(0),
             stopped: Some("timed out after 5s".into()),
-            tail: vec![],
+            tail: vec!["x".into()],
+            last_stderr: Some("error: y".into()),
         };
         let (err, _) = judge(Step::Tectonic, &s, stopped).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "tectonic step (tectonic-wrapper.sh) timed out after 5s"
+            "tectonic step (tectonic-wrapper.sh) timed out after 5s; last output: error: y"
         );
     }
 }

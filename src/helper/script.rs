@@ -51,17 +51,20 @@ pub async fn run_script(
     let pgid = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
     tracing::info!(step, path = %script.display(), pid = pgid.as_raw(), "script started");
     let tail = Arc::new(Mutex::new(LogTail::new(tail_lines)));
+    let last_stderr = Arc::new(Mutex::new(None));
     let out = tokio::spawn(forward(
         step,
         "stdout",
         child.stdout.take().expect("stdout is piped"),
         tail.clone(),
+        None,
     ));
     let err = tokio::spawn(forward(
         step,
         "stderr",
         child.stderr.take().expect("stderr is piped"),
         tail.clone(),
+        Some(last_stderr.clone()),
     ));
 
     let mut stopped = None;
@@ -118,6 +121,7 @@ pub async fn run_script(
         exit_code: status.code().map(i64::from),
         stopped,
         tail,
+        last_stderr: last_stderr.lock().expect("lock").clone(),
     })
 }
 
@@ -126,6 +130,7 @@ async fn forward(
     stream: &'static str,
     pipe: impl AsyncRead + Unpin,
     tail: Arc<Mutex<LogTail>>,
+    last: Option<Arc<Mutex<Option<String>>>>,
 ) {
     let mut reader = BufReader::new(pipe);
     let mut buf = Vec::new();
@@ -136,6 +141,11 @@ async fn forward(
             Ok(_) => {
                 let line = clean_line(&buf);
                 tracing::info!(step, stream, "{line}");
+                if let Some(last) = &last
+                    && !line.trim().is_empty()
+                {
+                    *last.lock().expect("lock") = Some(line.clone());
+                }
                 tail.lock().expect("tail lock").push(line);
             }
             Err(e) => {
@@ -162,7 +172,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = script(
             d.path(),
-            "echo \"cwd=$PWD\"\necho oops >&2\nfor i in 1 2 3 4 5; do echo line $i; done\nexit 4",
+            "echo oops >&2\nsleep 0.3\nfor i in 1 2 3 4 5; do echo line $i; done\nexit 4",
         );
         let run = run_script(
             "t",
@@ -177,6 +187,7 @@ mod tests {
         assert_eq!(run.exit_code, Some(4));
         assert!(run.stopped.is_none());
         assert_eq!(run.tail, vec!["line 3", "line 4", "line 5"]);
+        assert_eq!(run.last_stderr.as_deref(), Some("oops"));
     }
 
     #[tokio::test]

@@ -193,7 +193,10 @@ impl PrivateDockerd {
             fs::write(&p, content)?;
             fs::set_permissions(&p, fs::Permissions::from_mode(*mode))?;
         }
-        let tarball = self.dir.path().join(format!("{}.tar", name.replace(['/', ':'], "_")));
+        let tarball = self
+            .dir
+            .path()
+            .join(format!("{}.tar", name.replace(['/', ':'], "_")));
         let st = Command::new("tar")
             .arg("-C")
             .arg(r)
