@@ -76,7 +76,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Machine-readable output (schema in README "status --json").
+    /// Machine-readable output (schema: docs/status-json.md, schema_version 1).
     #[arg(long)]
     pub json: bool,
     /// Redraw until the verdict changes.
@@ -85,7 +85,7 @@ pub struct StatusArgs {
     /// Block until the node is complete or failed, printing progress.
     #[arg(long)]
     pub wait: bool,
-    /// Give up waiting after this many seconds (with --wait).
+    /// Give up waiting after this many seconds (with --wait; default 3600).
     #[arg(long, requires = "wait")]
     pub timeout: Option<u64>,
 }
@@ -175,7 +175,15 @@ fn dispatch(cli: Cli) -> Result<u8> {
         }
         Command::Run => not_yet("run"),
         Command::Preflight => not_yet("preflight"),
-        Command::Status(_) => not_yet("status"),
+        Command::Status(args) => crate::status::main(
+            &cli.config,
+            &crate::status::Options {
+                json: args.json,
+                watch: args.watch,
+                wait: args.wait,
+                timeout: args.timeout,
+            },
+        ),
         Command::Assets(_) => not_yet("assets"),
         Command::Helper { step } => {
             let config = load(&cli)?;
