@@ -158,8 +158,6 @@ pub fn assess(f: &Facts) -> Assessment {
                     r.push_str(&format!("; {e}"));
                 }
                 failures.push(r);
-            } else if let Some(p) = f.unit(path).filter(|u| u.is_failed()) {
-                failures.push(format!("{path} failed: {}", describe(p)));
             } else if phase.is_some_and(|p| p.state == PhaseState::Failed)
                 && !running_or_starting(unit)
             {
@@ -167,6 +165,18 @@ pub fn assess(f: &Facts) -> Assessment {
                     "{step} failed: {}",
                     err.unwrap_or_else(|| "no error recorded".into())
                 ));
+            }
+            if let Some(p) = f.unit(path).filter(|u| u.is_failed()) {
+                let result = p.result.as_deref().unwrap_or("");
+                let mut r = format!(
+                    "{path} failed: {} and will not trigger {svc} again",
+                    p.active_state
+                );
+                if !result.is_empty() {
+                    r = format!("{path} failed ({result}) and will not trigger {svc} again");
+                }
+                r.push_str(&format!(" until `systemctl reset-failed {path} {svc}`"));
+                failures.push(r);
             }
         }
     }

@@ -26,7 +26,8 @@ pub struct UnitState {
     pub sub_state: String,
     /// `enabled`, `disabled`, `static`, `masked`, `` (runtime units).
     pub unit_file_state: String,
-    /// Services: `success`, `exit-code`, `signal`, `timeout`, …
+    /// Services and path units: `success`, `exit-code`, `signal`,
+    /// `timeout`, `unit-start-limit-hit`, …
     pub result: Option<String>,
     /// Services: automatic restarts so far (this boot).
     pub n_restarts: Option<u32>,
@@ -150,20 +151,26 @@ impl Units {
                     .await
             }
         };
-        let is_service = name.ends_with(".service");
-        let (unit, service) = if is_service {
-            let (u, s) = tokio::join!(
-                get_all("org.freedesktop.systemd1.Unit"),
-                get_all("org.freedesktop.systemd1.Service")
-            );
-            (u.map_err(err)?, Some(s.map_err(err)?))
+        // The type-specific interface carries Result (and, for services,
+        // restarts and the main process).
+        let typed = if name.ends_with(".service") {
+            Some("org.freedesktop.systemd1.Service")
+        } else if name.ends_with(".path") {
+            Some("org.freedesktop.systemd1.Path")
         } else {
-            (
+            None
+        };
+        let (unit, service) = match typed {
+            Some(iface) => {
+                let (u, s) = tokio::join!(get_all("org.freedesktop.systemd1.Unit"), get_all(iface));
+                (u.map_err(err)?, Some(s.map_err(err)?))
+            }
+            None => (
                 get_all("org.freedesktop.systemd1.Unit")
                     .await
                     .map_err(err)?,
                 None,
-            )
+            ),
         };
         let u: UnitProps = unit.body().deserialize().map_err(err)?;
         let s: ServiceProps = match &service {
