@@ -7,6 +7,9 @@ need_apt=()
 command -v dockerd >/dev/null || need_apt+=(docker.io)
 command -v ignition-validate >/dev/null || need_apt+=(ignition)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+# Push-mode tests log in to a simulated node as a Flatcar-like core user
+# and move the assets into place through sudo, as on a real node.
+command -v sudo >/dev/null || need_apt+=(sudo)
 [ -x /bin/busybox ] || need_apt+=(busybox-static)
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v ip >/dev/null || need_apt+=(iproute2)
@@ -31,7 +34,7 @@ if [ ${#need_pip[@]} -gt 0 ]; then
     python3 -m pip install -q "${need_pip[@]}"
 fi
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter; do
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

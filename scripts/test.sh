@@ -7,3 +7,6 @@ cd "$(dirname "$0")/.."
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast -- --include-ignored
+# Each unit test on the simulated node must fail when the setting it checks
+# is removed from units/ (about 5 minutes).
+./scripts/mutate-units.sh

@@ -156,6 +156,15 @@ fn load(cli: &Cli) -> Result<Config> {
     Config::load(&cli.config)
 }
 
+/// A small runtime: the agent's I/O is a few connections at a time.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::internal(format!("cannot start the async runtime: {e}")))
+}
+
 fn not_yet(what: &str) -> Result<u8> {
     Err(Error::internal(format!(
         "`{what}` is not available in this build"
@@ -173,8 +182,16 @@ fn dispatch(cli: Cli) -> Result<u8> {
             println!("{config:#?}");
             Ok(exit::SUCCESS)
         }
-        Command::Run => not_yet("run"),
-        Command::Preflight => not_yet("preflight"),
+        Command::Run => {
+            let config = load(&cli)?;
+            runtime()?.block_on(crate::flow::command::run(&config))?;
+            Ok(exit::SUCCESS)
+        }
+        Command::Preflight => {
+            let config = load(&cli)?;
+            runtime()?.block_on(crate::flow::command::preflight(&config))?;
+            Ok(exit::SUCCESS)
+        }
         Command::Status(args) => crate::status::main(
             &cli.config,
             &crate::status::Options {

@@ -1,1 +1,112 @@
-//! systemd manager operations: jobs, runtime units, reboot.
+//! systemd manager operations over D-Bus: installing a runtime unit
+//! (written under `/run/systemd/system`, enabled with
+//! `EnableUnitFiles(runtime=true, force=true)`, then `Reload`) and rebooting
+//! (logind `Reboot(false)`, as locksmith and the Flatcar update operator do,
+//! falling back to systemd's `reboot.target` job).
+
+use crate::error::{Context as _, Error, ErrorClass, Result};
+use std::path::Path;
+use std::time::Duration;
+use tracing::{info, warn};
+use zbus_systemd::{login1, systemd1};
+
+/// How long to wait for the system bus to answer.
+pub const BUS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to the system bus (`DBUS_SYSTEM_BUS_ADDRESS` or the default
+/// socket). Unreachable is [`ErrorClass::Retryable`]: the bus may be starting.
+pub async fn system_bus() -> Result<zbus::Connection> {
+    let address = std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
+        .unwrap_or_else(|_| "unix:path=/run/dbus/system_bus_socket".to_string());
+    match tokio::time::timeout(BUS_TIMEOUT, zbus::Connection::system()).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(Error::retryable(format!(
+            "cannot connect to the system bus at {address}: {e}"
+        ))),
+        Err(_) => Err(Error::retryable(format!(
+            "the system bus at {address} did not answer within {}s",
+            BUS_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+fn dbus_err(what: &str) -> impl FnOnce(zbus::Error) -> Error + '_ {
+    move |e| Error::retryable(format!("{what}: {e}"))
+}
+
+/// How the reboot was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebootMethod {
+    Logind,
+    RebootTarget,
+}
+
+pub struct Systemd {
+    conn: zbus::Connection,
+}
+
+impl Systemd {
+    pub fn new(conn: zbus::Connection) -> Self {
+        Systemd { conn }
+    }
+
+    async fn manager(&self) -> Result<systemd1::ManagerProxy<'_>> {
+        systemd1::ManagerProxy::new(&self.conn)
+            .await
+            .map_err(dbus_err("cannot reach systemd on the system bus"))
+    }
+
+    /// Writes `name` into `runtime_dir` atomically, enables it for this boot
+    /// only and reloads systemd. Every failure is an error (the original
+    /// ignored a failure to write its cleanup unit).
+    pub async fn install_runtime_unit(
+        &self,
+        runtime_dir: &Path,
+        name: &str,
+        contents: &str,
+    ) -> Result<()> {
+        let path = runtime_dir.join(name);
+        crate::fsutil::atomic_write(&path, contents.as_bytes(), crate::fsutil::MODE_PUBLIC)
+            .ctx(ErrorClass::Internal, || {
+                format!("failed to write runtime unit {}", path.display())
+            })?;
+        let manager = self.manager().await?;
+        manager
+            .reload()
+            .await
+            .map_err(dbus_err("systemd Reload failed"))?;
+        let (_, changes) = manager
+            .enable_unit_files(vec![name.to_string()], true, true)
+            .await
+            .map_err(dbus_err(&format!(
+                "systemd EnableUnitFiles({name}, runtime) failed"
+            )))?;
+        manager
+            .reload()
+            .await
+            .map_err(dbus_err("systemd Reload failed"))?;
+        info!(unit = name, path = %path.display(), changes = ?changes, "runtime unit installed and enabled");
+        Ok(())
+    }
+
+    /// Asks for a reboot; returns once the request was accepted.
+    pub async fn reboot(&self) -> Result<RebootMethod> {
+        match login1::ManagerProxy::new(&self.conn).await {
+            Ok(logind) => match logind.reboot(false).await {
+                Ok(()) => return Ok(RebootMethod::Logind),
+                Err(e) => {
+                    warn!(error = %e, "logind refused the reboot; asking systemd for reboot.target")
+                }
+            },
+            Err(e) => {
+                warn!(error = %e, "logind is not reachable; asking systemd for reboot.target")
+            }
+        }
+        let manager = self.manager().await?;
+        manager
+            .start_unit("reboot.target".into(), "replace-irreversibly".into())
+            .await
+            .map_err(dbus_err("systemd refused to start reboot.target"))?;
+        Ok(RebootMethod::RebootTarget)
+    }
+}

@@ -15,6 +15,9 @@ pub struct RawOsUpdate {
     pub timeout_secs: Option<u64>,
     /// GetStatus poll interval alongside the signals, seconds (default 5).
     pub poll_interval_secs: Option<u64>,
+    /// Give up when update_engine shows no progress (no status change, no
+    /// download progress) for this long, seconds (default 600).
+    pub stall_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +25,7 @@ pub struct OsUpdateSettings {
     pub enabled: bool,
     pub timeout: Duration,
     pub poll_interval: Duration,
+    pub stall_timeout: Duration,
 }
 
 impl RawOsUpdate {
@@ -40,6 +44,45 @@ impl RawOsUpdate {
                 1,
                 60,
             )?,
+            stall_timeout: seconds_in(
+                "os_update.stall_timeout_secs",
+                self.stall_timeout_secs.unwrap_or(600),
+                1,
+                3300,
+            )?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    #[test]
+    fn defaults_and_bounds() {
+        let c = Config::from_json("{}", Path::new("/c.json"))
+            .unwrap()
+            .os_update;
+        assert!(!c.enabled);
+        assert_eq!(
+            (
+                c.timeout.as_secs(),
+                c.poll_interval.as_secs(),
+                c.stall_timeout.as_secs()
+            ),
+            (2400, 5, 600)
+        );
+        let e = Config::from_json(
+            r#"{"os_update":{"timeout_secs":3600}}"#,
+            Path::new("/c.json"),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "field `os_update.timeout_secs`: must be between 1 and 3300 seconds, got 3600"
+            ),
+            "{e}"
+        );
     }
 }

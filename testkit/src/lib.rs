@@ -1,8 +1,11 @@
 //! Test rig for node-bootstrap: the simulated node (a real systemd as PID 1
 //! in a namespace) and stand-ins for programs that cannot run here.
 
+pub mod apiserver;
 pub mod docker;
+pub mod fake_update_engine;
 pub mod simnode;
+pub mod sshd;
 
 use std::path::PathBuf;
 
@@ -14,9 +17,14 @@ pub fn project_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The project's unit files (`units/*`).
+/// The project's unit files (`units/*`), or those of the directory in
+/// `NODE_BOOTSTRAP_UNITS_DIR` (used by `scripts/mutate-units.sh` to check
+/// that each test fails when the setting it checks is removed).
 pub fn unit_file(name: &str) -> PathBuf {
-    project_root().join("units").join(name)
+    match std::env::var_os("NODE_BOOTSTRAP_UNITS_DIR") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => project_root().join("units").join(name),
+    }
 }
 
 /// A stand-in script shipped in `testkit/standins/`.

@@ -1,0 +1,278 @@
+//! `GET /version` against the API server named by the kubeconfig.
+//!
+//! The client trusts only the kubeconfig's CA (no system roots), presents
+//! the kubeconfig's client certificate, token or basic auth, follows no
+//! redirects and goes through no proxy except the kubeconfig's `proxy-url`.
+//! Credentials never reach a server whose certificate does not chain to that
+//! CA: the TLS handshake fails on the server's certificate before the client
+//! sends its own certificate or any HTTP request (so no header).
+//!
+//! Failure classes of one request:
+//! - cannot connect, timeout, reset, 5xx, 429, 408, a body that is not
+//!   version JSON: try again (after the backoff; `Retry-After` honoured),
+//!   finally [`ErrorClass::Retryable`];
+//! - the server's certificate does not verify against the kubeconfig's CA:
+//!   [`ErrorClass::Verification`] at once (retrying in-process cannot help,
+//!   systemd restarts the unit);
+//! - 401/403, or the server rejects the client certificate:
+//!   [`ErrorClass::BadInput`] (the kubeconfig's credentials are wrong);
+//! - other 3xx/4xx: [`ErrorClass::BadInput`] (the server URL does not point at
+//!   a Kubernetes API server);
+//! - a `gitVersion` that is not a Kubernetes version: [`ErrorClass::Refused`].
+
+use super::kubeconfig::Kubeconfig;
+use super::version::KubeVersion;
+use crate::error::{Error, ErrorClass, Result};
+use crate::retry::{Attempt, RetryPolicy, retry};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Largest `/version` body we read.
+const MAX_BODY: usize = 64 * 1024;
+
+/// The parts of the API server's `/version` answer that matter here.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ServerVersion {
+    #[serde(rename = "gitVersion")]
+    pub git_version: String,
+    #[serde(default)]
+    pub major: String,
+    #[serde(default)]
+    pub minor: String,
+}
+
+/// An HTTPS client for one API server, set up from a kubeconfig.
+pub struct ApiClient {
+    client: reqwest::Client,
+    url: url::Url,
+    token: Option<String>,
+    basic: Option<(String, String)>,
+    has_client_cert: bool,
+}
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("url", &self.url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiClient {
+    /// Builds the client; `timeout` bounds each request (connect + TLS +
+    /// response). Errors are [`ErrorClass::BadInput`] naming the kubeconfig.
+    pub fn new(kc: &Kubeconfig, timeout: Duration) -> Result<ApiClient> {
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
+            Error::bad_input(format!("kubeconfig {}: {what}: {e}", kc.path.display()))
+        };
+        let roots = reqwest::Certificate::from_pem_bundle(&kc.ca_pem)
+            .map_err(|e| bad(&format!("CA from {}", kc.ca_source), &e))?;
+        let mut b = reqwest::Client::builder()
+            .tls_certs_only(roots)
+            .https_only(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .pool_max_idle_per_host(0)
+            .user_agent(concat!("node-bootstrap/", env!("CARGO_PKG_VERSION")));
+        b = match &kc.proxy_url {
+            Some(p) => b.proxy(reqwest::Proxy::all(p.as_str()).map_err(|e| bad("proxy-url", &e))?),
+            None => b.no_proxy(),
+        };
+        if let Some(cc) = &kc.credentials.client_cert {
+            let mut pem = cc.cert_pem.clone();
+            if !pem.ends_with(b"\n") {
+                pem.push(b'\n');
+            }
+            pem.extend_from_slice(&cc.key_pem);
+            let id = reqwest::Identity::from_pem(&pem)
+                .map_err(|e| bad("client certificate and key", &e))?;
+            b = b.identity(id);
+        }
+        let client = b
+            .build()
+            .map_err(|e| bad("cannot set up an HTTPS client", &e))?;
+        Ok(ApiClient {
+            client,
+            url: kc.version_url(),
+            token: kc.credentials.token.clone(),
+            basic: kc.credentials.basic.clone(),
+            has_client_cert: kc.credentials.client_cert.is_some(),
+        })
+    }
+
+    /// The URL asked (`<server>/version`).
+    pub fn url(&self) -> &url::Url {
+        &self.url
+    }
+
+    /// One `GET /version`; the error says whether to try again.
+    pub async fn version_once(&self) -> std::result::Result<ServerVersion, Attempt> {
+        let url = &self.url;
+        let mut req = self.client.get(url.clone());
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some((u, p)) = &self.basic {
+            req = req.basic_auth(u, Some(p));
+        }
+        let mut resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Err(classify_send_error(url, &e, self.has_client_cert)),
+        };
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let mut body = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(c)) => {
+                    if body.len() + c.len() > MAX_BODY {
+                        return Err(Attempt::retry(Error::retryable(format!(
+                            "GET {url}: response larger than {MAX_BODY} bytes"
+                        ))));
+                    }
+                    body.extend_from_slice(&c);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Err(Attempt::retry(Error::retryable(format!(
+                        "GET {url}: reading the response failed: {}",
+                        chain(&e)
+                    ))));
+                }
+            }
+        }
+        let snippet = || {
+            let s = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
+            s.replace(['\n', '\r'], " ")
+        };
+        let code = status.as_u16();
+        match code {
+            200 => {}
+            401 | 403 => {
+                return Err(Attempt::Fail(Error::bad_input(format!(
+                    "GET {url}: the API server rejected the kubeconfig's credentials (HTTP {code}): {}",
+                    snippet()
+                ))));
+            }
+            408 | 429 | 500..=599 => {
+                return Err(Attempt::Retry {
+                    error: Error::retryable(format!("GET {url}: HTTP {code}: {}", snippet())),
+                    after: retry_after,
+                });
+            }
+            _ => {
+                return Err(Attempt::Fail(Error::bad_input(format!(
+                    "GET {url}: HTTP {code}; the kubeconfig's server does not look like a Kubernetes API server: {}",
+                    snippet()
+                ))));
+            }
+        }
+        let v: ServerVersion = serde_json::from_slice(&body).map_err(|e| {
+            Attempt::retry(Error::retryable(format!(
+                "GET {url}: the answer is not Kubernetes version JSON ({e}): {}",
+                snippet()
+            )))
+        })?;
+        if let Err(e) = KubeVersion::parse(&v.git_version) {
+            return Err(Attempt::Fail(Error::refused(format!(
+                "GET {url}: the API server's gitVersion is unusable: {e}"
+            ))));
+        }
+        Ok(v)
+    }
+
+    /// `GET /version` with bounded, jittered retries.
+    pub async fn version(&self, policy: RetryPolicy) -> Result<ServerVersion> {
+        retry(policy, "asking the API server for its version", |attempt| async move {
+            tracing::debug!(phase = "cluster-version", url = %self.url, attempt, "asking the API server for its version");
+            self.version_once().await
+        })
+        .await
+    }
+}
+
+/// Whether a request error is the server's certificate failing to verify,
+/// or the server refusing our client certificate (a certificate alert; or
+/// `decrypt_error`, which is what a server sends when the certificate names
+/// its CA but another key signed it, or the key does not match it).
+fn classify_send_error(url: &url::Url, e: &reqwest::Error, sent_client_cert: bool) -> Attempt {
+    match tls_error(e) {
+        Some(rustls::Error::InvalidCertificate(ce)) => Attempt::Fail(Error::new(
+            ErrorClass::Verification,
+            format!(
+                "GET {url}: the API server's certificate does not verify against the kubeconfig's CA ({ce:?}); no credentials were sent"
+            ),
+        )),
+        Some(rustls::Error::AlertReceived(a))
+            if sent_client_cert
+                && matches!(
+                    a,
+                    rustls::AlertDescription::BadCertificate
+                        | rustls::AlertDescription::UnknownCA
+                        | rustls::AlertDescription::CertificateRequired
+                        | rustls::AlertDescription::CertificateUnknown
+                        | rustls::AlertDescription::CertificateExpired
+                        | rustls::AlertDescription::CertificateRevoked
+                        | rustls::AlertDescription::AccessDenied
+                        | rustls::AlertDescription::DecryptError
+                ) =>
+        {
+            Attempt::Fail(Error::bad_input(format!(
+                "GET {url}: the API server rejected the kubeconfig's client certificate (TLS alert {a:?})"
+            )))
+        }
+        _ => {
+            let kind = if e.is_timeout() {
+                "timed out"
+            } else if e.is_connect() {
+                "cannot connect"
+            } else {
+                "request failed"
+            };
+            Attempt::retry(Error::retryable(format!("GET {url}: {kind}: {}", chain(e))))
+        }
+    }
+}
+
+/// The rustls error somewhere in the chain (io::Error hides its inner error
+/// from `source()`, so look inside those too).
+fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+        {
+            if let Some(r) = inner.downcast_ref::<rustls::Error>() {
+                return Some(r);
+            }
+            if let Some(r) = tls_error(inner) {
+                return Some(r);
+            }
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// The whole cause chain on one line (reqwest's Display stops at the top).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}

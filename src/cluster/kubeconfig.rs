@@ -1,0 +1,817 @@
+//! The node's kubeconfig: which API server to ask, which CA to trust, which
+//! credentials to present.
+//!
+//! Parsed the way client-go resolves it: `current-context` names a context,
+//! which names a cluster and a user. Tectonic's kubelet kubeconfig has a
+//! single unnamed context and no `current-context`; client-go resolves that
+//! to the context named "" and so do we (and a lone context is used when
+//! `current-context` is absent). Relative file paths are relative to the
+//! kubeconfig's directory, as in client-go.
+//!
+//! Stricter than client-go, on purpose: the API server must be `https`, a CA
+//! (`certificate-authority` or `certificate-authority-data`) is required and
+//! is the only trust root, and `insecure-skip-tls-verify: true` is refused.
+//! Exec plugins and auth providers are not supported. Every error is
+//! [`ErrorClass::BadInput`] and names the file and the field
+//! (`users[kubelet].user.client-key-data`).
+
+use crate::error::{Error, Result};
+use base64::Engine as _;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Largest kubeconfig, CA, certificate, key or token file we read.
+const MAX_FILE: u64 = 1 << 20;
+
+/// A resolved kubeconfig: the current context's cluster and user.
+#[derive(Clone)]
+pub struct Kubeconfig {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Name of the context in use ("" for Tectonic's unnamed one).
+    pub context: String,
+    pub cluster_name: String,
+    pub user_name: String,
+    /// The API server, always `https`.
+    pub server: url::Url,
+    /// PEM bundle of the trusted CA(s): the only roots the client trusts.
+    pub ca_pem: Vec<u8>,
+    /// Where the CA came from (a path, or `certificate-authority-data`).
+    pub ca_source: String,
+    /// `proxy-url` of the cluster, if any.
+    pub proxy_url: Option<url::Url>,
+    pub credentials: Credentials,
+}
+
+/// What the client presents to the API server. Never printed.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    /// Client certificate chain and its private key, both PEM.
+    pub client_cert: Option<ClientCert>,
+    /// Bearer token (`token`, or the contents of `tokenFile`).
+    pub token: Option<String>,
+    /// HTTP basic auth (`username` / `password`).
+    pub basic: Option<(String, String)>,
+}
+
+#[derive(Clone)]
+pub struct ClientCert {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl Credentials {
+    /// A short description for logs: which kinds are present, never values.
+    pub fn kinds(&self) -> String {
+        let mut k = Vec::new();
+        if self.client_cert.is_some() {
+            k.push("client-certificate");
+        }
+        if self.token.is_some() {
+            k.push("token");
+        }
+        if self.basic.is_some() {
+            k.push("basic-auth");
+        }
+        if k.is_empty() {
+            "none".into()
+        } else {
+            k.join("+")
+        }
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Credentials({})", self.kinds())
+    }
+}
+
+impl fmt::Debug for Kubeconfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kubeconfig")
+            .field("path", &self.path)
+            .field("context", &self.context)
+            .field("cluster_name", &self.cluster_name)
+            .field("user_name", &self.user_name)
+            .field("server", &self.server.as_str())
+            .field("ca_source", &self.ca_source)
+            .field("proxy_url", &self.proxy_url.as_ref().map(url::Url::as_str))
+            .field("credentials", &self.credentials)
+            .finish()
+    }
+}
+
+// ---- the file as written ----
+
+#[derive(Debug, Default, Deserialize)]
+struct RawKubeconfig {
+    #[serde(default)]
+    clusters: Option<Vec<NamedCluster>>,
+    #[serde(default)]
+    users: Option<Vec<NamedUser>>,
+    #[serde(default)]
+    contexts: Option<Vec<NamedContext>>,
+    #[serde(rename = "current-context", default)]
+    current_context: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NamedCluster {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    cluster: Option<RawCluster>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NamedUser {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    user: Option<RawUser>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NamedContext {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    context: Option<RawContext>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawContext {
+    #[serde(default)]
+    cluster: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawCluster {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(rename = "certificate-authority", default)]
+    certificate_authority: Option<String>,
+    #[serde(rename = "certificate-authority-data", default)]
+    certificate_authority_data: Option<String>,
+    #[serde(rename = "insecure-skip-tls-verify", default)]
+    insecure_skip_tls_verify: Option<bool>,
+    #[serde(rename = "tls-server-name", default)]
+    tls_server_name: Option<String>,
+    #[serde(rename = "proxy-url", default)]
+    proxy_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawUser {
+    #[serde(rename = "client-certificate", default)]
+    client_certificate: Option<String>,
+    #[serde(rename = "client-certificate-data", default)]
+    client_certificate_data: Option<String>,
+    #[serde(rename = "client-key", default)]
+    client_key: Option<String>,
+    #[serde(rename = "client-key-data", default)]
+    client_key_data: Option<String>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(rename = "tokenFile", default)]
+    token_file: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    exec: Option<IgnoredAny>,
+    #[serde(rename = "auth-provider", default)]
+    auth_provider: Option<IgnoredAny>,
+}
+
+/// Reads and resolves the kubeconfig at `path`.
+pub fn load(path: &Path) -> Result<Kubeconfig> {
+    let text = read_limited(path).map_err(|e| {
+        Error::bad_input(format!("failed to read kubeconfig {}: {e}", path.display()))
+    })?;
+    let text = String::from_utf8(text)
+        .map_err(|_| Error::bad_input(format!("kubeconfig {}: not UTF-8 text", path.display())))?;
+    parse(&text, path)
+}
+
+/// Resolves kubeconfig text; `path` names the file in messages and anchors
+/// relative paths.
+pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
+    let bad = |field: &str, msg: &str| {
+        Error::bad_input(format!("kubeconfig {}: {field}: {msg}", path.display()))
+    };
+    let raw: RawKubeconfig = if text.trim().is_empty() {
+        return Err(Error::bad_input(format!(
+            "kubeconfig {}: the file is empty",
+            path.display()
+        )));
+    } else {
+        // Without the source snippet: the file holds keys and tokens.
+        serde_saphyr::from_str(text).map_err(|e: serde_saphyr::Error| {
+            Error::bad_input(format!(
+                "kubeconfig {}: not a valid kubeconfig: {}",
+                path.display(),
+                e.without_snippet()
+            ))
+        })?
+    };
+    let base = path.parent().unwrap_or(Path::new("/"));
+
+    // Context resolution, as client-go does it.
+    let contexts = raw.contexts.unwrap_or_default();
+    let current = raw.current_context.unwrap_or_default();
+    let ctx_name = |c: &NamedContext| c.name.clone().unwrap_or_default();
+    let ctx = match contexts.iter().find(|c| ctx_name(c) == current) {
+        Some(c) => c,
+        None if current.is_empty() && contexts.len() == 1 => &contexts[0],
+        None if current.is_empty() => {
+            return Err(bad(
+                "current-context",
+                &format!(
+                    "not set, and there are {} contexts to choose from",
+                    contexts.len()
+                ),
+            ));
+        }
+        None => {
+            return Err(bad(
+                "current-context",
+                &format!("names context {current:?}, which is not in `contexts`"),
+            ));
+        }
+    };
+    let context = ctx_name(ctx);
+    let cfield = format!("contexts[{context}].context");
+    let rc = ctx
+        .context
+        .as_ref()
+        .ok_or_else(|| bad(&cfield, "missing"))?;
+    let cluster_name = rc
+        .cluster
+        .clone()
+        .ok_or_else(|| bad(&format!("{cfield}.cluster"), "missing"))?;
+    let user_name = rc.user.clone().unwrap_or_default();
+
+    let clusters = raw.clusters.unwrap_or_default();
+    let cluster = clusters
+        .iter()
+        .find(|c| c.name.as_deref().unwrap_or("") == cluster_name)
+        .ok_or_else(|| {
+            bad(
+                &format!("{cfield}.cluster"),
+                &format!("names cluster {cluster_name:?}, which is not in `clusters`"),
+            )
+        })?;
+    let cf = format!("clusters[{cluster_name}].cluster");
+    let cluster = cluster
+        .cluster
+        .as_ref()
+        .ok_or_else(|| bad(&cf, "missing"))?;
+
+    let server_s = cluster
+        .server
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| bad(&format!("{cf}.server"), "missing"))?;
+    let server = url::Url::parse(server_s.trim()).map_err(|e| {
+        bad(
+            &format!("{cf}.server"),
+            &format!("{server_s:?} is not a URL: {e}"),
+        )
+    })?;
+    if server.scheme() != "https" {
+        return Err(bad(
+            &format!("{cf}.server"),
+            &format!(
+                "{server_s:?} is not an https URL; node-bootstrap only talks to the API server over TLS"
+            ),
+        ));
+    }
+    if server.host_str().is_none_or(str::is_empty) {
+        return Err(bad(&format!("{cf}.server"), "has no host"));
+    }
+    if server.query().is_some() || server.fragment().is_some() || !server.username().is_empty() {
+        return Err(bad(
+            &format!("{cf}.server"),
+            "must not carry a query, fragment or user info",
+        ));
+    }
+    if cluster.insecure_skip_tls_verify == Some(true) {
+        return Err(bad(
+            &format!("{cf}.insecure-skip-tls-verify"),
+            "is true; node-bootstrap refuses to send credentials to an API server it cannot verify \
+             (set certificate-authority or certificate-authority-data and remove this field)",
+        ));
+    }
+    if let Some(n) = cluster.tls_server_name.as_deref()
+        && Some(n) != server.host_str()
+    {
+        return Err(bad(
+            &format!("{cf}.tls-server-name"),
+            "is not supported (it must be absent or equal to the server's host)",
+        ));
+    }
+    let (ca_pem, ca_source) = match (
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+    ) {
+        (Some(d), _) if !d.trim().is_empty() => {
+            let field = format!("{cf}.certificate-authority-data");
+            (
+                decode_b64(d).map_err(|m| bad(&field, &m))?,
+                "certificate-authority-data".to_string(),
+            )
+        }
+        (_, Some(p)) if !p.trim().is_empty() => {
+            let field = format!("{cf}.certificate-authority");
+            let p = resolve(base, p);
+            (
+                read_limited(&p)
+                    .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?,
+                p.display().to_string(),
+            )
+        }
+        _ => {
+            return Err(bad(
+                &cf,
+                "has neither certificate-authority nor certificate-authority-data; \
+                 node-bootstrap trusts only the kubeconfig's CA for the API server",
+            ));
+        }
+    };
+    let ca_field = if ca_source == "certificate-authority-data" {
+        format!("{cf}.certificate-authority-data")
+    } else {
+        format!("{cf}.certificate-authority")
+    };
+    check_certs(&ca_pem).map_err(|m| bad(&ca_field, &m))?;
+
+    let proxy_url = match cluster.proxy_url.as_deref() {
+        None | Some("") => None,
+        Some(p) => Some(url::Url::parse(p).map_err(|e| {
+            bad(
+                &format!("{cf}.proxy-url"),
+                &format!("{p:?} is not a URL: {e}"),
+            )
+        })?),
+    };
+
+    // The user; an absent or empty user means no credentials.
+    let users = raw.users.unwrap_or_default();
+    let credentials = if user_name.is_empty() && !users.iter().any(|u| u.name.is_none()) {
+        Credentials::default()
+    } else {
+        let u = users
+            .iter()
+            .find(|u| u.name.as_deref().unwrap_or("") == user_name)
+            .ok_or_else(|| {
+                bad(
+                    &format!("{cfield}.user"),
+                    &format!("names user {user_name:?}, which is not in `users`"),
+                )
+            })?;
+        let uf = format!("users[{user_name}].user");
+        match &u.user {
+            None => Credentials::default(),
+            Some(ru) => credentials(ru, &uf, base, &bad)?,
+        }
+    };
+
+    Ok(Kubeconfig {
+        path: path.to_path_buf(),
+        context,
+        cluster_name,
+        user_name,
+        server,
+        ca_pem,
+        ca_source,
+        proxy_url,
+        credentials,
+    })
+}
+
+fn credentials(
+    u: &RawUser,
+    uf: &str,
+    base: &Path,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<Credentials> {
+    if u.exec.is_some() {
+        return Err(bad(
+            &format!("{uf}.exec"),
+            "exec credential plugins are not supported; use a client certificate or a token",
+        ));
+    }
+    if u.auth_provider.is_some() {
+        return Err(bad(
+            &format!("{uf}.auth-provider"),
+            "auth providers are not supported; use a client certificate or a token",
+        ));
+    }
+    let pick =
+        |data: &Option<String>, file: &Option<String>, name: &str| -> Result<Option<Vec<u8>>> {
+            match (data.as_deref(), file.as_deref()) {
+                (Some(d), _) if !d.trim().is_empty() => decode_b64(d)
+                    .map(Some)
+                    .map_err(|m| bad(&format!("{uf}.{name}-data"), &m)),
+                (_, Some(p)) if !p.trim().is_empty() => {
+                    let p = resolve(base, p);
+                    read_limited(&p).map(Some).map_err(|e| {
+                        bad(
+                            &format!("{uf}.{name}"),
+                            &format!("cannot read {}: {e}", p.display()),
+                        )
+                    })
+                }
+                _ => Ok(None),
+            }
+        };
+    let cert = pick(
+        &u.client_certificate_data,
+        &u.client_certificate,
+        "client-certificate",
+    )?;
+    let key = pick(&u.client_key_data, &u.client_key, "client-key")?;
+    let client_cert = match (cert, key) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(bad(
+                uf,
+                "has a client certificate but no client-key / client-key-data",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(bad(
+                uf,
+                "has a client key but no client-certificate / client-certificate-data",
+            ));
+        }
+        (Some(cert_pem), Some(key_pem)) => {
+            let cert_field = if u.client_certificate_data.is_some() {
+                format!("{uf}.client-certificate-data")
+            } else {
+                format!("{uf}.client-certificate")
+            };
+            check_certs(&cert_pem).map_err(|m| bad(&cert_field, &m))?;
+            let key_field = if u.client_key_data.is_some() {
+                format!("{uf}.client-key-data")
+            } else {
+                format!("{uf}.client-key")
+            };
+            check_key(&key_pem).map_err(|m| bad(&key_field, &m))?;
+            Some(ClientCert { cert_pem, key_pem })
+        }
+    };
+    let token = match (u.token.as_deref(), u.token_file.as_deref()) {
+        (Some(t), _) if !t.is_empty() => {
+            Some(check_token(t).map_err(|m| bad(&format!("{uf}.token"), &m))?)
+        }
+        (_, Some(p)) if !p.trim().is_empty() => {
+            let p = resolve(base, p);
+            let field = format!("{uf}.tokenFile");
+            let bytes = read_limited(&p)
+                .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?;
+            let t = String::from_utf8(bytes).map_err(|_| bad(&field, "not UTF-8 text"))?;
+            Some(check_token(t.trim()).map_err(|m| bad(&field, &m))?)
+        }
+        _ => None,
+    };
+    let basic = match (u.username.as_deref(), u.password.as_deref()) {
+        (None | Some(""), None | Some("")) => None,
+        (Some(user), pw) => Some((user.to_string(), pw.unwrap_or("").to_string())),
+        (None, Some(_)) => return Err(bad(&format!("{uf}.password"), "set without username")),
+    };
+    if token.is_some() && basic.is_some() {
+        return Err(bad(
+            uf,
+            "username/password and a bearer token may not both be set",
+        ));
+    }
+    Ok(Credentials {
+        client_cert,
+        token,
+        basic,
+    })
+}
+
+fn resolve(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p.trim());
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+fn read_limited(p: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(p)?;
+    let mut buf = Vec::new();
+    f.take(MAX_FILE + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_FILE {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_FILE} bytes"
+        )));
+    }
+    Ok(buf)
+}
+
+fn decode_b64(s: &str) -> std::result::Result<Vec<u8>, String> {
+    let compact: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact.as_bytes())
+        .map_err(|e| format!("not valid base64: {e}"))
+}
+
+/// At least one PEM certificate that parses as X.509, and nothing else
+/// that is not a certificate.
+fn check_certs(pem: &[u8]) -> std::result::Result<(), String> {
+    let mut n = 0;
+    for item in rustls_pemfile::read_all(&mut &pem[..]) {
+        match item.map_err(|e| format!("not valid PEM: {e}"))? {
+            rustls_pemfile::Item::X509Certificate(der) => {
+                x509_parser::parse_x509_certificate(&der)
+                    .map_err(|e| format!("certificate {} does not parse: {e}", n + 1))?;
+                n += 1;
+            }
+            _ => return Err("contains a PEM block that is not a CERTIFICATE".into()),
+        }
+    }
+    if n == 0 {
+        return Err("contains no PEM CERTIFICATE block".into());
+    }
+    Ok(())
+}
+
+/// Exactly one PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC).
+fn check_key(pem: &[u8]) -> std::result::Result<(), String> {
+    let mut n = 0;
+    for item in rustls_pemfile::read_all(&mut &pem[..]) {
+        match item.map_err(|_| "not valid PEM".to_string())? {
+            rustls_pemfile::Item::Pkcs1Key(_)
+            | rustls_pemfile::Item::Pkcs8Key(_)
+            | rustls_pemfile::Item::Sec1Key(_) => n += 1,
+            _ => return Err("contains a PEM block that is not a private key".into()),
+        }
+    }
+    match n {
+        0 => Err("contains no PEM private key".into()),
+        1 => Ok(()),
+        _ => Err("contains more than one private key".into()),
+    }
+}
+
+/// A token goes into an HTTP header: printable ASCII, no spaces.
+fn check_token(t: &str) -> std::result::Result<String, String> {
+    if t.is_empty() {
+        return Err("is empty".into());
+    }
+    if !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("contains characters that cannot go into an HTTP header".into());
+    }
+    Ok(t.to_string())
+}
+
+impl Kubeconfig {
+    /// `<server>/version`, keeping a path prefix of the server URL.
+    pub fn version_url(&self) -> url::Url {
+        let mut u = self.server.clone();
+        let path = format!("{}/version", u.path().trim_end_matches('/'));
+        u.set_path(&path);
+        u
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+    use std::fs;
+
+    struct Pki {
+        ca: String,
+        cert: String,
+        key: String,
+    }
+
+    fn pki() -> Pki {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(vec![]).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["kubelet".to_string()]).unwrap();
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        Pki {
+            ca: ca.pem(),
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    fn tectonic(p: &Pki, server: &str) -> String {
+        // The shape tectonic-installer rendered: unnamed context, no
+        // current-context.
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: kubelet\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- context:\n    cluster: local\n    user: kubelet\n",
+            b64(&p.ca),
+            b64(&p.cert),
+            b64(&p.key)
+        )
+    }
+
+    fn parse_at(text: &str) -> Result<Kubeconfig> {
+        parse(text, Path::new("/etc/kubernetes/kubeconfig"))
+    }
+
+    fn err(text: &str) -> String {
+        let e = parse_at(text).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
+        assert_eq!(e.exit_code(), crate::error::exit::BAD_INPUT);
+        let m = e.to_string();
+        assert!(
+            m.starts_with("kubeconfig /etc/kubernetes/kubeconfig: "),
+            "{m}"
+        );
+        m
+    }
+
+    #[test]
+    fn tectonic_kubelet_kubeconfig_resolves() {
+        let p = pki();
+        let k = parse_at(&tectonic(&p, "https://api.example.com:443")).unwrap();
+        assert_eq!(k.context, "");
+        assert_eq!(k.cluster_name, "local");
+        assert_eq!(k.user_name, "kubelet");
+        assert_eq!(k.server.as_str(), "https://api.example.com/");
+        assert_eq!(k.version_url().as_str(), "https://api.example.com/version");
+        assert_eq!(k.ca_pem, p.ca.as_bytes());
+        let c = k.credentials.client_cert.as_ref().unwrap();
+        assert_eq!(c.cert_pem, p.cert.as_bytes());
+        assert_eq!(c.key_pem, p.key.as_bytes());
+        assert!(k.credentials.token.is_none());
+        // Debug output never shows key material.
+        let dbg = format!("{k:?}");
+        assert!(
+            !dbg.contains("PRIVATE KEY") && !dbg.contains(&b64(&p.key)[..20]),
+            "{dbg}"
+        );
+        assert!(dbg.contains("client-certificate"), "{dbg}");
+    }
+
+    #[test]
+    fn current_context_picks_among_several_and_paths_are_relative_to_the_file() {
+        let p = pki();
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("pki")).unwrap();
+        fs::write(dir.path().join("pki/ca.pem"), &p.ca).unwrap();
+        fs::write(dir.path().join("token"), "abc.def\n").unwrap();
+        let text = "apiVersion: v1\nkind: Config\ncurrent-context: b\nclusters:\n- name: c1\n  cluster:\n    server: https://10.0.0.1:6443/prefix/\n    certificate-authority: pki/ca.pem\ncontexts:\n- name: a\n  context: {cluster: nope, user: nope}\n- name: b\n  context: {cluster: c1, user: u1}\nusers:\n- name: u1\n  user:\n    tokenFile: token\n";
+        let kpath = dir.path().join("kubeconfig");
+        fs::write(&kpath, text).unwrap();
+        let k = load(&kpath).unwrap();
+        assert_eq!((k.context.as_str(), k.cluster_name.as_str()), ("b", "c1"));
+        assert_eq!(k.credentials.token.as_deref(), Some("abc.def"));
+        assert_eq!(
+            k.ca_source,
+            dir.path().join("pki/ca.pem").display().to_string()
+        );
+        assert_eq!(
+            k.version_url().as_str(),
+            "https://10.0.0.1:6443/prefix/version"
+        );
+        assert_eq!(k.credentials.kinds(), "token");
+    }
+
+    #[test]
+    fn insecure_skip_tls_verify_is_refused() {
+        let p = pki();
+        let text = tectonic(&p, "https://a").replace(
+            "    certificate-authority-data",
+            "    insecure-skip-tls-verify: true\n    certificate-authority-data",
+        );
+        let m = err(&text);
+        assert!(
+            m.contains("clusters[local].cluster.insecure-skip-tls-verify: is true"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn http_server_and_missing_ca_are_refused() {
+        let p = pki();
+        let m = err(&tectonic(&p, "http://api:8080"));
+        assert!(m.contains("clusters[local].cluster.server"), "{m}");
+        assert!(m.contains("not an https URL"), "{m}");
+        let no_ca = "clusters:\n- name: c\n  cluster:\n    server: https://a\ncontexts:\n- context: {cluster: c}\n";
+        let m = err(no_ca);
+        assert!(
+            m.contains("has neither certificate-authority nor certificate-authority-data"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn bad_data_fields_are_named() {
+        let p = pki();
+        let good = tectonic(&p, "https://a");
+        let m = err(&good.replace(&b64(&p.key), "'!!!notbase64'"));
+        assert!(
+            m.contains("users[kubelet].user.client-key-data: not valid base64"),
+            "{m}"
+        );
+        let m = err(&good.replace(&b64(&p.key), &b64(&p.cert)));
+        assert!(
+            m.contains("users[kubelet].user.client-key-data: contains a PEM block that is not a private key"),
+            "{m}"
+        );
+        let m = err(&good.replace(&b64(&p.ca), &b64("hello")));
+        assert!(
+            m.contains("clusters[local].cluster.certificate-authority-data: contains no PEM CERTIFICATE block"),
+            "{m}"
+        );
+        let m = err(&good.replace(&format!("    client-key-data: {}\n", b64(&p.key)), ""));
+        assert!(
+            m.contains("users[kubelet].user: has a client certificate but no client-key"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn context_resolution_errors_are_named() {
+        let p = pki();
+        let good = tectonic(&p, "https://a");
+        let m = err(&format!("{good}current-context: other\n"));
+        assert!(
+            m.contains("current-context: names context \"other\", which is not in `contexts`"),
+            "{m}"
+        );
+        let m = err(&good.replace("cluster: local\n    user", "cluster: remote\n    user"));
+        assert!(
+            m.contains("contexts[].context.cluster: names cluster \"remote\""),
+            "{m}"
+        );
+        let m = err(&good.replace("user: kubelet\n", "user: admin\n"));
+        assert!(
+            m.contains("contexts[].context.user: names user \"admin\""),
+            "{m}"
+        );
+        let two = format!("{good}- name: x\n  context: {{cluster: local}}\n");
+        // Now there is an unnamed context "" and "x"; current-context "" still
+        // resolves to the unnamed one.
+        assert_eq!(parse_at(&two).unwrap().user_name, "kubelet");
+        let m = err(
+            "contexts:\n- name: a\n  context: {cluster: c}\n- name: b\n  context: {cluster: c}\n",
+        );
+        assert!(
+            m.contains("current-context: not set, and there are 2 contexts"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn unsupported_auth_and_syntax_errors() {
+        let p = pki();
+        let good = tectonic(&p, "https://a");
+        let m = err(&good.replace(
+            "  user:\n    client-certificate-data",
+            "  user:\n    exec:\n      command: aws\n    client-certificate-data",
+        ));
+        assert!(
+            m.contains("users[kubelet].user.exec: exec credential plugins are not supported"),
+            "{m}"
+        );
+        let m = err("clusters: [unclosed\n");
+        assert!(m.contains("not a valid kubeconfig"), "{m}");
+        // Syntax errors never quote the file (it holds keys).
+        let m = err(&good.replace("contexts:", "contexts: : :"));
+        assert!(m.contains("not a valid kubeconfig"), "{m}");
+        assert!(!m.contains(&b64(&p.key)[..16]), "{m}");
+        let m = err("   \n");
+        assert!(m.contains("the file is empty"), "{m}");
+        let m = err("clusters: 5\n");
+        assert!(m.contains("not a valid kubeconfig"), "{m}");
+    }
+
+    #[test]
+    fn missing_file_is_bad_input_naming_it() {
+        let e = load(Path::new("/nonexistent/kubeconfig")).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert!(
+            e.to_string()
+                .starts_with("failed to read kubeconfig /nonexistent/kubeconfig:"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! The `run` and `preflight` commands.
+
+use super::driver::{Driver, RunOutcome};
+use super::node::NodeSeams;
+use super::preflight;
+use crate::config::Config;
+use crate::error::{ErrorClass, Result};
+use crate::fsutil::{self, RunLock};
+use crate::journal::{self, JournalFile};
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// How long a second `run` waits for the first to finish before refusing.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// `node-bootstrap run`: the ExecStart of k8s-node-bootstrap.service.
+pub async fn run(config: &Config) -> Result<()> {
+    let _lock = RunLock::acquire(&config.paths.run_lock(), LOCK_WAIT)?;
+    if config.paths.kubelet_env.exists() {
+        info!(phase = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
+        return Ok(());
+    }
+    for dir in [
+        config.paths.kubelet_env.parent(),
+        Some(config.paths.state_dir.as_path()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match fsutil::remove_stale_temps(dir) {
+            Ok(0) => {}
+            Ok(n) => {
+                info!(path = %dir.display(), removed = n, "removed temp files an interrupted run left behind")
+            }
+            Err(e) => warn!(path = %dir.display(), error = %e, "could not clean temp files"),
+        }
+    }
+    preflight::first_failure(preflight::run_checks(config).await)?;
+    let boot_id = journal::boot_id(&config.paths.run_dir)?;
+    let seams = NodeSeams::new(config);
+    let driver = Driver {
+        seams: &seams,
+        journal: JournalFile::new(config.paths.state_journal()),
+        boot_id,
+        os_update_enabled: config.os_update.enabled,
+        addon_enabled: config.addon.enabled,
+    };
+    match driver.run().await? {
+        RunOutcome::Complete => Ok(()),
+    }
+}
+
+/// `node-bootstrap preflight`: prints every check; fails with the first
+/// failure's class.
+pub async fn preflight(config: &Config) -> Result<()> {
+    let checks = preflight::run_checks(config).await;
+    for c in &checks {
+        match &c.outcome {
+            Ok(detail) => println!("ok    {:<18} {detail}", c.name),
+            Err(e) => println!("FAIL  {:<18} {e}", c.name),
+        }
+    }
+    let failed = checks.iter().filter(|c| c.outcome.is_err()).count();
+    if failed == 0 {
+        println!("preflight: all {} checks passed", checks.len());
+    }
+    preflight::first_failure(checks).map_err(|e| {
+        if e.class() == ErrorClass::Internal {
+            e
+        } else {
+            e.context(format!("{failed} preflight check(s) failed"))
+        }
+    })
+}

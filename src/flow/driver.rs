@@ -1,0 +1,512 @@
+//! The driver: asks [`plan::next_action`] what to do, does it through the
+//! [`Seams`], records start/end/result/error of every step in the state
+//! journal (atomically, before and after), and asks again until the plan
+//! says `Done` or a step fails.
+
+use super::plan::{self, Action, Facts, Step};
+use super::seams::{OsUpdateRecord, Seams};
+use crate::error::{Error, Result};
+use crate::journal::{JournalFile, StateJournal};
+use serde_json::{Value, json};
+use tracing::{error, info, warn};
+
+/// How `run` ended when it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// kubelet.env is in place (written now, or already there).
+    Complete,
+}
+
+/// The most actions one `run` takes before it calls itself stuck. A full
+/// flow with confirmations is about a dozen.
+const MAX_ACTIONS: usize = 32;
+
+pub struct Driver<'a, S: Seams> {
+    pub seams: &'a S,
+    pub journal: JournalFile,
+    pub boot_id: String,
+    pub os_update_enabled: bool,
+    pub addon_enabled: bool,
+}
+
+impl<S: Seams> Driver<'_, S> {
+    fn facts(&self) -> Facts {
+        Facts {
+            boot_id: self.boot_id.clone(),
+            os_update_enabled: self.os_update_enabled,
+            addon_enabled: self.addon_enabled,
+            kubelet_env_present: self.seams.kubelet_env_present(),
+        }
+    }
+
+    fn load(&self) -> Result<StateJournal> {
+        // `update` moves a corrupt journal aside and starts a new one.
+        self.journal.update(|j| j.clone())
+    }
+
+    /// Runs the flow to its end (or its first failure).
+    pub async fn run(&self) -> Result<RunOutcome> {
+        for _ in 0..MAX_ACTIONS {
+            let journal = self.load()?;
+            let action = plan::next_action(&journal, &self.facts());
+            match action {
+                Action::Done => {
+                    info!(phase = "run", "node bootstrapped: kubelet.env is in place");
+                    return Ok(RunOutcome::Complete);
+                }
+                Action::Run(step) => self.run_step(step, &journal).await?,
+                Action::Confirm(step) => self.confirm(step, &journal).await?,
+                Action::Reboot {
+                    reason,
+                    wipe_docker_datadir,
+                } => {
+                    return Err(self.reboot(&reason, wipe_docker_datadir).await);
+                }
+            }
+        }
+        Err(Error::internal(format!(
+            "the flow made no progress after {MAX_ACTIONS} actions; state journal {}",
+            self.journal.path().display()
+        )))
+    }
+
+    fn begin(&self, step: Step) -> Result<()> {
+        info!(phase = step.name(), boot_id = %self.boot_id, "phase started");
+        self.journal.update(|j| j.begin(&self.boot_id, step.name()))
+    }
+
+    fn finish(&self, step: Step, owner_boot: &str, result: Value) -> Result<()> {
+        info!(phase = step.name(), result = %result, "phase done");
+        self.journal
+            .update(|j| j.finish(owner_boot, step.name(), result))
+    }
+
+    fn fail(&self, step: Step, err: Error) -> Error {
+        error!(phase = step.name(), error_class = ?err.class(), error = %err, "phase failed");
+        if let Err(e) = self
+            .journal
+            .update(|j| j.fail(&self.boot_id, step.name(), &err, Vec::new()))
+        {
+            warn!(phase = step.name(), error = %e, "could not record the failure in the state journal");
+        }
+        err
+    }
+
+    async fn run_step(&self, step: Step, journal: &StateJournal) -> Result<()> {
+        self.begin(step)?;
+        let result = match self.execute(step, journal).await {
+            Ok(v) => v,
+            Err(e) => return Err(self.fail(step, e.context(format!("{} failed", step.name())))),
+        };
+        self.finish(step, &self.boot_id, result)
+    }
+
+    async fn execute(&self, step: Step, journal: &StateJournal) -> Result<Value> {
+        let s = self.seams;
+        match step {
+            Step::Assets => s.check_assets().await,
+            Step::ClusterVersion => s.discover_version().await,
+            Step::OsUpdate => {
+                let rec: OsUpdateRecord = if self.os_update_enabled {
+                    s.os_update().await?
+                } else {
+                    s.os_update_disabled().await?
+                };
+                Ok(serde_json::to_value(rec).expect("serializable"))
+            }
+            Step::DockerAddon => {
+                let version = cluster_version(journal)?;
+                let next_os = pending_os_version(journal, &self.boot_id);
+                s.addon_ensure(&version, next_os.as_deref()).await
+            }
+            Step::KubeletEnv => {
+                let version = cluster_version(journal)?;
+                s.write_kubelet_env(&version).await
+            }
+            Step::Reboot => unreachable!("the reboot is an action of its own"),
+        }
+    }
+
+    async fn confirm(&self, step: Step, journal: &StateJournal) -> Result<()> {
+        let rec = journal
+            .step(step.name())
+            .expect("the plan confirms recorded steps");
+        let owner = rec.boot_id.clone();
+        let mut result = rec.result.clone().unwrap_or_else(|| json!({}));
+        let ok = match step {
+            Step::Reboot => {
+                info!(phase = "reboot", "the node rebooted");
+                self.finish(
+                    Step::Reboot,
+                    &self.boot_id,
+                    json!({"rebooted": true, "reason": result.get("reason")}),
+                )?;
+                return Ok(());
+            }
+            Step::OsUpdate => {
+                let want = result
+                    .get("new_version")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let before = result
+                    .get("current_version")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let have = self.seams.os_version().await?;
+                // update_engine reports "0.0.0" when it no longer knows the
+                // target (it restarted); then any version but the old one is it.
+                let unknown_target = want.is_empty() || want == "0.0.0";
+                if have == want || (unknown_target && have != before) {
+                    Ok(())
+                } else {
+                    Err(Error::refused(format!(
+                        "the OS update to {want} did not take effect: after the reboot the node runs {have} \
+                         (update_engine may have rolled back); not rebooting again. Check `journalctl -u update-engine`, \
+                         then restart k8s-node-bootstrap.service to try the update again"
+                    )))
+                }
+            }
+            Step::DockerAddon => {
+                if self.seams.addon_confirm(&result).await? {
+                    Ok(())
+                } else {
+                    let want = result
+                        .get("docker_next")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?");
+                    Err(Error::refused(format!(
+                        "docker {want} is not active after the reboot; not rebooting again. Check /etc/torcx/next-profile \
+                         and /run/torcx/profile.json, then restart k8s-node-bootstrap.service"
+                    )))
+                }
+            }
+            other => unreachable!("{other:?} is never confirmed"),
+        };
+        match ok {
+            Ok(()) => {
+                result["confirmed_in_boot"] = json!(self.boot_id);
+                info!(phase = step.name(), "change confirmed after the reboot");
+                self.finish(step, &owner, result)
+            }
+            Err(e) => Err(self.fail(step, e)),
+        }
+    }
+
+    /// Asks for the reboot and returns the error to exit with: the process is
+    /// normally stopped by the shutdown before this returns.
+    async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Error {
+        info!(
+            phase = "reboot",
+            reason, wipe_docker_datadir, "rebooting to apply changes"
+        );
+        if let Err(e) = self.journal.update(|j| {
+            j.begin(&self.boot_id, Step::Reboot.name());
+            if let Some(r) = j.steps.get_mut(Step::Reboot.name()) {
+                r.result =
+                    Some(json!({"reason": reason, "wipe_docker_datadir": wipe_docker_datadir}));
+            }
+        }) {
+            return e;
+        }
+        match self.seams.reboot(reason, wipe_docker_datadir).await {
+            Ok(never) => match never {},
+            Err(e) => self.fail(Step::Reboot, e),
+        }
+    }
+}
+
+fn cluster_version(journal: &StateJournal) -> Result<String> {
+    journal
+        .step(Step::ClusterVersion.name())
+        .and_then(|r| r.result.as_ref())
+        .and_then(|r| r.get("version"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| Error::internal("no cluster version recorded in the state journal"))
+}
+
+/// The OS version the node boots next, when an update is pending in this boot.
+fn pending_os_version(journal: &StateJournal, boot_id: &str) -> Option<String> {
+    let rec = journal.step(Step::OsUpdate.name())?;
+    if rec.boot_id != boot_id || !plan::needs_reboot(Step::OsUpdate, rec) {
+        return None;
+    }
+    rec.result
+        .as_ref()?
+        .get("new_version")?
+        .as_str()
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+    use crate::flow::seams::OsOutcome;
+    use std::cell::RefCell;
+    use std::convert::Infallible;
+
+    /// A node in memory: each seam does what the test scripted and records calls.
+    #[derive(Default)]
+    struct FakeNode {
+        calls: RefCell<Vec<String>>,
+        env_written: RefCell<Option<String>>,
+        os_version: RefCell<String>,
+        update: Option<String>,
+        docker_change: bool,
+        fail_version: bool,
+        reboot_happens: bool,
+    }
+
+    impl Seams for FakeNode {
+        fn kubelet_env_present(&self) -> bool {
+            self.env_written.borrow().is_some()
+        }
+        async fn check_assets(&self) -> Result<Value> {
+            self.calls.borrow_mut().push("assets".into());
+            Ok(json!({}))
+        }
+        async fn discover_version(&self) -> Result<Value> {
+            self.calls.borrow_mut().push("version".into());
+            if self.fail_version {
+                return Err(Error::retryable(
+                    "GET https://10.0.0.1:443/version: connection refused",
+                ));
+            }
+            Ok(json!({"version": "v1.9.6+coreos.0", "source": "api-server"}))
+        }
+        async fn os_update(&self) -> Result<OsUpdateRecord> {
+            self.calls.borrow_mut().push("os-update".into());
+            let current = self.os_version.borrow().clone();
+            Ok(match &self.update {
+                Some(v) => OsUpdateRecord {
+                    outcome: OsOutcome::RebootPending,
+                    current_version: current,
+                    new_version: Some(v.clone()),
+                },
+                None => OsUpdateRecord {
+                    outcome: OsOutcome::NoUpdate,
+                    current_version: current,
+                    new_version: None,
+                },
+            })
+        }
+        async fn os_update_disabled(&self) -> Result<OsUpdateRecord> {
+            unreachable!()
+        }
+        async fn os_version(&self) -> Result<String> {
+            Ok(self.os_version.borrow().clone())
+        }
+        async fn addon_ensure(&self, version: &str, next_os: Option<&str>) -> Result<Value> {
+            self.calls
+                .borrow_mut()
+                .push(format!("addon {version} next-os={next_os:?}"));
+            Ok(
+                json!({"docker_running": "1.12", "docker_next": if self.docker_change { "17.03" } else { "1.12" },
+                      "reboot_needed": self.docker_change, "wipe_docker_datadir": self.docker_change}),
+            )
+        }
+        async fn addon_confirm(&self, _intended: &Value) -> Result<bool> {
+            self.calls.borrow_mut().push("addon-confirm".into());
+            Ok(true)
+        }
+        async fn reboot(&self, reason: &str, wipe: bool) -> Result<Infallible> {
+            self.calls
+                .borrow_mut()
+                .push(format!("reboot ({reason}) wipe={wipe}"));
+            if self.reboot_happens {
+                if let Some(v) = &self.update {
+                    *self.os_version.borrow_mut() = v.clone();
+                }
+                Err(Error::retryable("(test) rebooting"))
+            } else {
+                Err(Error::retryable("reboot did not happen within 300s"))
+            }
+        }
+        async fn write_kubelet_env(&self, version: &str) -> Result<Value> {
+            self.calls
+                .borrow_mut()
+                .push(format!("kubelet-env {version}"));
+            *self.env_written.borrow_mut() = Some(version.to_string());
+            Ok(json!({"image_tag": version.replace('+', "_")}))
+        }
+    }
+
+    fn driver<'a>(node: &'a FakeNode, dir: &std::path::Path, boot: &str) -> Driver<'a, FakeNode> {
+        Driver {
+            seams: node,
+            journal: JournalFile::new(dir.join("state.json")),
+            boot_id: boot.into(),
+            os_update_enabled: true,
+            addon_enabled: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn nothing_to_change_writes_kubelet_env_without_a_reboot() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            driver(&node, d.path(), "b1").run().await.unwrap(),
+            RunOutcome::Complete
+        );
+        assert_eq!(
+            *node.calls.borrow(),
+            vec![
+                "assets",
+                "version",
+                "os-update",
+                "addon v1.9.6+coreos.0 next-os=None",
+                "kubelet-env v1.9.6+coreos.0"
+            ]
+        );
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        for step in [
+            "assets",
+            "cluster-version",
+            "os-update",
+            "docker-addon",
+            "kubelet-env",
+        ] {
+            assert_eq!(
+                j.step(step).unwrap().status,
+                crate::journal::StepStatus::Done,
+                "{step}"
+            );
+        }
+        assert!(j.step("reboot").is_none());
+    }
+
+    #[tokio::test]
+    async fn os_update_reboots_first_and_kubelet_env_comes_after_confirmation() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1520.3.0".into()),
+            update: Some("1576.4.0".into()),
+            docker_change: true,
+            reboot_happens: true,
+            ..Default::default()
+        };
+        let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(err.to_string(), "(test) rebooting");
+        assert!(
+            node.env_written.borrow().is_none(),
+            "kubelet.env must wait for the reboot"
+        );
+        assert_eq!(
+            node.calls.borrow().last().unwrap(),
+            "reboot (os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03) wipe=true"
+        );
+        assert!(
+            node.calls
+                .borrow()
+                .contains(&"addon v1.9.6+coreos.0 next-os=Some(\"1576.4.0\")".to_string())
+        );
+        node.calls.borrow_mut().clear();
+        // Second boot.
+        assert_eq!(
+            driver(&node, d.path(), "b2").run().await.unwrap(),
+            RunOutcome::Complete
+        );
+        assert_eq!(
+            *node.calls.borrow(),
+            vec!["assets", "addon-confirm", "kubelet-env v1.9.6+coreos.0"]
+        );
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            j.step("reboot").unwrap().result.as_ref().unwrap()["rebooted"],
+            true
+        );
+        assert_eq!(
+            j.step("os-update").unwrap().result.as_ref().unwrap()["confirmed_in_boot"],
+            "b2"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_os_update_that_did_not_take_effect_is_refused_not_looped() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1520.3.0".into()),
+            update: Some("1576.4.0".into()),
+            ..Default::default()
+        };
+        let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Retryable);
+        assert!(err.to_string().contains("reboot did not happen"), "{err}");
+        // The node came back (power cycle) on the old OS.
+        let err = driver(&node, d.path(), "b2").run().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Refused);
+        assert!(err.to_string().contains("the OS update to 1576.4.0 did not take effect: after the reboot the node runs 1520.3.0"), "{err}");
+        assert!(node.env_written.borrow().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_update_target_is_confirmed_by_a_changed_version() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1520.3.0".into()),
+            update: Some("0.0.0".into()),
+            reboot_happens: true,
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        *node.os_version.borrow_mut() = "1576.4.0".into();
+        assert_eq!(
+            driver(&node, d.path(), "b2").run().await.unwrap(),
+            RunOutcome::Complete
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_step_is_recorded_and_the_next_run_resumes_there() {
+        let d = tempfile::tempdir().unwrap();
+        let mut node = FakeNode {
+            fail_version: true,
+            os_version: RefCell::new("1".into()),
+            ..Default::default()
+        };
+        let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Retryable);
+        assert_eq!(
+            err.to_string(),
+            "cluster-version failed: GET https://10.0.0.1:443/version: connection refused"
+        );
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        let rec = j.step("cluster-version").unwrap();
+        assert_eq!(rec.status, crate::journal::StepStatus::Failed);
+        assert_eq!(rec.error_class, Some(ErrorClass::Retryable));
+        node.fail_version = false;
+        node.calls.borrow_mut().clear();
+        driver(&node, d.path(), "b1").run().await.unwrap();
+        assert_eq!(
+            node.calls.borrow()[0],
+            "version",
+            "assets were done in this boot and not redone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_present_kubelet_env_makes_run_a_no_op() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            env_written: RefCell::new(Some("x".into())),
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap();
+        assert!(node.calls.borrow().is_empty());
+    }
+}

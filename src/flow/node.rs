@@ -1,0 +1,163 @@
+//! The real seams: the node's files, the system bus (systemd, logind,
+//! update_engine), the API server, and the docker addon.
+
+use super::seams::{OsOutcome, OsUpdateRecord, Seams};
+use crate::config::Config;
+use crate::error::{Error, ErrorClass, Result, ResultExt as _};
+use crate::{fsutil, kubeletenv};
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use tracing::{info, warn};
+
+pub struct NodeSeams<'a> {
+    pub config: &'a Config,
+}
+
+impl<'a> NodeSeams<'a> {
+    pub fn new(config: &'a Config) -> Self {
+        NodeSeams { config }
+    }
+
+    fn needs_api_server(&self) -> bool {
+        !self.config.role.is_bootkube_master() && self.config.cluster.forced_version.is_none()
+    }
+}
+
+/// VERSION_ID of an os-release file (FORMATS.md §5: not VERSION, which
+/// carries a `+date` suffix on dev builds).
+pub fn os_version_id(path: &std::path::Path) -> Result<String> {
+    let text = fsutil::read_input("os-release", path)?;
+    let env = kubeletenv::EnvFile::parse(&text, path)?;
+    env.get("VERSION_ID")
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| Error::bad_input(format!("os-release {} has no VERSION_ID", path.display())))
+}
+
+impl Seams for NodeSeams<'_> {
+    fn kubelet_env_present(&self) -> bool {
+        self.config.paths.kubelet_env.exists()
+    }
+
+    async fn check_assets(&self) -> Result<Value> {
+        let paths = &self.config.paths;
+        let seed = paths.seed_kubelet_env();
+        kubeletenv::read_seed(&seed)?;
+        let kubeconfig = if self.needs_api_server() {
+            crate::cluster::kubeconfig::load(&paths.kubeconfig)?;
+            Some(paths.kubeconfig.display().to_string())
+        } else {
+            None
+        };
+        Ok(json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig}))
+    }
+
+    async fn discover_version(&self) -> Result<Value> {
+        let seed = kubeletenv::read_seed(&self.config.paths.seed_kubelet_env())?;
+        let found = crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await?;
+        info!(phase = "cluster-version", version = %found.version, source = ?found.source, "cluster version determined");
+        Ok(serde_json::to_value(&found).expect("serializable"))
+    }
+
+    async fn os_update(&self) -> Result<OsUpdateRecord> {
+        let current = self.os_version().await?;
+        let conn = crate::systemd::manager::system_bus().await?;
+        let engine = crate::updater::UpdateEngine::new(&conn).await?;
+        Ok(
+            match crate::updater::run_update(&engine, &self.config.os_update).await? {
+                crate::updater::UpdateOutcome::NoUpdate => OsUpdateRecord {
+                    outcome: OsOutcome::NoUpdate,
+                    current_version: current,
+                    new_version: None,
+                },
+                crate::updater::UpdateOutcome::RebootPending { new_version } => OsUpdateRecord {
+                    outcome: OsOutcome::RebootPending,
+                    current_version: current,
+                    new_version: Some(new_version),
+                },
+            },
+        )
+    }
+
+    async fn os_update_disabled(&self) -> Result<OsUpdateRecord> {
+        let current = self.os_version().await?;
+        let pending = async {
+            let conn = crate::systemd::manager::system_bus().await?;
+            let engine = crate::updater::UpdateEngine::new(&conn).await?;
+            crate::updater::pending_reboot(&engine).await
+        }
+        .await;
+        Ok(match pending {
+            Ok(Some(v)) => {
+                info!(phase = "os-update", new_version = %v, "updates are disabled, but an update already waits for a reboot");
+                OsUpdateRecord {
+                    outcome: OsOutcome::RebootPending,
+                    current_version: current,
+                    new_version: Some(v),
+                }
+            }
+            Ok(None) => OsUpdateRecord {
+                outcome: OsOutcome::Disabled,
+                current_version: current,
+                new_version: None,
+            },
+            Err(e) => {
+                warn!(phase = "os-update", error = %e, "updates are disabled and update_engine cannot be asked whether a reboot is pending; assuming none");
+                OsUpdateRecord {
+                    outcome: OsOutcome::Disabled,
+                    current_version: current,
+                    new_version: None,
+                }
+            }
+        })
+    }
+
+    async fn os_version(&self) -> Result<String> {
+        os_version_id(&self.config.paths.os_release)
+    }
+
+    async fn addon_ensure(
+        &self,
+        cluster_version: &str,
+        next_os_version: Option<&str>,
+    ) -> Result<Value> {
+        let _ = (cluster_version, next_os_version);
+        Err(Error::new(
+            ErrorClass::Config,
+            "addon.enabled is set, but this build has no docker addon support yet",
+        ))
+    }
+
+    async fn addon_confirm(&self, _intended: &Value) -> Result<bool> {
+        Err(Error::new(
+            ErrorClass::Config,
+            "addon.enabled is set, but this build has no docker addon support yet",
+        ))
+    }
+
+    async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
+        let conn = crate::systemd::manager::system_bus().await?;
+        let systemd = crate::systemd::manager::Systemd::new(conn);
+        crate::reboot::reboot(self.config, &systemd, reason, wipe_docker_datadir).await
+    }
+
+    async fn write_kubelet_env(&self, cluster_version: &str) -> Result<Value> {
+        let paths = &self.config.paths;
+        let seed = kubeletenv::read_seed(&paths.seed_kubelet_env())?;
+        let text = kubeletenv::render_for(&seed, cluster_version).context(|| {
+            format!(
+                "cannot render kubelet.env from seed {}",
+                paths.seed_kubelet_env().display()
+            )
+        })?;
+        fsutil::write_file(
+            "kubelet.env",
+            &paths.kubelet_env,
+            text.as_bytes(),
+            fsutil::MODE_PUBLIC,
+        )?;
+        let tag = kubeletenv::image_tag(cluster_version);
+        info!(phase = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, "kubelet.env written");
+        Ok(json!({"path": paths.kubelet_env.display().to_string(), "image_tag": tag}))
+    }
+}

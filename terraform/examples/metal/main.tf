@@ -1,0 +1,44 @@
+# Bare metal: Ignition configs for every node (serve them with your PXE /
+# matchbox setup), and the cluster assets pushed over SSH to the bootkube
+# master once it is up, as Tectonic's metal platform did.
+
+locals {
+  agent_config = var.agent_config_path != null ? file(var.agent_config_path) : "{}"
+
+  node_roles = merge(
+    { (var.bootkube_master.name) = "bootkube-master" },
+    { for n in var.masters : n => "master" },
+    { for n in var.workers : n => "worker" },
+  )
+}
+
+module "ignition" {
+  source   = "../../modules/ignition"
+  for_each = local.node_roles
+
+  role                = each.value
+  assets_mode         = "push"
+  agent_url           = var.agent_url
+  agent_sha512        = var.agent_sha512
+  agent_config        = local.agent_config
+  kubelet_image_url   = var.kubelet_image_url
+  kubelet_image_tag   = var.kubelet_image_tag
+  runtime_mappings    = file(var.runtime_mappings_path)
+  keyring             = var.keyring_path != null ? file(var.keyring_path) : null
+  kubeconfig          = file(var.kubeconfig_path)
+  ssh_user            = var.ssh_user
+  ssh_authorized_keys = var.ssh_authorized_keys
+  ca_bundle           = var.ca_bundle_path != null ? file(var.ca_bundle_path) : null
+}
+
+module "assets" {
+  source = "../../modules/push-assets"
+
+  host        = var.bootkube_master.host
+  port        = var.bootkube_master.port
+  host_key    = var.bootkube_master.host_key
+  user        = var.ssh_user
+  private_key = var.ssh_private_key_path != null ? file(pathexpand(var.ssh_private_key_path)) : null
+  ssh_timeout = var.ssh_timeout
+  assets_dir  = var.assets_dir
+}

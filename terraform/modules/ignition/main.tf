@@ -1,0 +1,109 @@
+# Renders an Ignition config (spec 3.3.0, as Flatcar / Container Linux read
+# it) for one node, with built-in functions only.
+#
+# The units are read from the repository's units/ directory at plan time and
+# embedded verbatim: units/ is the one source of truth, so a unit edited there
+# shows up in every rendered config with no other change.
+
+locals {
+  units_dir = var.units_dir != null ? var.units_dir : "${path.module}/../../../units"
+
+  bootkube_master = var.role == "bootkube-master"
+  pull            = var.assets_mode == "pull"
+
+  # Every node: the bootstrap unit and the kubelet, both enabled.
+  # The bootkube master: the path units are enabled; the services they
+  # trigger are installed but not enabled.
+  # Pull mode: init-assets.service, enabled.
+  unit_names = concat(
+    ["k8s-node-bootstrap.service", "kubelet.service"],
+    local.bootkube_master ? ["bootkube.path", "bootkube.service", "tectonic.path", "tectonic.service"] : [],
+    local.pull ? ["init-assets.service"] : [],
+  )
+  enabled_units = concat(
+    ["k8s-node-bootstrap.service", "kubelet.service"],
+    local.bootkube_master ? ["bootkube.path", "tectonic.path"] : [],
+    local.pull ? ["init-assets.service"] : [],
+  )
+
+  units = [
+    for name in local.unit_names : {
+      name     = name
+      enabled  = contains(local.enabled_units, name)
+      contents = file("${local.units_dir}/${name}")
+    }
+  ]
+
+  # The agent config: the caller's object with role and assets.mode set from
+  # this module's inputs (validation ensures they do not contradict it).
+  agent_config_in = jsondecode(var.agent_config)
+  agent_config = merge(local.agent_config_in, {
+    role   = var.role
+    assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
+  })
+
+  kubeconfig = sensitive(var.kubeconfig)
+
+  seed_kubelet_env = join("", [
+    "KUBELET_IMAGE_URL=\"${var.kubelet_image_url}\"\n",
+    "KUBELET_IMAGE_TAG=\"${var.kubelet_image_tag}\"\n",
+  ])
+
+  # Small files travel inline as base64 data URLs.
+  data_files = concat(
+    [
+      { path = "/etc/node-bootstrap/config.json", mode = 420, text = "${jsonencode(local.agent_config)}\n" },
+      { path = "/etc/kubernetes/installer/kubelet.env", mode = 420, text = local.seed_kubelet_env },
+      { path = "/etc/kubernetes/installer/runtime-mappings.yaml", mode = 420, text = var.runtime_mappings },
+      { path = "/etc/kubernetes/kubeconfig", mode = 384, text = local.kubeconfig },
+    ],
+    var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
+    var.ca_bundle != null ? [{ path = "/etc/ssl/certs/node-bootstrap-ca.pem", mode = 420, text = var.ca_bundle }] : [],
+  )
+
+  agent_file = {
+    path      = "/opt/bin/node-bootstrap"
+    mode      = 493 # 0755
+    overwrite = true
+    contents = merge(
+      {
+        source       = var.agent_url
+        verification = { hash = "sha512-${var.agent_sha512}" }
+      },
+      length(var.agent_http_headers) > 0 ? {
+        httpHeaders = [for k in sort(keys(var.agent_http_headers)) : { name = k, value = var.agent_http_headers[k] }]
+      } : {},
+    )
+  }
+
+  files = concat([local.agent_file], [
+    for f in local.data_files : {
+      path      = f.path
+      mode      = f.mode
+      overwrite = true
+      contents  = { source = "data:;base64,${base64encode(f.text)}" }
+    }
+  ])
+
+  ignition = merge(
+    {
+      version = "3.3.0"
+    },
+    var.ca_bundle != null ? {
+      security = { tls = { certificateAuthorities = [{ source = "data:;base64,${base64encode(var.ca_bundle)}" }] } }
+    } : {},
+  )
+
+  config = merge(
+    {
+      ignition = local.ignition
+      storage  = { files = local.files }
+      systemd  = { units = local.units }
+    },
+    length(var.ssh_authorized_keys) > 0 ? {
+      passwd = { users = [{ name = var.ssh_user, sshAuthorizedKeys = [for k in var.ssh_authorized_keys : trimspace(k)] }] }
+    } : {},
+  )
+
+  rendered = jsonencode(local.config)
+}

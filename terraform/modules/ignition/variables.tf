@@ -1,0 +1,171 @@
+variable "role" {
+  description = "The node's role: \"worker\", \"master\" (a control-plane node joining an existing cluster) or \"bootkube-master\" (the first master, which runs bootkube and tectonic once its assets arrive)."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = contains(["worker", "master", "bootkube-master"], var.role)
+    error_message = "role must be \"worker\", \"master\" or \"bootkube-master\"."
+  }
+}
+
+variable "assets_mode" {
+  description = "How the cluster assets reach the node: \"push\" (terraform copies them over SSH, see the push-assets module) or \"pull\" (the agent downloads the bundle from S3; installs and enables init-assets.service)."
+  type        = string
+  default     = "push"
+  nullable    = false
+
+  validation {
+    condition     = contains(["push", "pull"], var.assets_mode)
+    error_message = "assets_mode must be \"push\" or \"pull\"."
+  }
+}
+
+variable "agent_url" {
+  description = "Where Ignition downloads the node-bootstrap binary from (https://, http://, s3:// or gs://; a private mirror works). It is installed at /opt/bin/node-bootstrap with mode 0755 only if its SHA-512 matches agent_sha512."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^(https?|s3|gs)://[^[:space:]]+$", var.agent_url))
+    error_message = "agent_url must be an https://, http://, s3:// or gs:// URL without spaces."
+  }
+}
+
+variable "agent_sha512" {
+  description = "SHA-512 of the node-bootstrap binary at agent_url, as 128 lowercase hex digits (sha512sum prints it). Ignition refuses a binary that does not match."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[0-9a-f]{128}$", var.agent_sha512))
+    error_message = "agent_sha512 must be 128 lowercase hex digits (the output of sha512sum, without the file name)."
+  }
+}
+
+variable "agent_http_headers" {
+  description = "HTTP headers Ignition sends when downloading the binary (e.g. an Authorization header for a private mirror). Only used with http(s) URLs."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+  sensitive   = true
+}
+
+variable "agent_config" {
+  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode (if the object already has them they must agree)."
+  type        = string
+  default     = "{}"
+  nullable    = false
+
+  validation {
+    condition     = can(keys(jsondecode(var.agent_config)))
+    error_message = "agent_config must be a JSON object (e.g. \"{}\" or jsonencode({ cluster = { ... } }))."
+  }
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).role, var.role) == var.role
+    error_message = "agent_config.role disagrees with the role variable; remove \"role\" from agent_config (the module sets it) or make them equal."
+  }
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || can(keys(try(jsondecode(var.agent_config).assets, {})))
+    error_message = "agent_config.assets must be an object."
+  }
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).assets.mode, var.assets_mode) == var.assets_mode
+    error_message = "agent_config.assets.mode disagrees with the assets_mode variable; remove it from agent_config (the module sets it) or make them equal."
+  }
+}
+
+variable "kubelet_image_url" {
+  description = "KUBELET_IMAGE_URL of the seed /etc/kubernetes/installer/kubelet.env: the kubelet image repository, without a tag."
+  type        = string
+  default     = "quay.io/coreos/hyperkube"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9._:/-]*[A-Za-z0-9]$", var.kubelet_image_url)) && !can(regex(":[^/]*$", var.kubelet_image_url))
+    error_message = "kubelet_image_url must be an image repository such as \"quay.io/coreos/hyperkube\", without a tag (the tag goes in kubelet_image_tag)."
+  }
+}
+
+variable "kubelet_image_tag" {
+  description = "KUBELET_IMAGE_TAG of the seed kubelet.env, e.g. \"v1.9.6_coreos.0\" (an image tag: \"+\" written as \"_\"). The agent replaces it with the cluster's version when it can discover one."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.kubelet_image_tag))
+    error_message = "kubelet_image_tag must be a valid image tag (letters, digits, \"_\", \".\", \"-\"; at most 128 characters; write \"+\" as \"_\", e.g. \"v1.9.6_coreos.0\")."
+  }
+}
+
+variable "runtime_mappings" {
+  description = "Contents of /etc/kubernetes/installer/runtime-mappings.yaml: which docker versions fit each Kubernetes minor, in preference order (kind: VersionManifestV1)."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = try(yamldecode(var.runtime_mappings).kind, "") == "VersionManifestV1" && can(keys(yamldecode(var.runtime_mappings).versions.k8s))
+    error_message = "runtime_mappings must be YAML with \"kind: VersionManifestV1\" and a \"versions.k8s\" map (see FORMATS.md section 4)."
+  }
+}
+
+variable "keyring" {
+  description = "ASCII-armored OpenPGP public keys that sign torcx manifests and artifact metadata, written to /etc/kubernetes/installer/keyring.asc. null: no keyring is written (only unsigned sources the agent config allows can be used)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.keyring == null || can(regex("^\\s*-----BEGIN PGP PUBLIC KEY BLOCK-----", var.keyring))
+    error_message = "keyring must be ASCII-armored OpenPGP public keys (starting with -----BEGIN PGP PUBLIC KEY BLOCK-----), or null."
+  }
+}
+
+variable "kubeconfig" {
+  description = "The node's kubeconfig (API server URL, CA, client credentials), written to /etc/kubernetes/kubeconfig with mode 0600. Secret: the rendered config is a sensitive output."
+  type        = string
+  nullable    = false
+  sensitive   = true
+  # Checked by a precondition on the rendered output (main.tf): a variable
+  # validation error would print the value.
+}
+
+variable "ssh_user" {
+  description = "The user that gets ssh_authorized_keys (\"core\" on Flatcar / Container Linux)."
+  type        = string
+  default     = "core"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user))
+    error_message = "ssh_user must be a valid user name (lowercase letters, digits, \"_\", \"-\")."
+  }
+}
+
+variable "ssh_authorized_keys" {
+  description = "SSH public keys allowed to log in as ssh_user (push mode connects with one of them). Empty: no passwd section."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for k in var.ssh_authorized_keys : can(regex("^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\\.com) [A-Za-z0-9+/=]+( .*)?$", trimspace(k)))])
+    error_message = "every ssh_authorized_keys entry must be one OpenSSH public key line (\"ssh-ed25519 AAAA... comment\")."
+  }
+}
+
+variable "ca_bundle" {
+  description = "PEM certificates of a private CA (e.g. of a private mirror): Ignition trusts them when fetching agent_url, and the node trusts them too (/etc/ssl/certs/node-bootstrap-ca.pem, picked up by update-ca-certificates.service before the agent runs). null: none."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.ca_bundle == null || can(regex("^\\s*-----BEGIN CERTIFICATE-----", var.ca_bundle))
+    error_message = "ca_bundle must be PEM certificates (starting with -----BEGIN CERTIFICATE-----), or null."
+  }
+}
+
+variable "units_dir" {
+  description = "Directory holding the unit files to embed. null (the default): the repository's units/ directory, the one source of truth. Set it only if you vendor this module without the rest of the repository."
+  type        = string
+  default     = null
+}

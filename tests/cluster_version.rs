@@ -1,0 +1,486 @@
+//! Cluster version discovery against the API server stand-in
+//! (`testkit::apiserver`: real TLS on loopback, client-certificate or token
+//! authentication, scripted faults).
+//!
+//! What an operator would check: the node learns the version the cluster
+//! runs; credentials never reach a server the kubeconfig's CA does not
+//! vouch for; an unreachable server ends in a clear, retryable error after a
+//! bounded number of attempts (or the seed, when configured); a version skew
+//! is refused; the bootkube master never waits on an API server.
+
+use node_bootstrap::cluster::{self, VersionSource};
+use node_bootstrap::config::Config;
+use node_bootstrap::error::{ErrorClass, exit};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use testkit::apiserver::{
+    ApiServerOptions, FakeApiServer, Fault, KubeAuth, Pki, ServerTls, unreachable_url,
+};
+
+struct Node {
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new() -> Node {
+        Node {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+    fn write_kubeconfig(&self, pki: &Pki, server: &str, auth: &KubeAuth) {
+        pki.write_kubeconfig(&self.kubeconfig(), server, auth)
+            .unwrap();
+    }
+    /// A config pointing at this node's files; `cluster` (fields of the
+    /// `cluster` section) overrides the test defaults: immediate retries so
+    /// tests stay fast.
+    fn config(&self, role: &str, cluster: &str) -> Config {
+        let mut section = serde_json::json!({
+            "api_retry_initial_secs": 0,
+            "api_retry_max_secs": 0,
+            "api_timeout_secs": 5
+        });
+        let extra: serde_json::Value = serde_json::from_str(&format!("{{{cluster}}}")).unwrap();
+        for (k, v) in extra.as_object().unwrap() {
+            section[k] = v.clone();
+        }
+        let json = serde_json::json!({
+            "role": role,
+            "paths": {
+                "kubeconfig": self.kubeconfig(),
+                "seed_dir": self.dir.path().join("installer"),
+            },
+            "cluster": section,
+        });
+        Config::from_json(&json.to_string(), Path::new("/test/config.json")).unwrap()
+    }
+}
+
+fn opts(git_version: &str) -> ApiServerOptions {
+    ApiServerOptions {
+        git_version: git_version.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn version_from_api_server_with_client_certificate() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
+        .await
+        .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let v = cluster::discover(&node.config("worker", ""), Some("v1.8.4_coreos.0"))
+        .await
+        .unwrap();
+    assert_eq!(v.version, "v1.9.6+coreos.0");
+    assert_eq!(v.image_tag(), "v1.9.6_coreos.0");
+    assert_eq!(v.apiserver_version.as_deref(), Some("v1.9.6+coreos.0"));
+    assert_eq!(
+        v.source,
+        VersionSource::ApiServer {
+            url: format!("{}/version", server.url())
+        }
+    );
+    let log = server.log();
+    assert_eq!(log.requests.len(), 1, "{log:?}");
+    let r = &log.requests[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str(), r.status),
+        ("GET", "/version", 200)
+    );
+    assert!(r.client_cert, "the node presented its client certificate");
+    assert_eq!(r.authorization, None);
+}
+
+#[tokio::test]
+async fn version_from_api_server_with_token() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            token: Some("abcdef.0123456789abcdef".into()),
+            ..opts("v1.10.2")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(
+        &pki,
+        &server.url(),
+        &KubeAuth::Token("abcdef.0123456789abcdef".into()),
+    );
+    let v = cluster::discover(&node.config("master", ""), None)
+        .await
+        .unwrap();
+    assert_eq!(v.version, "v1.10.2");
+    let log = server.log();
+    assert_eq!(log.requests.len(), 1);
+    assert_eq!(
+        log.requests[0].authorization.as_deref(),
+        Some("Bearer abcdef.0123456789abcdef")
+    );
+    assert!(!log.requests[0].client_cert);
+    assert_eq!(log.requests[0].status, 200);
+}
+
+#[tokio::test]
+async fn server_from_another_ca_gets_no_credentials() {
+    for auth in [KubeAuth::ClientCert, KubeAuth::Token("secret-token".into())] {
+        let pki = Pki::generate();
+        let server = FakeApiServer::start(
+            &pki,
+            ApiServerOptions {
+                tls: ServerTls::OtherCa,
+                token: Some("secret-token".into()),
+                ..opts("v1.9.6+coreos.0")
+            },
+        )
+        .await
+        .unwrap();
+        let node = Node::new();
+        node.write_kubeconfig(&pki, &server.url(), &auth);
+        // Even with the seed fallback on: an untrusted server is not
+        // "unreachable", it is refused.
+        let e = cluster::discover(
+            &node.config("worker", r#""api_attempts":3,"fallback_to_seed":true"#),
+            Some("v1.9.6_coreos.0"),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Verification, "{auth:?}: {e}");
+        assert_eq!(e.exit_code(), exit::VERIFICATION);
+        let m = e.to_string();
+        assert!(
+            m.contains("the API server's certificate does not verify against the kubeconfig's CA"),
+            "{m}"
+        );
+        assert!(m.contains("no credentials were sent"), "{m}");
+        // The server task sees the client's alert a moment later.
+        let log = settled(&server, |l| !l.handshake_failures.is_empty()).await;
+        assert_eq!(log.connections, 1, "not retried in-process: {log:?}");
+        assert!(
+            log.requests.is_empty(),
+            "no HTTP request reached it: {log:?}"
+        );
+        assert_eq!(
+            log.client_certs_presented, 0,
+            "no client certificate: {log:?}"
+        );
+        assert_eq!(log.handshake_failures.len(), 1, "{log:?}");
+    }
+}
+
+#[tokio::test]
+async fn unreachable_api_server_is_retryable_after_bounded_attempts() {
+    let pki = Pki::generate();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
+    let t0 = Instant::now();
+    let e = cluster::discover(
+        &node.config("worker", r#""api_attempts":4"#),
+        Some("v1.9.6_coreos.0"),
+    )
+    .await
+    .unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
+    assert_eq!(e.exit_code(), exit::RETRYABLE);
+    let m = e.to_string();
+    assert!(
+        m.contains("cannot learn the cluster version from the API server"),
+        "{m}"
+    );
+    assert!(m.contains("set cluster.fallback_to_seed"), "{m}");
+    assert!(m.contains("failed after 4 attempts"), "{m}");
+    assert!(m.contains("cannot connect"), "{m}");
+}
+
+#[tokio::test]
+async fn unreachable_api_server_falls_back_to_seed_only_when_configured() {
+    let pki = Pki::generate();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
+    let v = cluster::discover(
+        &node.config("worker", r#""api_attempts":2,"fallback_to_seed":true"#),
+        Some("v1.9.6_coreos.0"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v.version, "v1.9.6+coreos.0");
+    assert_eq!(v.apiserver_version, None);
+    assert!(
+        matches!(v.source, VersionSource::Seed { .. }),
+        "{:?}",
+        v.source
+    );
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_then_succeed() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            faults: vec![
+                Fault::Reset,
+                Fault::Status(503),
+                Fault::StatusRetryAfter(429, 1),
+            ],
+            ..opts("v1.9.6+coreos.0")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let t0 = Instant::now();
+    let v = cluster::discover(
+        &node.config("worker", r#""api_attempts":4,"api_retry_max_secs":2"#),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(v.version, "v1.9.6+coreos.0");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "Retry-After honoured"
+    );
+    let log = server.log();
+    assert_eq!(log.connections, 4, "{log:?}");
+    let statuses: Vec<u16> = log.requests.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![503, 429, 200]);
+}
+
+#[tokio::test]
+async fn server_errors_until_attempts_run_out_are_retryable() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            faults: vec![Fault::Status(500); 5],
+            ..opts("v1.9.6+coreos.0")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let e = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::Retryable);
+    assert!(e.to_string().contains("failed after 3 attempts"), "{e}");
+    assert!(e.to_string().contains("HTTP 500"), "{e}");
+    assert_eq!(server.log().requests.len(), 3);
+}
+
+#[tokio::test]
+async fn rejected_token_is_bad_input_without_retry() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            token: Some("right".into()),
+            ..opts("v1.9.6+coreos.0")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::Token("wrong".into()));
+    let e = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
+    assert!(
+        e.to_string()
+            .contains("the API server rejected the kubeconfig's credentials (HTTP 401)"),
+        "{e}"
+    );
+    assert_eq!(server.log().requests.len(), 1);
+}
+
+#[tokio::test]
+async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
+        .await
+        .unwrap();
+    let node = Node::new();
+    // The kubeconfig trusts the right CA but carries a client certificate
+    // the cluster CA never signed.
+    let stranger = Pki::generate();
+    let text = pki.kubeconfig(&server.url(), &KubeAuth::ClientCert);
+    let text = text.replace(
+        &b64_of(&pki.client.cert_pem),
+        &b64_of(&stranger.client.cert_pem),
+    );
+    let text = text.replace(
+        &b64_of(&pki.client.key_pem),
+        &b64_of(&stranger.client.key_pem),
+    );
+    assert!(text.contains(&b64_of(&stranger.client.cert_pem)));
+    assert!(text.contains(&b64_of(&stranger.client.key_pem)));
+    std::fs::write(node.kubeconfig(), text).unwrap();
+    let e = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
+    assert!(
+        e.to_string()
+            .contains("rejected the kubeconfig's client certificate"),
+        "{e}"
+    );
+    assert!(server.log().requests.is_empty());
+}
+
+#[tokio::test]
+async fn not_a_version_answer_is_retried_then_retryable() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            body: Some("<html>maintenance</html>".into()),
+            ..opts("v1.9.6+coreos.0")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let e = cluster::discover(&node.config("worker", r#""api_attempts":2"#), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::Retryable);
+    assert!(e.to_string().contains("not Kubernetes version JSON"), "{e}");
+    assert_eq!(server.log().requests.len(), 2);
+}
+
+#[tokio::test]
+async fn forced_version_that_breaks_skew_is_refused() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
+        .await
+        .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let e = cluster::discover(
+        &node.config("worker", r#""forced_version":"v1.10.2""#),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::Refused, "{e}");
+    assert_eq!(e.exit_code(), exit::REFUSED);
+    let m = e.to_string();
+    assert!(
+        m.contains("cluster.forced_version does not fit the cluster"),
+        "{m}"
+    );
+    assert!(
+        m.contains("kubelet v1.10.2 cannot join API server v1.9.6+coreos.0"),
+        "{m}"
+    );
+
+    // Within the policy: accepted, and the server's version is recorded.
+    let v = cluster::discover(
+        &node.config("worker", r#""forced_version":"v1.8.15""#),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(v.version, "v1.8.15");
+    assert_eq!(v.source, VersionSource::Forced);
+    assert_eq!(v.apiserver_version.as_deref(), Some("v1.9.6+coreos.0"));
+
+    // The check can be switched off: no request at all.
+    let before = server.log().connections;
+    let v = cluster::discover(
+        &node.config(
+            "worker",
+            r#""forced_version":"v1.10.2","check_forced_skew":false"#,
+        ),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!((v.version.as_str(), v.apiserver_version), ("v1.10.2", None));
+    assert_eq!(server.log().connections, before);
+}
+
+#[tokio::test]
+async fn forced_version_with_unreachable_server_is_only_a_warning() {
+    let pki = Pki::generate();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
+    let v = cluster::discover(
+        &node.config("worker", r#""forced_version":"v1.10.2""#),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!((v.version.as_str(), v.apiserver_version), ("v1.10.2", None));
+}
+
+#[tokio::test]
+async fn bootkube_master_never_contacts_the_api_server() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(&pki, opts("v1.10.2")).await.unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let v = cluster::discover(&node.config("bootkube-master", ""), Some("v1.9.6_coreos.0"))
+        .await
+        .unwrap();
+    assert_eq!(v.version, "v1.9.6+coreos.0");
+    assert!(matches!(v.source, VersionSource::Seed { .. }));
+    assert_eq!(server.log().connections, 0);
+}
+
+#[tokio::test]
+async fn bad_kubeconfig_is_bad_input_naming_file_and_field() {
+    let pki = Pki::generate();
+    let node = Node::new();
+    let text = pki
+        .kubeconfig("https://127.0.0.1:6443", &KubeAuth::ClientCert)
+        .replace(
+            "    certificate-authority-data",
+            "    insecure-skip-tls-verify: true\n    certificate-authority-data",
+        );
+    std::fs::write(node.kubeconfig(), text).unwrap();
+    let e = cluster::discover(&node.config("worker", ""), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.exit_code(), exit::BAD_INPUT);
+    let m = e.to_string();
+    assert!(m.contains(&node.kubeconfig().display().to_string()), "{m}");
+    assert!(
+        m.contains("clusters[local].cluster.insecure-skip-tls-verify"),
+        "{m}"
+    );
+}
+
+/// The server's log once `done` holds (or after 5 s).
+async fn settled(
+    server: &FakeApiServer,
+    done: impl Fn(&testkit::apiserver::ServerLog) -> bool,
+) -> testkit::apiserver::ServerLog {
+    let t0 = Instant::now();
+    loop {
+        let log = server.log();
+        if done(&log) || t0.elapsed() > Duration::from_secs(5) {
+            return log;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn b64_of(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
