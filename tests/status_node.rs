@@ -228,8 +228,12 @@ fn master_first_boot_stages_match_systemd() {
     );
     n.wait_active_state("bootkube.service", "active", T)
         .unwrap();
-    n.wait_for("tectonic.service to run", T, |n| {
-        (n.prop("tectonic.service", "SubState").ok()? == "start").then_some(())
+    // The tectonic script runs (so its helper has recorded the attempt).
+    n.wait_for("the tectonic script to run", T, |n| {
+        n.journal_json(&["STEP=helper/tectonic", "STREAM=stdout"])
+            .iter()
+            .any(|l| l["MESSAGE"] == "applying manifests")
+            .then_some(())
     })
     .unwrap();
     let s = status(&n);

@@ -175,7 +175,9 @@ pub fn assess(f: &Facts) -> Assessment {
                 if !result.is_empty() {
                     r = format!("{path} failed ({result}) and will not trigger {svc} again");
                 }
-                r.push_str(&format!(" until `systemctl reset-failed {path} {svc}`"));
+                r.push_str(&format!(
+                    " until the next boot or `systemctl reset-failed {svc} {path} && systemctl start {path}`"
+                ));
                 failures.push(r);
             }
         }
