@@ -21,6 +21,8 @@
 //! The state journal records the attempt under `helper/<name>`: `begin`,
 //! then `finish` with `{exit_code, duration_ms, mode}` or `fail` with the
 //! error and the last `log_tail_lines` output lines (what `status` shows).
+//! A journal that cannot be written is logged as a warning and does not fail
+//! the step: the marker, not the journal, is what the units act on.
 //!
 //! Defence in depth: the tectonic helper refuses to run unless bootkube's
 //! marker exists (the units already order tectonic after a *successful*
