@@ -76,7 +76,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Machine-readable output (schema in README "status --json").
+    /// Machine-readable output (schema: docs/status-json.md, schema_version 1).
     #[arg(long)]
     pub json: bool,
     /// Redraw until the verdict changes.
@@ -85,7 +85,7 @@ pub struct StatusArgs {
     /// Block until the node is complete or failed, printing progress.
     #[arg(long)]
     pub wait: bool,
-    /// Give up waiting after this many seconds (with --wait).
+    /// Give up waiting after this many seconds (with --wait; default 3600).
     #[arg(long, requires = "wait")]
     pub timeout: Option<u64>,
 }
@@ -422,9 +422,24 @@ fn dispatch(cli: Cli) -> Result<u8> {
             runtime()?.block_on(crate::flow::command::preflight(&config))?;
             Ok(exit::SUCCESS)
         }
-        Command::Status(_) => not_yet("status"),
+        Command::Status(args) => crate::status::main(
+            &cli.config,
+            &crate::status::Options {
+                json: args.json,
+                watch: args.watch,
+                wait: args.wait,
+                timeout: args.timeout,
+            },
+        ),
         Command::Assets(cmd) => assets_command(&cli, cmd),
-        Command::Helper { .. } => not_yet("helper"),
+        Command::Helper { step } => {
+            let config = load(&cli)?;
+            let step = match step {
+                HelperStep::Bootkube => crate::helper::Step::Bootkube,
+                HelperStep::Tectonic => crate::helper::Step::Tectonic,
+            };
+            crate::helper::main(&config, step)
+        }
         Command::Addon(_) => not_yet("addon"),
         Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }

@@ -3,6 +3,7 @@
 
 pub mod agentnode;
 pub mod apiserver;
+pub mod docker;
 pub mod fake_update_engine;
 pub mod s3;
 pub mod simnode;
