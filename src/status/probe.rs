@@ -259,26 +259,17 @@ pub fn is_secret_key(key: &str) -> bool {
         .any(|s| k.contains(s))
 }
 
-/// systemd `EnvironmentFile=` lines -> pairs, secret values redacted.
+/// systemd `EnvironmentFile=` lines -> pairs, secret values redacted. A
+/// file that does not parse gives no values (status reports it present).
 pub fn parse_env(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
-        .filter_map(|l| l.split_once('='))
+    let Ok(env) = crate::kubeletenv::EnvFile::parse(text, Path::new("kubelet.env")) else {
+        return Vec::new();
+    };
+    env.entries()
+        .iter()
         .map(|(k, v)| {
-            let k = k.trim().to_string();
-            let v = v.trim();
-            let v = v
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-                .unwrap_or(v);
-            let v = if is_secret_key(&k) {
-                "<redacted>".to_string()
-            } else {
-                v.to_string()
-            };
-            (k, v)
+            let v = if is_secret_key(k) { "<redacted>".to_string() } else { v.clone() };
+            (k.clone(), v)
         })
         .collect()
 }
@@ -353,21 +344,16 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
     }
 }
 
-/// update_engine's `GetStatus` (FORMATS.md §7), called directly.
-/// TODO(lead): replace with `crate::updater::UpdateEngine::get_status()`
-/// once the updater lands; this is the only place that calls it.
+/// update_engine's `GetStatus` (FORMATS.md §7) through the updater's client.
 pub async fn update_engine_status(
     conn: &zbus::Connection,
     timeout: Duration,
 ) -> Result<UpdateEngine, String> {
-    let call = conn.call_method(
-        Some("com.coreos.update1"),
-        "/com/coreos/update1",
-        Some("com.coreos.update1.Manager"),
-        "GetStatus",
-        &(),
-    );
-    let reply = match tokio::time::timeout(timeout, call).await {
+    let ask = async {
+        let engine = crate::updater::UpdateEngine::new(conn).await?;
+        engine.get_status().await
+    };
+    let r = match tokio::time::timeout(timeout, ask).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return Err(format!("GetStatus on com.coreos.update1: {e}")),
         Err(_) => {
@@ -377,22 +363,12 @@ pub async fn update_engine_status(
             ));
         }
     };
-    let (last_checked_time, progress, current_operation, new_version, new_size): (
-        i64,
-        f64,
-        String,
-        String,
-        i64,
-    ) = reply
-        .body()
-        .deserialize()
-        .map_err(|e| format!("unexpected GetStatus reply: {e}"))?;
     Ok(UpdateEngine {
-        current_operation,
-        progress,
-        new_version,
-        new_size,
-        last_checked_time,
+        current_operation: r.current_operation.as_str().to_string(),
+        progress: r.progress,
+        new_version: r.new_version,
+        new_size: r.new_size,
+        last_checked_time: r.last_checked_time,
     })
 }
 
