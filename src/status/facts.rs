@@ -10,12 +10,12 @@ use serde::Serialize;
 
 /// The flow's steps in the state journal, in the order `run` takes them.
 pub const FLOW_STEPS: &[&str] = &[
-    "assets",
-    "cluster-version",
-    "os-update",
-    "docker-addon",
-    "reboot",
-    "kubelet-env",
+    crate::flow::plan::Step::Assets.name(),
+    crate::flow::plan::Step::ClusterVersion.name(),
+    crate::flow::plan::Step::OsUpdate.name(),
+    crate::flow::plan::Step::DockerAddon.name(),
+    crate::flow::plan::Step::Reboot.name(),
+    crate::flow::plan::Step::KubeletEnv.name(),
 ];
 pub const HELPER_STEPS: &[&str] = &["helper/bootkube", "helper/tectonic"];
 
@@ -107,6 +107,10 @@ pub enum PhaseState {
     Running,
     Failed,
     Pending,
+    /// Never ran and will not: disabled in config (`docker-addon` with
+    /// `addon.enabled` off), or not needed (`reboot` when kubelet.env was
+    /// written without one).
+    Skipped,
     /// Running in an earlier boot that ended (crash, power loss) before it finished.
     Interrupted,
 }
@@ -129,10 +133,10 @@ pub struct Phase {
 }
 
 impl Phase {
-    fn pending(name: &str) -> Phase {
+    fn never_ran(name: &str, state: PhaseState) -> Phase {
         Phase {
             name: name.to_string(),
-            state: PhaseState::Pending,
+            state,
             this_boot: None,
             attempts: 0,
             started_at: None,
@@ -148,7 +152,16 @@ impl Phase {
 
 /// The journal's steps as phases: the flow's steps in order, the helpers
 /// (on the bootkube master, or whenever recorded), then any other step.
-pub fn phases(j: &StateJournal, boot_id: Option<&str>, master: bool) -> Vec<Phase> {
+/// `disabled` names flow steps turned off in config.
+pub fn phases(
+    j: &StateJournal,
+    boot_id: Option<&str>,
+    master: bool,
+    disabled: &[&str],
+) -> Vec<Phase> {
+    let committed = j
+        .step(crate::flow::plan::Step::KubeletEnv.name())
+        .is_some_and(|r| r.status == StepStatus::Done);
     let mut names: Vec<&str> = FLOW_STEPS.to_vec();
     for h in HELPER_STEPS {
         if master || j.steps.contains_key(*h) {
@@ -163,7 +176,11 @@ pub fn phases(j: &StateJournal, boot_id: Option<&str>, master: bool) -> Vec<Phas
     names
         .into_iter()
         .map(|name| match j.step(name) {
-            None => Phase::pending(name),
+            None if disabled.contains(&name) => Phase::never_ran(name, PhaseState::Skipped),
+            None if committed && FLOW_STEPS.contains(&name) => {
+                Phase::never_ran(name, PhaseState::Skipped)
+            }
+            None => Phase::never_ran(name, PhaseState::Pending),
             Some(r) => {
                 let this_boot = boot_id == Some(r.boot_id.as_str());
                 let state = match r.status {
@@ -285,7 +302,7 @@ mod tests {
         j.begin("now", "os-update");
         j.fail("now", "os-update", &Error::config("bad"), vec![]);
         j.begin("now", "custom");
-        let p = phases(&j, Some("now"), false);
+        let p = phases(&j, Some("now"), false, &[]);
         let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,
@@ -315,8 +332,30 @@ mod tests {
         assert_eq!(p[2].retryable, Some(false));
         assert_eq!(p[4].this_boot, Some(false));
         // The helpers show on the master even before they ran.
-        let p = phases(&j, Some("now"), true);
+        let p = phases(&j, Some("now"), true, &[]);
         assert!(p.iter().any(|p| p.name == "helper/tectonic"));
+    }
+
+    #[test]
+    fn disabled_and_unneeded_steps_are_skipped_not_pending() {
+        let mut j = StateJournal::default();
+        let state = |p: &[Phase], n: &str| p.iter().find(|p| p.name == n).unwrap().state;
+        j.begin("now", "assets");
+        let p = phases(&j, Some("now"), false, &["docker-addon"]);
+        assert_eq!(state(&p, "docker-addon"), PhaseState::Skipped);
+        assert_eq!(
+            state(&p, "reboot"),
+            PhaseState::Pending,
+            "a reboot may still come"
+        );
+        j.begin("now", "kubelet-env");
+        j.finish("now", "kubelet-env", serde_json::json!({}));
+        let p = phases(&j, Some("now"), false, &[]);
+        assert_eq!(
+            state(&p, "reboot"),
+            PhaseState::Skipped,
+            "kubelet.env written without a reboot"
+        );
     }
 
     #[test]

@@ -148,7 +148,12 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
     let (state_journal, phases) = match JournalFile::new(&jpath).load() {
         Ok(Some(j)) => (
             JournalFacts::Present { path: jp },
-            Some(super::facts::phases(&j, boot_id.as_deref(), master)),
+            Some(super::facts::phases(
+                &j,
+                boot_id.as_deref(),
+                master,
+                &disabled_steps(config),
+            )),
         ),
         Ok(None) => {
             unreachable.push(Unreachable {
@@ -268,7 +273,11 @@ pub fn parse_env(text: &str) -> Vec<(String, String)> {
     env.entries()
         .iter()
         .map(|(k, v)| {
-            let v = if is_secret_key(k) { "<redacted>".to_string() } else { v.clone() };
+            let v = if is_secret_key(k) {
+                "<redacted>".to_string()
+            } else {
+                v.clone()
+            };
             (k.clone(), v)
         })
         .collect()
@@ -342,6 +351,15 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
             timeout.as_millis()
         )),
     }
+}
+
+/// Flow steps the config turns off (shown as skipped, not pending).
+fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
+    let mut off = Vec::new();
+    if !config.addon.enabled {
+        off.push(crate::flow::plan::Step::DockerAddon.name());
+    }
+    off
 }
 
 /// update_engine's `GetStatus` (FORMATS.md §7) through the updater's client.

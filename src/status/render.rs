@@ -110,6 +110,7 @@ pub fn text(r: &Report) -> String {
             .unwrap_or_default();
         let when = match (p.state, &p.started_at, &p.ended_at) {
             (PhaseState::Pending, _, _) => String::new(),
+            (PhaseState::Skipped, _, _) => String::new(),
             (_, _, Some(end)) => ago(end, now),
             (_, Some(start), None) => format!("since {}", ago(start, now)),
             _ => String::new(),

@@ -472,7 +472,7 @@ mod tests {
         f.state_journal = JournalFacts::Present {
             path: "/var/lib/node-bootstrap/state.json".into(),
         };
-        f.phases = Some(phases(j, f.node.boot_id.as_deref(), true));
+        f.phases = Some(phases(j, f.node.boot_id.as_deref(), true, &[]));
     }
 
     fn kubelet_running(f: &mut Facts) {
