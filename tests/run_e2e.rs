@@ -4,7 +4,9 @@
 
 use serde_json::json;
 use std::time::Duration;
-use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE, kubelet_starts, state_journal};
+use testkit::agentnode::{
+    AgentNode, Cluster, OS_RELEASE, hold_shutdown, kubelet_starts, state_journal,
+};
 use testkit::apiserver::{ApiServerOptions, Fault};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
@@ -181,21 +183,9 @@ fn a_reboot_that_never_happens_does_not_let_kubelet_start() {
         .config(json!({"reboot": {"wait_secs": 3}}))
         .build()
         .unwrap();
-    // Something holds a shutdown delay lock and logind waits for it up to an
-    // hour: logind accepts the reboot, the node stays up.
-    n.write(
-        "/etc/systemd/logind.conf.d/delay.conf",
-        "[Login]\nInhibitDelayMaxSec=3600\n",
-        0o644,
-    )
-    .unwrap();
-    n.write(
-        "/etc/systemd/system/hold-shutdown.service",
-        "[Service]\nExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=test --why=holding /usr/bin/sleep infinity\n[Install]\nWantedBy=multi-user.target\n",
-        0o644,
-    )
-    .unwrap();
-    n.enable(&["hold-shutdown.service"]).unwrap();
+    // Something holds a shutdown delay lock: logind accepts the reboot, the
+    // node stays up.
+    hold_shutdown(&n).unwrap();
     n.boot().unwrap();
     let log = wait_restarts(&n, 2);
     assert!(
@@ -367,19 +357,7 @@ fn status_follows_a_real_first_boot_through_reboot_pending_to_complete() {
         .config(json!({"reboot": {"wait_secs": 120}}))
         .build()
         .unwrap();
-    n.write(
-        "/etc/systemd/logind.conf.d/delay.conf",
-        "[Login]\nInhibitDelayMaxSec=3600\n",
-        0o644,
-    )
-    .unwrap();
-    n.write(
-        "/etc/systemd/system/hold-shutdown.service",
-        "[Service]\nExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=test --why=holding /usr/bin/sleep infinity\n[Install]\nWantedBy=multi-user.target\n",
-        0o644,
-    )
-    .unwrap();
-    n.enable(&["hold-shutdown.service"]).unwrap();
+    hold_shutdown(&n).unwrap();
     n.boot().unwrap();
     n.wait_for("the reboot to be requested", T, |n| {
         (state_journal(n)?["steps"]["reboot"]["status"] == "running").then_some(())

@@ -209,13 +209,8 @@ fn load(cli: &Cli) -> Result<Config> {
     Config::load(&cli.config)
 }
 
-/// A small runtime: the agent's I/O is a few connections at a time.
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::internal(format!("cannot start the async runtime: {e}")))
+    crate::runtime::multi_thread()
 }
 
 fn not_yet(what: &str) -> Result<u8> {

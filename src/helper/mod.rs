@@ -35,7 +35,7 @@ pub mod docker;
 pub mod script;
 
 use crate::config::Config;
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{Error, Result};
 use crate::fsutil::{self, RunLock};
 use crate::journal::{self, JournalFile};
 use config::{HelperMode, StepSettings};
@@ -330,15 +330,7 @@ async fn stop_signal() {
 /// Entry point for the CLI: runs the step on a runtime of its own and
 /// returns the exit code.
 pub fn main(config: &Config, step: Step) -> Result<u8> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            Error::new(
-                ErrorClass::Internal,
-                format!("failed to start runtime: {e}"),
-            )
-        })?;
+    let rt = crate::runtime::current_thread()?;
     rt.block_on(run(config, step))?;
     Ok(crate::error::exit::SUCCESS)
 }
@@ -346,6 +338,7 @@ pub fn main(config: &Config, step: Step) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorClass;
 
     #[test]
     fn tail_keeps_the_last_lines() {

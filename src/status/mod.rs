@@ -41,7 +41,7 @@ pub mod probe;
 pub mod render;
 pub mod verdict;
 
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::Result;
 use facts::Facts;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -115,15 +115,7 @@ fn print_json(r: &Report) {
 
 /// Runs `status` and returns its exit code (by verdict).
 pub fn main(config_path: &Path, opts: &Options) -> Result<u8> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            Error::new(
-                ErrorClass::Internal,
-                format!("failed to start runtime: {e}"),
-            )
-        })?;
+    let rt = crate::runtime::current_thread()?;
     rt.block_on(async {
         if opts.wait {
             return Ok(wait(config_path, opts).await);
