@@ -4,7 +4,9 @@
 
 use serde_json::json;
 use std::time::Duration;
-use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE, kubelet_starts, state_journal};
+use testkit::agentnode::{
+    AgentNode, Cluster, OS_RELEASE, hold_shutdown, kubelet_starts, state_journal,
+};
 use testkit::apiserver::{ApiServerOptions, Fault};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
@@ -181,21 +183,9 @@ fn a_reboot_that_never_happens_does_not_let_kubelet_start() {
         .config(json!({"reboot": {"wait_secs": 3}}))
         .build()
         .unwrap();
-    // Something holds a shutdown delay lock and logind waits for it up to an
-    // hour: logind accepts the reboot, the node stays up.
-    n.write(
-        "/etc/systemd/logind.conf.d/delay.conf",
-        "[Login]\nInhibitDelayMaxSec=3600\n",
-        0o644,
-    )
-    .unwrap();
-    n.write(
-        "/etc/systemd/system/hold-shutdown.service",
-        "[Service]\nExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=test --why=holding /usr/bin/sleep infinity\n[Install]\nWantedBy=multi-user.target\n",
-        0o644,
-    )
-    .unwrap();
-    n.enable(&["hold-shutdown.service"]).unwrap();
+    // Something holds a shutdown delay lock: logind accepts the reboot, the
+    // node stays up.
+    hold_shutdown(&n).unwrap();
     n.boot().unwrap();
     let log = wait_restarts(&n, 2);
     assert!(
@@ -341,5 +331,88 @@ fn bootkube_master_uses_the_seed_version_without_an_api_server() {
         j["steps"]["cluster-version"]["result"]["source"]["kind"],
         "seed"
     );
+    n.shutdown().unwrap();
+}
+
+/// `status` on a real first boot with the real agent: while a reboot is
+/// pending (held by a logind delay lock) it says so and exits 10; once the
+/// lock goes the node reboots, and on the second boot `status` says
+/// complete and exits 0, each matching what systemd reports.
+#[test]
+fn status_follows_a_real_first_boot_through_reboot_pending_to_complete() {
+    if skip_unless_possible("status_follows_a_real_first_boot_through_reboot_pending_to_complete") {
+        return;
+    }
+    let c = cluster();
+    let mut n = AgentNode::new("status-reboot")
+        .kubeconfig(c.kubeconfig())
+        .update_engine(&[
+            "--scenario",
+            "update",
+            "--step-ms",
+            "50",
+            "--new-version",
+            "1576.4.0",
+        ])
+        .config(json!({"reboot": {"wait_secs": 120}}))
+        .build()
+        .unwrap();
+    hold_shutdown(&n).unwrap();
+    n.boot().unwrap();
+    n.wait_for("the reboot to be requested", T, |n| {
+        (state_journal(n)?["steps"]["reboot"]["status"] == "running").then_some(())
+    })
+    .unwrap();
+    let status = |n: &SimNode| {
+        let out = n
+            .exec(&["/opt/bin/node-bootstrap", "status", "--json"])
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), v)
+    };
+    let (code, v) = status(&n);
+    assert_eq!(code, Some(10), "{v:#}");
+    assert_eq!(v["verdict"], "in-progress");
+    let waiting: Vec<String> = v["waiting_for"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        waiting
+            .iter()
+            .any(|w| w == "reboot pending: os 1520.3.0 -> 1576.4.0"),
+        "{waiting:?}"
+    );
+    let knb = v["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == KNB)
+        .unwrap()
+        .clone();
+    assert_eq!(knb["active_state"], n.prop(KNB, "ActiveState").unwrap());
+    assert_eq!(knb["sub_state"], n.prop(KNB, "SubState").unwrap());
+    assert_eq!(v["kubelet_env"]["present"], false);
+
+    // The lock goes away: logind carries out the reboot it was asked for.
+    n.exec(&["systemctl", "stop", "hold-shutdown.service"])
+        .unwrap();
+    assert_eq!(n.wait_down(T).unwrap(), BootEnd::Reboot);
+    n.boot().unwrap();
+    n.wait_active_state("kubelet.service", "active", T).unwrap();
+    let (code, v) = status(&n);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["verdict"], "complete");
+    let kubelet = v["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "kubelet.service")
+        .unwrap()
+        .clone();
+    assert_eq!(kubelet["active_state"], "active");
+    assert_eq!(v["kubelet_env"]["present"], true);
     n.shutdown().unwrap();
 }

@@ -6,10 +6,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, exit};
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::internal(format!("failed to start the async runtime: {e}")))
+    crate::runtime::current_thread()
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {

@@ -49,7 +49,28 @@ impl Seams for NodeSeams<'_> {
         } else {
             None
         };
-        Ok(json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig}))
+        // Pull mode: init-assets.service runs before this unit; if it has
+        // not finished, the assets are not there and nothing may proceed on
+        // them. Push mode: terraform pushes whenever it gets to it and the
+        // path units wait; `run` does not need the pushed assets.
+        let pulled = self.config.assets.mode == crate::assets::config::AssetsMode::Pull;
+        if !pulled && !self.config.role.is_bootkube_master() {
+            return Ok(
+                json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig, "assets": "none pushed to this role"}),
+            );
+        }
+        let assets = match crate::assets::readiness(self.config) {
+            crate::assets::AssetsReadiness::Ready { path } => {
+                format!("complete at {}", path.display())
+            }
+            crate::assets::AssetsReadiness::Waiting { what } => {
+                if pulled {
+                    return Err(Error::retryable(what));
+                }
+                what
+            }
+        };
+        Ok(json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig, "assets": assets}))
     }
 
     async fn discover_version(&self) -> Result<Value> {

@@ -205,3 +205,21 @@ pub fn state_journal(n: &SimNode) -> Option<Value> {
     n.read("/var/lib/node-bootstrap/state.json")
         .and_then(|t| serde_json::from_str(&t).ok())
 }
+
+/// Holds the node's shutdown with a logind delay lock (logind waits for it
+/// up to an hour): a reboot requested while it is held is accepted but does
+/// not happen until `systemctl stop hold-shutdown.service`. Before boot.
+pub fn hold_shutdown(n: &SimNode) -> Result<()> {
+    n.write(
+        "/etc/systemd/logind.conf.d/delay.conf",
+        "[Login]\nInhibitDelayMaxSec=3600\n",
+        0o644,
+    )?;
+    n.write(
+        "/etc/systemd/system/hold-shutdown.service",
+        "[Service]\nExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=test --why=holding /usr/bin/sleep infinity\n\
+         [Install]\nWantedBy=multi-user.target\n",
+        0o644,
+    )?;
+    n.enable(&["hold-shutdown.service"])
+}

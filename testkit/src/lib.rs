@@ -3,8 +3,10 @@
 
 pub mod agentnode;
 pub mod apiserver;
+pub mod docker;
 pub mod fake_update_engine;
 pub mod pkgserver;
+pub mod s3;
 pub mod simnode;
 pub mod sshd;
 pub mod torcx_fixtures;
