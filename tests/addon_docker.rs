@@ -3,131 +3,25 @@
 //! answer wins over `/run/torcx/profile.json`; a dead socket falls back to
 //! the profile quickly.
 //!
-//! Needs root and `dockerd` (Debian's docker.io, installed by
-//! scripts/setup.sh): skipped with a reason outside CI, fails under CI=true.
+//! Needs root and `dockerd` (testkit's private dockerd, scripts/setup.sh
+//! installs it): skipped with a reason outside CI, fails under CI=true.
 
 use node_bootstrap::addon::{self, AddonRequest};
 use node_bootstrap::config::Config;
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use testkit::docker::{PrivateDockerd, skip_unless_possible};
 use testkit::torcx_fixtures::{AddonRig, docker_archive, runtime_mappings_yaml};
 
 const OS: &str = "1632.3.0";
 
-fn skip(test: &str) -> bool {
-    let why = if !nix::unistd::geteuid().is_root() {
-        Some("needs root".to_string())
-    } else if Command::new("dockerd").arg("--version").output().is_err() {
-        Some("dockerd is not installed (scripts/setup.sh installs docker.io)".to_string())
-    } else {
-        None
-    };
-    match why {
-        None => false,
-        Some(w) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{test}: must run in CI but cannot: {w}")
-        }
-        Some(w) => {
-            eprintln!("SKIPPED {test}: {w}");
-            true
-        }
-    }
-}
-
-/// A private dockerd, stopped (and its containerd with it) on drop.
-struct Dockerd {
-    child: Child,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Dockerd {
-    fn start() -> Dockerd {
-        let dir = tempfile::Builder::new()
-            .prefix("addon-dockerd-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let socket = dir.path().join("docker.sock");
-        let log = std::fs::File::create(dir.path().join("dockerd.log")).unwrap();
-        let child = Command::new("dockerd")
-            .arg(format!("--host=unix://{}", socket.display()))
-            .arg(format!("--data-root={}", dir.path().join("data").display()))
-            .arg(format!("--exec-root={}", dir.path().join("exec").display()))
-            .arg(format!(
-                "--pidfile={}",
-                dir.path().join("dockerd.pid").display()
-            ))
-            .args([
-                "--iptables=false",
-                "--ip6tables=false",
-                "--bridge=none",
-                "--storage-driver=vfs",
-            ])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting dockerd");
-        let d = Dockerd {
-            child,
-            socket,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !d.socket.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "dockerd did not create its socket: {}",
-                std::fs::read_to_string(d._dir.path().join("dockerd.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        d
-    }
-
-    /// The daemon's version as `docker version` would report it.
-    fn version(&self) -> String {
-        let out = Command::new("curl")
-            .args(["-s", "--unix-socket"])
-            .arg(&self.socket)
-            .arg("http://localhost/version")
-            .output();
-        if let Ok(o) = out
-            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
-            && let Some(s) = v["Version"].as_str()
-        {
-            return s.to_string();
-        }
-        // Without curl: dockerd --version says "Docker version 20.10.24+dfsg1, build …".
-        let out = Command::new("dockerd").arg("--version").output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.split_whitespace()
-            .nth(2)
-            .unwrap()
-            .trim_end_matches(',')
-            .to_string()
-    }
-}
-
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// The daemon's version as its API reports it.
+fn daemon_version(d: &PrivateDockerd) -> String {
+    let (status, body) = d.http("GET", "/version").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["Version"].as_str().unwrap().to_string()
 }
 
 fn major_minor(v: &str) -> String {
@@ -143,11 +37,11 @@ fn config(rig: &AddonRig, socket: &Path) -> Config {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn running_docker_comes_from_the_daemon_when_it_is_up() {
-    if skip("running_docker_comes_from_the_daemon_when_it_is_up") {
+    if skip_unless_possible("running_docker_comes_from_the_daemon_when_it_is_up") {
         return;
     }
-    let d = Dockerd::start();
-    let daemon = d.version();
+    let d = PrivateDockerd::start().unwrap();
+    let daemon = daemon_version(&d);
     let mm = major_minor(&daemon);
     let rig = AddonRig::new(OS);
     rig.write(
@@ -161,7 +55,7 @@ async fn running_docker_comes_from_the_daemon_when_it_is_up() {
 
     let t0 = Instant::now();
     let out = addon::ensure(
-        &config(&rig, &d.socket),
+        &config(&rig, &d.socket()),
         &AddonRequest {
             cluster_version: "v1.9.6+coreos.0".into(),
             next_os_version: None,
@@ -181,7 +75,7 @@ async fn running_docker_comes_from_the_daemon_when_it_is_up() {
 
 #[tokio::test]
 async fn a_dead_docker_socket_falls_back_to_torcx_quickly() {
-    if skip("a_dead_docker_socket_falls_back_to_torcx_quickly") {
+    if skip_unless_possible("a_dead_docker_socket_falls_back_to_torcx_quickly") {
         return;
     }
     let rig = AddonRig::new(OS);
