@@ -238,10 +238,16 @@ fn update_engine_hang_times_out_and_retries() {
     n.boot().unwrap();
     let log = wait_restarts(&n, 1);
     assert!(log.contains("os-update failed: "), "{log}");
+    // The restarted run may already be retrying: read the failure from the
+    // journal's history.
     let j = state_journal(&n).unwrap();
-    let err = j["steps"]["os-update"]["error"]
-        .as_str()
+    let err = j["history"]
+        .as_array()
         .unwrap()
+        .iter()
+        .find(|e| e["step"] == "os-update" && e["event"] == "failed")
+        .and_then(|e| e["detail"].as_str())
+        .unwrap_or_else(|| panic!("no os-update failure in {j:#}"))
         .to_string();
     assert!(
         err.contains("3s") || err.contains("timed out") || err.contains("no progress"),
