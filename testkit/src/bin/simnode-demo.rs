@@ -2,19 +2,25 @@
 //! as PID 1 in a namespace) with the real agent, printed step by step.
 //!
 //! The API server stand-in reports the cluster version, the update_engine
-//! stand-in offers an OS update; the agent finds the version, updates the
-//! OS, reboots once, confirms the new OS, writes kubelet.env and kubelet
-//! starts; the next boot skips the agent.
+//! stand-in offers an OS update, a package server offers signed docker
+//! packages; the agent finds the version, updates the OS, installs the
+//! docker the cluster needs for the OS it boots next, reboots once (wiping
+//! docker's old datadir on the way down), confirms the new OS and docker,
+//! writes kubelet.env and kubelet starts; the next boot skips the agent.
 //!
 //! Run with `./scripts/demo.sh` (root; it builds the workspace first).
 
 use anyhow::{Context, Result, bail};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE, state_journal};
 use testkit::apiserver::ApiServerOptions;
 use testkit::simnode::{BootEnd, SimNode};
+use testkit::torcx_fixtures::{AddonRig, docker_archive};
 
 const T: Duration = Duration::from_secs(120);
+const OS: &str = "1632.3.0";
+const NEXT_OS: &str = "1688.5.3";
 
 fn main() -> Result<()> {
     testkit::simnode::can_run().context("the demo needs root and util-linux")?;
@@ -29,9 +35,22 @@ fn main() -> Result<()> {
         cluster.api.url()
     );
     println!(
-        "update_engine        stand-in on the node's system bus offers OS 1576.4.0 (node runs 1520.3.0)"
+        "update_engine        stand-in on the node's system bus offers OS {NEXT_OS} (node runs {OS})"
+    );
+    let rig = AddonRig::new(OS);
+    let e112 = rig.publish_package("1.12", &docker_archive("1.12.2"));
+    let e1703 = rig.publish_package("17.03", &docker_archive("17.03.2"));
+    rig.publish_manifest(OS, &[e112.clone(), e1703.clone()]);
+    rig.publish_manifest(NEXT_OS, &[e112, e1703]);
+    println!(
+        "package server       {} serves signed torcx manifests, docker 1.12 and 17.03",
+        rig.server.url("/")
+    );
+    println!(
+        "runtime mappings     kubernetes 1.9 -> docker 17.03, else 1.12; the OS image ships docker 1.12"
     );
     println!("seed kubelet.env     KUBELET_IMAGE_TAG=v1.8.4_coreos.0 (provisioning-time guess)\n");
+    let addon: serde_json::Value = serde_json::from_str(&rig.config_json_for_root("", json!({})))?;
     let mut node = AgentNode::new("demo")
         .kubeconfig(cluster.kubeconfig())
         .update_engine(&[
@@ -40,22 +59,24 @@ fn main() -> Result<()> {
             "--step-ms",
             "100",
             "--new-version",
-            "1576.4.0",
+            NEXT_OS,
         ])
+        .config(json!({"addon": addon["addon"]}))
         .shipped_restart_delay()
         .build()?;
+    install_os_image_parts(&node, &rig)?;
 
-    let mut seen = 0;
     node.boot()?;
     println!("[boot 1] systemd is up; k8s-node-bootstrap.service runs `node-bootstrap run`");
     let end = node.wait_down(T)?;
-    seen = print_agent_log(&node, seen, true)?;
+    let seen = print_agent_log(&node, 0, true)?;
     if end != BootEnd::Reboot {
         bail!("expected the node to reboot, it ended as {end:?}");
     }
     println!(
-        "[boot 1] the node rebooted; kubelet.env written: {}\n",
-        yes_no(node.exists("/etc/kubernetes/kubelet.env"))
+        "[boot 1] the node rebooted; kubelet.env written: {}; docker's old datadir left: {}\n",
+        yes_no(node.exists("/etc/kubernetes/kubelet.env")),
+        yes_no(node.exists("/var/lib/docker/image/marker"))
     );
 
     node.boot()?;
@@ -64,7 +85,12 @@ fn main() -> Result<()> {
         "[boot 2] the node boots OS {} (update_engine switched partitions)",
         os_version(&node)
     );
-    seen = print_agent_log(&node, seen, false)?;
+    let docker = node.exec(&["/run/torcx/bin/docker", "--version"])?;
+    println!(
+        "[boot 2] torcx applied the next profile: {}",
+        String::from_utf8_lossy(&docker.stdout).trim()
+    );
+    let seen = print_agent_log(&node, seen, false)?;
     println!("[boot 2] kubelet.service is active; /etc/kubernetes/kubelet.env:");
     for line in node
         .read("/etc/kubernetes/kubelet.env")
@@ -88,9 +114,47 @@ fn main() -> Result<()> {
     );
     node.shutdown()?;
     println!(
-        "\n== done in {:.1}s: 3 boots, 1 reboot requested by the agent, kubelet running ==",
+        "\n== done in {:.1}s: 3 boots, 1 reboot requested by the agent (OS and docker together), kubelet running ==",
         t0.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// What a Container Linux image brings: torcx (its boot-time generator is a
+/// stand-in here), the vendor docker 1.12 with its profile, docker's datadir;
+/// and what provisioning wrote: the runtime mappings and the keyring.
+fn install_os_image_parts(n: &SimNode, rig: &AddonRig) -> Result<()> {
+    n.write(
+        OS_RELEASE,
+        testkit::torcx_fixtures::os_release(OS, &rig.board),
+        0o644,
+    )?;
+    n.install_file(
+        &testkit::standin("torcx-generator"),
+        "/etc/systemd/system-generators/torcx-generator",
+        0o755,
+    )?;
+    n.write(
+        "/etc/kubernetes/installer/runtime-mappings.yaml",
+        testkit::torcx_fixtures::runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
+        0o644,
+    )?;
+    n.write(
+        "/etc/kubernetes/installer/addon-keyring.asc",
+        rig.key.public_armored(),
+        0o644,
+    )?;
+    n.write(
+        "/usr/share/torcx/profiles/vendor.json",
+        r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
+        0o644,
+    )?;
+    n.write(
+        "/usr/share/torcx/store/docker:1.12.torcx.tgz",
+        docker_archive("1.12.2"),
+        0o644,
+    )?;
+    n.write("/var/lib/docker/image/marker", "old docker data\n", 0o644)?;
     Ok(())
 }
 
