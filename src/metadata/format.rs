@@ -307,17 +307,24 @@ mod tests {
             name: "docker-torcx".into(),
             series: "1632.3.0".into(),
             arch: "amd64-usr".into(),
-            versions: ["1.12", "17.03.2", "17.03.10", "17.030", "17.06.1", "17.03.9-ce"]
-                .iter()
-                .map(|v| {
-                    (
-                        v.to_string(),
-                        Version {
-                            items: BTreeMap::from([("x".to_string(), item.clone())]),
-                        },
-                    )
-                })
-                .collect(),
+            versions: [
+                "1.12",
+                "17.03.2",
+                "17.03.10",
+                "17.030",
+                "17.06.1",
+                "17.03.9-ce",
+            ]
+            .iter()
+            .map(|v| {
+                (
+                    v.to_string(),
+                    Version {
+                        items: BTreeMap::from([("x".to_string(), item.clone())]),
+                    },
+                )
+            })
+            .collect(),
         };
         let pick = |s: &str| select(&p, &VersionMatch::Prefix(s.into())).map(|(v, _)| v);
         assert_eq!(pick("17.03"), Some("17.03.10"));
