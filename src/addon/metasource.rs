@@ -134,11 +134,13 @@ pub fn choice_from_found(found: Found, preferences: &[String]) -> Result<Choice>
     })
 }
 
-fn log_found(found: &Found, what: &str) {
+/// Logs where the package was found and why earlier locations did not
+/// serve it; `purpose` says which OS it is for.
+fn log_found(found: &Found, purpose: &str) {
     for s in &found.skipped {
         info!(phase = "docker-addon", source = "metadata", location = %s.location,
-            location_kind = s.kind.as_str(), reason = %s.reason,
-            "{what}: location did not serve the docker package");
+            location_kind = s.kind.as_str(), reason = %s.reason, purpose,
+            "location did not serve the docker package");
     }
     let skipped: Vec<String> = found
         .skipped
@@ -148,13 +150,13 @@ fn log_found(found: &Found, what: &str) {
     if found.kind == metadata::config::LocationKind::Dev {
         warn!(phase = "docker-addon", source = "metadata", location = %found.location,
             location_kind = found.kind.as_str(), product = %found.product_id, version = %found.version,
-            url = %found.url, signed = found.signed,
-            "DEVELOPMENT MODE: {what} is a locally built package from sources.dev_dir");
+            url = %found.url, signed = found.signed, purpose,
+            "DEVELOPMENT MODE: the docker package is a locally built one from sources.dev_dir");
     }
     info!(phase = "docker-addon", source = "metadata", location = %found.location,
         location_kind = found.kind.as_str(), product = %found.product_id, version = %found.version,
-        url = %found.url, signed = found.signed, skipped = %skipped.join("; "),
-        "{what}: docker package found");
+        url = %found.url, signed = found.signed, skipped = %skipped.join("; "), purpose,
+        "docker package found");
 }
 
 /// The docker package for `series` and `board`: see module docs.
@@ -176,7 +178,7 @@ pub async fn choose(
             "no docker package for OS {series} on {board} in the metadata search path (addon.package_source \"metadata\")"
         ))
     })?;
-    log_found(&found, "chosen");
+    log_found(&found, "next boot");
     choice_from_found(found, preferences)
 }
 
@@ -197,7 +199,7 @@ pub async fn same_version_for(
     };
     match metadata::find(config, &q).await {
         Ok(found) => {
-            log_found(&found, "for the running OS");
+            log_found(&found, "running OS (rollback)");
             choice_from_found(found, &[version.to_string()]).map(Some)
         }
         Err(e) if e.class() == ErrorClass::Verification => Err(e),
