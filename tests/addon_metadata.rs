@@ -106,9 +106,11 @@ impl Rig {
     /// The agent's config: addon enabled with the metadata source, fast
     /// retries, `sources` as given (local_dir under the rig, no default).
     fn config_value(&self, sources: Value) -> Value {
-        let mut v: Value = serde_json::from_str(&self.rig.config_json(
-            json!({"package_source": "metadata", "manifest_url": null}),
-        ))
+        let mut v: Value = serde_json::from_str(
+            &self
+                .rig
+                .config_json(json!({"package_source": "metadata", "manifest_url": null})),
+        )
         .unwrap();
         let mut s = json!({
             "local_dir": self.rig.path(LOCAL),
@@ -355,7 +357,10 @@ async fn tampered_metadata_installs_nothing() {
     assert_eq!(err.class(), ErrorClass::Verification, "{err}");
     let msg = err.to_string();
     assert!(msg.contains("signed metadata rejected"), "{msg}");
-    assert!(r.requests_under("/mirror/docker/").is_empty(), "nothing fetched");
+    assert!(
+        r.requests_under("/mirror/docker/").is_empty(),
+        "nothing fetched"
+    );
     r.assert_untouched();
     assert!(!r.rig.exists(STORE), "no store directory either");
 }
@@ -375,7 +380,10 @@ async fn tampered_package_installs_nothing() {
     let err = addon::ensure(&c, &req(None)).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification, "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("docker 17.03.2 for OS 1632.3.0 was not installed"), "{msg}");
+    assert!(
+        msg.contains("docker 17.03.2 for OS 1632.3.0 was not installed"),
+        "{msg}"
+    );
     assert!(msg.contains("the metadata says"), "{msg}");
     r.assert_untouched();
     let left: Vec<String> = r.rig.files_in(STORE);
@@ -413,7 +421,11 @@ fn dev_mode_wins_and_is_logged_loudly() {
     let url = r.serve("mirror", &packages(), true);
     // A locally built 17.03 (unsigned, as development builds are).
     let built = docker_archive("17.03.5-dev");
-    let dev = r.mirror_dir("dev-out", &[(artifact("17.03.5", OS), built.clone())], false);
+    let dev = r.mirror_dir(
+        "dev-out",
+        &[(artifact("17.03.5", OS), built.clone())],
+        false,
+    );
     let (code, stdout, stderr) = r.cli_ensure(json!({"url": url, "dev_dir": dev}));
     assert_eq!(code, 0, "{stderr}");
     let out: Value = serde_json::from_str(&stdout).unwrap();
@@ -470,7 +482,11 @@ async fn old_os_versions_get_no_remote_package() {
     let out = addon::ensure(&r.config(json!({"url": url})), &req(None))
         .await
         .unwrap();
-    assert!(out.note.unwrap().contains("predates remote docker packages"));
+    assert!(
+        out.note
+            .unwrap()
+            .contains("predates remote docker packages")
+    );
     assert!(!out.reboot_needed);
     assert!(r.rig.server.requests().is_empty(), "nothing asked");
 }
