@@ -490,3 +490,47 @@ async fn old_os_versions_get_no_remote_package() {
     assert!(!out.reboot_needed);
     assert!(r.rig.server.requests().is_empty(), "nothing asked");
 }
+
+#[tokio::test]
+async fn sysext_backend_takes_the_docker_sysext_product() {
+    const FLATCAR: &str = "3815.2.0";
+    let r = Rig::new();
+    r.rig.set_os_version(FLATCAR);
+    r.rig.write(
+        "/etc/kubernetes/installer/runtime-mappings.yaml",
+        testkit::torcx_fixtures::runtime_mappings_yaml("1.9", &["24.0", "20.10"]),
+    );
+    let image = testkit::torcx_fixtures::filler("docker-24.0.9.raw", 64 * 1024);
+    let url = r.serve(
+        "mirror",
+        &[
+            (
+                format!("docker-sysext_24.0.9_{FLATCAR}_{BOARD}.raw"),
+                image.clone(),
+            ),
+            (
+                format!("docker-sysext_24.0.5_{FLATCAR}_{BOARD}.raw"),
+                b"older".to_vec(),
+            ),
+            // A torcx archive of a newer docker is not for this backend.
+            (artifact("24.0.10", FLATCAR), docker_archive("24.0.10")),
+        ],
+        true,
+    );
+    let mut v = r.config_value(json!({"url": url}));
+    v["addon"]["backend"] = json!("sysext");
+    let c = Config::from_json(&v.to_string(), Path::new("/c.json")).unwrap();
+    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    assert_eq!(out.docker_next, "24.0.9");
+    let raw = r.rig.path("/etc/extensions/docker.raw");
+    assert_eq!(fs::read(&raw).unwrap(), image);
+    assert_eq!(
+        fs::metadata(&raw).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert!(r.requests_under("/mirror/docker/docker-torcx").is_empty());
+    // In place: nothing fetched again.
+    let again = addon::ensure(&c, &req(None)).await.unwrap();
+    assert!(again.installed.is_empty(), "{:?}", again.installed);
+    assert_eq!(r.requests_under("/mirror/docker/").len(), 1);
+}
