@@ -29,6 +29,35 @@
 //! `{os_version}` are replaced by the node's `COREOS_BOARD` and the OS
 //! version the package is for. The detached signature is read from the same
 //! place with `.asc` appended. `manifest_file` wins when both are set.
+//!
+//! ## Where packages come from: `package_source`
+//! - `"torcx-manifest"` (default): the signed torcx package manifest above
+//!   (`manifest_url`/`manifest_file`, `keyring`, `allow_unsigned`).
+//! - `"metadata"`: the artifact metadata search path of the `sources`
+//!   section ([`crate::metadata`]: `sources.dev_dir`, `sources.local_dir`,
+//!   `sources.url`, the cluster's bucket, the default; signed `.sjson`
+//!   before unsigned, unsigned only where `sources.allow_unsigned` says).
+//!   Nothing else in `addon` is needed; `manifest_url`, `manifest_file`,
+//!   `keyring` and `allow_unsigned` belong to the manifest source and are
+//!   refused here (their `sources.*` counterparts apply) rather than
+//!   silently ignored.
+//!
+//! With `"metadata"` the docker package is the product
+//! `com.node-bootstrap:<name>:<series>:<arch>` where
+//! - name is `docker-torcx` (backend `torcx`: `.torcx.tgz` archives) or
+//!   `docker-sysext` (backend `sysext`: `.raw` images),
+//! - series is the OS version the node boots next (os-release `VERSION_ID`,
+//!   or the pending update's version),
+//! - arch is the node's `COREOS_BOARD` (e.g. `amd64-usr`),
+//!
+//! so `metadata generate` picks up files named e.g.
+//! `docker-torcx_17.03.2_1632.3.0_amd64-usr.torcx.tgz` or
+//! `docker-sysext_24.0.9_3815.2.0_amd64-usr.raw`. Choice and installation
+//! are the manifest source's (runtime-mappings preference order, the
+//! largest build of the first preferred `major.minor` any location offers,
+//! nothing remote before OS 1520.3.0, store name `docker:<version>.torcx.tgz`,
+//! reuse by sha512); items must carry a sha512, and are verified by size and
+//! every hash the metadata gives before they get their final name.
 
 use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
 use serde::Deserialize;
@@ -53,6 +82,26 @@ pub enum Backend {
     Sysext,
 }
 
+/// Where the docker package and its trust come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PackageSource {
+    /// A signed torcx package manifest (`manifest_url` / `manifest_file`).
+    #[default]
+    TorcxManifest,
+    /// The artifact metadata search path (`sources` section).
+    Metadata,
+}
+
+impl PackageSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageSource::TorcxManifest => "torcx-manifest",
+            PackageSource::Metadata => "metadata",
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAddon {
@@ -62,6 +111,9 @@ pub struct RawAddon {
     /// `torcx` (default) or `sysext`.
     #[serde(default)]
     pub backend: Backend,
+    /// `torcx-manifest` (default) or `metadata` (see module docs).
+    #[serde(default)]
+    pub package_source: PackageSource,
     /// URL template of the package manifest (`{board}`, `{os_version}`).
     pub manifest_url: Option<String>,
     /// Local file template of the package manifest (wins over the URL).
@@ -110,6 +162,7 @@ pub struct RawAddon {
 pub struct AddonSettings {
     pub enabled: bool,
     pub backend: Backend,
+    pub package_source: PackageSource,
     pub manifest_url: Option<String>,
     pub manifest_file: Option<String>,
     pub mappings_file: Option<PathBuf>,
@@ -193,10 +246,38 @@ impl RawAddon {
         if let Some(f) = &self.manifest_file {
             check_template("addon.manifest_file", f, false)?;
         }
-        if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
+        if self.package_source == PackageSource::Metadata {
+            for (field, set, instead) in [
+                (
+                    "addon.manifest_url",
+                    self.manifest_url.is_some(),
+                    "sources.url",
+                ),
+                (
+                    "addon.manifest_file",
+                    self.manifest_file.is_some(),
+                    "sources.local_dir or sources.url",
+                ),
+                ("addon.keyring", self.keyring.is_some(), "sources.keyring"),
+                (
+                    "addon.allow_unsigned",
+                    self.allow_unsigned,
+                    "sources.allow_unsigned",
+                ),
+            ] {
+                if set {
+                    return Err(FieldError::new(
+                        field,
+                        format!(
+                            "belongs to addon.package_source \"torcx-manifest\" and is not used with \"metadata\"; set {instead} instead (or remove it)"
+                        ),
+                    ));
+                }
+            }
+        } else if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
             return Err(FieldError::new(
                 "addon.manifest_url",
-                "required when addon.enabled is true (or set addon.manifest_file)",
+                "required when addon.enabled is true (or set addon.manifest_file, or addon.package_source \"metadata\")",
             ));
         }
         let profile_name = self
@@ -259,6 +340,7 @@ impl RawAddon {
         Ok(AddonSettings {
             enabled: self.enabled,
             backend: self.backend,
+            package_source: self.package_source,
             manifest_url: self.manifest_url,
             manifest_file: self.manifest_file,
             mappings_file: self
@@ -332,6 +414,7 @@ mod tests {
         let a = &c.addon;
         assert!(!a.enabled);
         assert_eq!(a.backend, super::Backend::Torcx);
+        assert_eq!(a.package_source, super::PackageSource::TorcxManifest);
         assert_eq!(a.profile_name, "tectonic");
         assert!(!a.allow_unsigned);
         assert_eq!(a.download_attempts, 5);
@@ -347,6 +430,50 @@ mod tests {
                 .contains("field `addon.manifest_url`: required when addon.enabled is true"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn metadata_source_needs_nothing_else_and_refuses_manifest_fields() {
+        let c = load(r#"{"enabled": true, "package_source": "metadata"}"#).unwrap();
+        assert_eq!(c.addon.package_source, super::PackageSource::Metadata);
+        assert!(c.addon.manifest_url.is_none());
+        let c = load(r#"{"enabled": true, "backend": "sysext", "package_source": "metadata"}"#)
+            .unwrap();
+        assert_eq!(c.addon.backend, super::Backend::Sysext);
+        for (json, field, instead) in [
+            (
+                r#"{"package_source": "metadata", "manifest_url": "https://m/{board}.json"}"#,
+                "addon.manifest_url",
+                "sources.url",
+            ),
+            (
+                r#"{"package_source": "metadata", "manifest_file": "/m/{board}.json"}"#,
+                "addon.manifest_file",
+                "sources.local_dir",
+            ),
+            (
+                r#"{"package_source": "metadata", "keyring": "/k.asc"}"#,
+                "addon.keyring",
+                "sources.keyring",
+            ),
+            (
+                r#"{"package_source": "metadata", "allow_unsigned": true}"#,
+                "addon.allow_unsigned",
+                "sources.allow_unsigned",
+            ),
+        ] {
+            let err = load(json).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("field `{field}`: belongs to addon.package_source")),
+                "{json}: {err}"
+            );
+            assert!(err.contains(instead), "{json}: {err}");
+        }
+        let err = load(r#"{"enabled": true, "package_source": "metadta"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `addon.package_source"), "{err}");
+        assert!(err.contains("metadta"), "{err}");
     }
 
     #[test]

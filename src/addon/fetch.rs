@@ -37,6 +37,15 @@ pub struct Staged {
 }
 
 impl Staged {
+    /// A verified file at `partial`, to be renamed to `target`.
+    pub(crate) fn new(partial: PathBuf, target: PathBuf) -> Staged {
+        Staged {
+            partial,
+            target,
+            committed: false,
+        }
+    }
+
     pub fn target(&self) -> &Path {
         &self.target
     }
@@ -84,7 +93,7 @@ pub fn partial_path(dir: &Path, final_name: &str, hash: &Sha512) -> PathBuf {
 
 /// Removes partials of `final_name` for other hashes (left by earlier runs
 /// that wanted another build).
-fn remove_other_partials(dir: &Path, final_name: &str, keep: &Path) {
+pub(crate) fn remove_other_partials(dir: &Path, final_name: &str, keep: &Path) {
     let prefix = format!(".{final_name}{PART_MARK}");
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -95,6 +104,18 @@ fn remove_other_partials(dir: &Path, final_name: &str, keep: &Path) {
             let _ = fs::remove_file(e.path());
         }
     }
+}
+
+/// Creates a store directory (and makes its entry durable) if missing.
+pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
+            format!("failed to create {}", dir.display())
+        })?;
+        // Make the new directory's own entry durable too.
+        let _ = crate::fsutil::fsync_dir(parent(dir));
+    }
+    Ok(())
 }
 
 /// sha512 of a whole file.
@@ -256,13 +277,7 @@ impl Fetcher {
         final_name: &str,
         hash: &Sha512,
     ) -> Result<Staged> {
-        if !dir.exists() {
-            fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
-                format!("failed to create {}", dir.display())
-            })?;
-            // Make the new directory's own entry durable too.
-            let _ = crate::fsutil::fsync_dir(parent(dir));
-        }
+        ensure_dir(dir)?;
         let partial = partial_path(dir, final_name, hash);
         remove_other_partials(dir, final_name, &partial);
         let target = dir.join(final_name);

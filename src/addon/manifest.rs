@@ -118,6 +118,10 @@ pub struct Choice {
     pub paths: Vec<PathBuf>,
     /// Which preference it satisfied.
     pub preference: String,
+    /// Set when the package comes from the artifact metadata search path
+    /// (`addon.package_source = "metadata"`): fetched from there, verified
+    /// by the metadata's size and hashes. `None`: from `urls`/`paths`.
+    pub origin: Option<super::metasource::MetadataItem>,
 }
 
 impl Choice {
@@ -206,6 +210,7 @@ impl PackageManifest {
                     urls,
                     paths,
                     preference: pref.clone(),
+                    origin: None,
                 });
             }
         }
@@ -224,7 +229,7 @@ impl PackageManifest {
 }
 
 /// A torcx reference becomes part of a file name: keep it plain.
-fn check_reference(r: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_reference(r: &str) -> std::result::Result<(), String> {
     if r.is_empty()
         || r.len() > 64
         || r.starts_with('.')

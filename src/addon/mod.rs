@@ -25,6 +25,12 @@
 //!    docker running now (Docker's API, else `/run/torcx/profile.json`): a
 //!    reboot only then, never "always" as the original did.
 //!
+//! With `addon.package_source = "metadata"` steps 3-4 read the artifact
+//! metadata search path instead of a manifest ([`metasource`]): same
+//! preference rules, candidates and trust from the `sources` section; the
+//! chosen item is fetched from the location that served it and verified by
+//! the metadata's size and hashes. Steps 5-6 are shared.
+//!
 //! With `addon.backend = "sysext"` steps 5-6 install `/etc/extensions/docker.raw`
 //! instead ([`sysext`]). [`pre_reboot_hook`] prepares the next OS version's
 //! package before an OS-update reboot and garbage-collects stores of older
@@ -39,6 +45,7 @@ pub mod config;
 pub mod fetch;
 pub mod manifest;
 pub mod mappings;
+pub mod metasource;
 pub mod osrelease;
 pub mod sysext;
 pub mod torcx;
@@ -47,7 +54,7 @@ pub mod version;
 
 use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
-use config::Backend;
+use config::{Backend, PackageSource};
 use fetch::{Fetcher, Source, Staged};
 use manifest::{Choice, PackageManifest};
 use osrelease::OsIdentity;
@@ -149,11 +156,30 @@ pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome>
     if !target.has_remote_packages() {
         return skip_old_os(config, &target_str).await;
     }
-    let (m, base) = load_manifest(config, &fetcher, &os.board, &target_str, true)
-        .await?
-        .expect("a required manifest is never None");
-    let choice = m.choose(&prefs, &os.board, &base)?;
-    info!(phase = PHASE, version = %choice.version, preference = %choice.preference, url = %m.source, "docker version chosen");
+    let choice = match config.addon.package_source {
+        PackageSource::TorcxManifest => {
+            let (m, base) = load_manifest(config, &fetcher, &os.board, &target_str, true)
+                .await?
+                .expect("a required manifest is never None");
+            let choice = m.choose(&prefs, &os.board, &base)?;
+            info!(phase = PHASE, version = %choice.version, preference = %choice.preference,
+                source = PackageSource::TorcxManifest.as_str(), url = %m.source, "docker version chosen");
+            choice
+        }
+        PackageSource::Metadata => {
+            let choice = metasource::choose(config, &prefs, &os.board, &target_str).await?;
+            let found = &choice
+                .origin
+                .as_ref()
+                .expect("metadata choices say where")
+                .0;
+            info!(phase = PHASE, version = %choice.version, preference = %choice.preference,
+                source = PackageSource::Metadata.as_str(), url = %found.url,
+                location = %found.location, location_kind = found.kind.as_str(),
+                "docker version chosen");
+            choice
+        }
+    };
     match config.addon.backend {
         Backend::Torcx => ensure_torcx(config, &fetcher, &os, &target_str, choice).await,
         Backend::Sysext => ensure_sysext(config, &fetcher, choice).await,
@@ -171,19 +197,8 @@ async fn ensure_torcx(
     let mut plans: Vec<(String, Choice)> = vec![(target.to_string(), choice.clone())];
     if target != os.version_id && os.version.has_remote_packages() {
         // A rollback to the running OS must still find this docker.
-        match load_manifest(config, fetcher, &os.board, &os.version_id, false).await? {
-            Some((m, base)) => {
-                match m.choose(std::slice::from_ref(&choice.version), &os.board, &base) {
-                    Ok(c) if c.version == choice.version => plans.push((os.version_id.clone(), c)),
-                    _ => {
-                        info!(phase = PHASE, version = %choice.version, os_version = %os.version_id,
-                           "the running OS's manifest does not offer this docker; installing for the next OS only")
-                    }
-                }
-            }
-            None => {
-                info!(phase = PHASE, os_version = %os.version_id, "no package manifest for the running OS version")
-            }
+        if let Some(c) = same_docker_for_running_os(config, fetcher, os, &choice).await? {
+            plans.push((os.version_id.clone(), c));
         }
     }
     // Stage everything before anything gets a final name.
@@ -199,9 +214,16 @@ async fn ensure_torcx(
             .iter()
             .find(|(h, _)| *h == c.hash)
             .map(|(_, s)| s.partial().to_path_buf());
-        let res =
-            torcx::prepare_package(&tp, fetcher, osv, &os.version_id, c, same_build.as_deref())
-                .await;
+        let res = torcx::prepare_package(
+            config,
+            &tp,
+            fetcher,
+            osv,
+            &os.version_id,
+            c,
+            same_build.as_deref(),
+        )
+        .await;
         match res {
             Ok(torcx::PackagePlan::Staged(s)) => staged.push((c.hash, s)),
             Ok(_) => {}
@@ -236,6 +258,38 @@ async fn ensure_torcx(
         Some(profile),
         None,
     ))
+}
+
+/// The build of `choice.version` for the running OS version (which the
+/// node falls back to if the update rolls back), if its source offers it.
+async fn same_docker_for_running_os(
+    config: &Config,
+    fetcher: &Fetcher,
+    os: &OsIdentity,
+    choice: &Choice,
+) -> Result<Option<Choice>> {
+    match config.addon.package_source {
+        PackageSource::TorcxManifest => {
+            match load_manifest(config, fetcher, &os.board, &os.version_id, false).await? {
+                Some((m, base)) => {
+                    match m.choose(std::slice::from_ref(&choice.version), &os.board, &base) {
+                        Ok(c) if c.version == choice.version => return Ok(Some(c)),
+                        _ => {
+                            info!(phase = PHASE, version = %choice.version, os_version = %os.version_id,
+                               "the running OS's manifest does not offer this docker; installing for the next OS only")
+                        }
+                    }
+                }
+                None => {
+                    info!(phase = PHASE, os_version = %os.version_id, "no package manifest for the running OS version")
+                }
+            }
+            Ok(None)
+        }
+        PackageSource::Metadata => {
+            metasource::same_version_for(config, &choice.version, &os.board, &os.version_id).await
+        }
+    }
 }
 
 async fn ensure_sysext(config: &Config, fetcher: &Fetcher, choice: Choice) -> Result<AddonOutcome> {

@@ -123,14 +123,17 @@ pub fn image_in_place(config: &Config, choice: &Choice) -> Result<bool> {
 
 /// Downloads and verifies the chosen image next to its target.
 pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) -> Result<Staged> {
+    let name = format!("{EXTENSION_NAME}.raw");
+    let dir = &config.paths.extensions_dir;
+    if let Some(item) = &choice.origin {
+        return super::metasource::fetch_staged(config, item, dir, &name, &choice.hash).await;
+    }
     if choice.urls.is_empty() {
         return Err(Error::bad_input(format!(
             "the package manifest lists no download location for docker {}",
             choice.version
         )));
     }
-    let name = format!("{EXTENSION_NAME}.raw");
-    let dir = &config.paths.extensions_dir;
     let mut first_err: Option<Error> = None;
     for u in &choice.urls {
         let res = match Source::from_url(u) {

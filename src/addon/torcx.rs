@@ -254,6 +254,7 @@ pub enum PackagePlan {
 /// another OS version in this run), or downloaded. Nothing gets a final
 /// name here.
 pub async fn prepare_package(
+    config: &crate::config::Config,
     tp: &TorcxPaths,
     fetcher: &Fetcher,
     os_version: &str,
@@ -305,6 +306,11 @@ pub async fn prepare_package(
         let staged = fetcher
             .fetch_package(&Source::File(found), &ours, &name, &choice.hash)
             .await?;
+        return Ok(PackagePlan::Staged(staged));
+    }
+    if let Some(item) = &choice.origin {
+        let staged =
+            super::metasource::fetch_staged(config, item, &ours, &name, &choice.hash).await?;
         return Ok(PackagePlan::Staged(staged));
     }
     download_any(

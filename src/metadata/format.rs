@@ -156,6 +156,10 @@ pub enum VersionMatch {
     Exact(String),
     /// The largest version whose first component is this major (seed 003).
     Major(u64),
+    /// The largest version whose numeric components start with these
+    /// (`17.03` accepts `17.03`, `17.03.2`, `17.3.9` and `17.03.2-ce`, not
+    /// `17.06` or `17.030`): "the largest build of this major.minor".
+    Prefix(String),
     /// The largest version.
     Latest,
 }
@@ -165,6 +169,10 @@ impl VersionMatch {
         match self {
             VersionMatch::Exact(e) => e == v,
             VersionMatch::Major(m) => major(v) == Some(*m),
+            VersionMatch::Prefix(p) => match (numeric_parts(p), numeric_parts(v)) {
+                (Some(p), Some(v)) => !p.is_empty() && v.starts_with(&p),
+                _ => false,
+            },
             VersionMatch::Latest => true,
         }
     }
@@ -175,9 +183,17 @@ impl std::fmt::Display for VersionMatch {
         match self {
             VersionMatch::Exact(v) => write!(f, "version {v}"),
             VersionMatch::Major(m) => write!(f, "the largest version {m}.x"),
+            VersionMatch::Prefix(p) => write!(f, "the largest version {p}[.x]"),
             VersionMatch::Latest => write!(f, "the largest version"),
         }
     }
+}
+
+/// The numbers of `v` before any `-`/`+` suffix (`v17.03.2-ce` -> 17, 3, 2);
+/// `None` when a component is not a number.
+fn numeric_parts(v: &str) -> Option<Vec<u64>> {
+    let core = v.trim_start_matches('v').split(['-', '+']).next()?;
+    core.split('.').map(|c| c.parse().ok()).collect()
 }
 
 fn major(v: &str) -> Option<u64> {
@@ -275,6 +291,51 @@ mod tests {
             "1.2.0"
         );
         assert!(select(&p, &VersionMatch::Major(3)).is_none());
+    }
+
+    #[test]
+    fn prefix_takes_the_largest_build_of_a_major_minor() {
+        let item = Item {
+            version: String::new(),
+            ftype: "torcx.tgz".into(),
+            size: 1,
+            path: "a".into(),
+            sha256: None,
+            sha512: Some("0".repeat(128)),
+        };
+        let p = Product {
+            name: "docker-torcx".into(),
+            series: "1632.3.0".into(),
+            arch: "amd64-usr".into(),
+            versions: [
+                "1.12",
+                "17.03.2",
+                "17.03.10",
+                "17.030",
+                "17.06.1",
+                "17.03.9-ce",
+            ]
+            .iter()
+            .map(|v| {
+                (
+                    v.to_string(),
+                    Version {
+                        items: BTreeMap::from([("x".to_string(), item.clone())]),
+                    },
+                )
+            })
+            .collect(),
+        };
+        let pick = |s: &str| select(&p, &VersionMatch::Prefix(s.into())).map(|(v, _)| v);
+        assert_eq!(pick("17.03"), Some("17.03.10"));
+        assert_eq!(pick("17.3"), Some("17.03.10"), "numbers, not text");
+        assert_eq!(pick("17.03.9"), Some("17.03.9-ce"));
+        assert_eq!(pick("1.12"), Some("1.12"));
+        assert_eq!(pick("17.06"), Some("17.06.1"));
+        assert_eq!(pick("18.09"), None);
+        assert_eq!(pick("17.0"), None, "17.03 is not a build of 17.0");
+        assert_eq!(pick(""), None);
+        assert!(!VersionMatch::Prefix("17.03".into()).accepts("17.03x"));
     }
 
     #[test]

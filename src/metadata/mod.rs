@@ -262,98 +262,126 @@ fn load_keyring(config: &Config) -> std::result::Result<sign::Keyring, String> {
 
 /// Searches the search path for `query` (see module docs).
 pub async fn find(config: &Config, query: &ArtifactQuery) -> Result<Found> {
-    let id = query.product_id();
+    find_first(config, std::slice::from_ref(query)).await
+}
+
+/// Searches the search path for each query in turn (a preference order)
+/// and returns the first one any location serves: for each query, the
+/// first location in search order that has a match. Each location's
+/// metadata is read once per product, however many queries ask.
+/// `Found.skipped` lists, for every query tried, the locations that did
+/// not serve it and why (the reasons name the version asked for).
+pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Found> {
     let keyring = load_keyring(config);
+    let path = search_path(config);
+    let mut cache: std::collections::HashMap<(usize, String), std::result::Result<Loaded, Miss>> =
+        Default::default();
     let mut skipped: Vec<Skipped> = Vec::new();
     let mut tampered = false;
     let mut unreachable = false;
-    for (kind, loc) in search_path(config) {
-        if kind == LocationKind::Dev {
-            tracing::warn!(phase = "metadata", location = %loc, product = %id,
+    for (kind, loc) in &path {
+        if *kind == LocationKind::Dev {
+            tracing::warn!(phase = "metadata", location = %loc,
+                products = %queries.iter().map(|q| q.product_id()).collect::<Vec<_>>().join(","),
                 "DEVELOPMENT MODE: searching locally built artifacts first (sources.dev_dir); unsigned metadata accepted there");
         }
-        let skip = |reason: String, skipped: &mut Vec<Skipped>| {
+    }
+    for query in queries {
+        let id = query.product_id();
+        for (i, (kind, loc)) in path.iter().enumerate() {
+            let kind = *kind;
+            let skip = |reason: String, skipped: &mut Vec<Skipped>| {
+                tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                    wanted = %query.version, reason = %reason, "location did not serve the artifact");
+                skipped.push(Skipped {
+                    kind,
+                    location: loc.to_string(),
+                    reason,
+                });
+            };
+            let key = (i, id.clone());
+            if !cache.contains_key(&key) {
+                let l = load_location(config, kind, loc, &keyring, Some(&id)).await;
+                cache.insert(key.clone(), l);
+            }
+            let loaded = match &cache[&key] {
+                Ok(l) => l,
+                Err(Miss::Plain(r)) => {
+                    skip(r.clone(), &mut skipped);
+                    continue;
+                }
+                Err(Miss::Tampered(r)) => {
+                    tracing::warn!(phase = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
+                    tampered = true;
+                    skip(r.clone(), &mut skipped);
+                    continue;
+                }
+                Err(Miss::Unreachable(r)) => {
+                    unreachable = true;
+                    skip(r.clone(), &mut skipped);
+                    continue;
+                }
+            };
+            let product = loaded.products.iter().find_map(|p| p.products.get(&id));
+            let Some(product) = product else {
+                skip(format!("no product {id}"), &mut skipped);
+                continue;
+            };
+            let Some((version, ver)) = format::select(product, &query.version) else {
+                let mut have: Vec<&String> = product.versions.keys().collect();
+                have.sort_by(|a, b| format::compare_versions(a, b));
+                skip(
+                    format!(
+                        "product {id} has no {} (has: {})",
+                        query.version,
+                        have.iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    &mut skipped,
+                );
+                continue;
+            };
+            // One item per version is the norm; take the first by name.
+            let (item_name, item) = ver
+                .items
+                .iter()
+                .next()
+                .expect("select skips empty versions");
+            if let Err(e) = item.check(item_name) {
+                skip(format!("bad item: {e}"), &mut skipped);
+                continue;
+            }
+            let url = loc.resolve(&item.path);
             tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
-                reason = %reason, "location did not serve the artifact");
-            skipped.push(Skipped {
+                version = %version, url = %url, signed = loaded.signed,
+                skipped = skipped.len(), "artifact found");
+            return Ok(Found {
                 kind,
                 location: loc.to_string(),
-                reason,
+                signed: loaded.signed,
+                product_id: id,
+                version: version.to_string(),
+                item_name: item_name.clone(),
+                item: item.clone(),
+                url,
+                skipped,
+                base: Some(loc.clone()),
             });
-        };
-        let loaded = match load_location(config, kind, &loc, &keyring, Some(&id)).await {
-            Ok(l) => l,
-            Err(Miss::Plain(r)) => {
-                skip(r, &mut skipped);
-                continue;
-            }
-            Err(Miss::Tampered(r)) => {
-                tracing::warn!(phase = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
-                tampered = true;
-                skip(r, &mut skipped);
-                continue;
-            }
-            Err(Miss::Unreachable(r)) => {
-                unreachable = true;
-                skip(r, &mut skipped);
-                continue;
-            }
-        };
-        let product = loaded.products.iter().find_map(|p| p.products.get(&id));
-        let Some(product) = product else {
-            skip(format!("no product {id}"), &mut skipped);
-            continue;
-        };
-        let Some((version, ver)) = format::select(product, &query.version) else {
-            let mut have: Vec<&String> = product.versions.keys().collect();
-            have.sort_by(|a, b| format::compare_versions(a, b));
-            skip(
-                format!(
-                    "product {id} has no {} (has: {})",
-                    query.version,
-                    have.iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                &mut skipped,
-            );
-            continue;
-        };
-        // One item per version is the norm; take the first by name.
-        let (item_name, item) = ver
-            .items
-            .iter()
-            .next()
-            .expect("select skips empty versions");
-        if let Err(e) = item.check(item_name) {
-            skip(format!("bad item: {e}"), &mut skipped);
-            continue;
         }
-        let url = loc.resolve(&item.path);
-        tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
-            version = %version, url = %url, signed = loaded.signed,
-            skipped = skipped.len(), "artifact found");
-        return Ok(Found {
-            kind,
-            location: loc.to_string(),
-            signed: loaded.signed,
-            product_id: id,
-            version: version.to_string(),
-            item_name: item_name.clone(),
-            item: item.clone(),
-            url,
-            skipped,
-            base: Some(loc),
-        });
     }
     let reasons: Vec<String> = skipped
         .iter()
         .map(|s| format!("{} ({}): {}", s.location, s.kind.as_str(), s.reason))
         .collect();
+    let wanted: Vec<String> = queries
+        .iter()
+        .map(|q| format!("{} of {}", q.version, q.product_id()))
+        .collect();
     let msg = format!(
-        "no location has {} of {id}; tried: {}",
-        query.version,
+        "no location has {}; tried: {}",
+        wanted.join(" nor "),
         reasons.join("; ")
     );
     Err(if tampered {
