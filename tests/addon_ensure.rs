@@ -209,8 +209,7 @@ async fn manifest_signed_by_another_key_is_refused() {
     assert!(
         msg.contains(&format!(
             "which is not in the keyring {}",
-            rig.path("/etc/kubernetes/installer/addon-keyring.asc")
-                .display()
+            rig.path("/etc/kubernetes/installer/keyring.asc").display()
         )),
         "{msg}"
     );

@@ -37,7 +37,7 @@ fn new_key(uid: &str) -> SignedSecretKey {
 }
 
 /// A node under a temp dir plus a mirror signing key whose public half is
-/// the node's default metadata keyring (`<seed_dir>/metadata-keyring.asc`).
+/// the node's default metadata keyring (`<seed_dir>/keyring.asc`).
 struct Rig {
     rig: AddonRig,
     key: SignedSecretKey,
@@ -53,7 +53,7 @@ impl Rig {
         let rig = AddonRig::new(OS);
         let key = new_key("Mirror signing <mirror@example.invalid>");
         rig.write(
-            "/etc/kubernetes/installer/metadata-keyring.asc",
+            "/etc/kubernetes/installer/keyring.asc",
             key.to_public_key()
                 .to_armored_string(ArmorOptions::default())
                 .unwrap(),

@@ -57,7 +57,7 @@ fn torcx_node(name: &str, rig: &AddonRig, addon: Value) -> SimNode {
     )
     .unwrap();
     n.write(
-        "/etc/kubernetes/installer/addon-keyring.asc",
+        "/etc/kubernetes/installer/keyring.asc",
         rig.key.public_armored(),
         0o644,
     )
@@ -458,7 +458,7 @@ fn sysext_image_is_merged_by_systemd_sysext_at_the_next_boot() {
     )
     .unwrap();
     n.write(
-        "/etc/kubernetes/installer/addon-keyring.asc",
+        "/etc/kubernetes/installer/keyring.asc",
         rig.key.public_armored(),
         0o644,
     )

@@ -51,7 +51,7 @@ fn node(name: &str, rig: &AddonRig, vendor_docker: &str) -> SimNode {
     )
     .unwrap();
     n.write(
-        "/etc/kubernetes/installer/addon-keyring.asc",
+        "/etc/kubernetes/installer/keyring.asc",
         rig.key.public_armored(),
         0o644,
     )

@@ -121,7 +121,7 @@ pub struct RawAddon {
     /// Runtime mappings file (default `<seed_dir>/runtime-mappings.yaml`).
     pub mappings_file: Option<PathBuf>,
     /// OpenPGP public keyring, armored or binary (default
-    /// `<seed_dir>/addon-keyring.asc`).
+    /// `<seed_dir>/keyring.asc`).
     pub keyring: Option<PathBuf>,
     /// Accept a manifest without a detached signature (default false). A
     /// signature that is present must still verify. Logged as a warning on

@@ -117,13 +117,13 @@ pub fn mappings_path(config: &Config) -> PathBuf {
         .unwrap_or_else(|| config.paths.runtime_mappings())
 }
 
-/// The keyring in effect (`<seed_dir>/addon-keyring.asc` by default).
+/// The keyring in effect (`<seed_dir>/keyring.asc` by default).
 pub fn keyring_path(config: &Config) -> PathBuf {
     config
         .addon
         .keyring
         .clone()
-        .unwrap_or_else(|| config.paths.seed_dir.join("addon-keyring.asc"))
+        .unwrap_or_else(|| config.paths.seed_dir.join("keyring.asc"))
 }
 
 /// Puts the docker the cluster needs in place for the next boot.

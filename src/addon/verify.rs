@@ -232,7 +232,7 @@ mod tests {
         let text: String = keys.iter().map(|k| k.public_armored()).collect();
         Keyring::parse(
             text.as_bytes(),
-            Path::new("/etc/kubernetes/installer/addon-keyring.asc"),
+            Path::new("/etc/kubernetes/installer/keyring.asc"),
         )
         .unwrap()
     }
@@ -310,7 +310,7 @@ mod tests {
         );
         assert!(
             msg.contains(&format!(
-                "which is not in the keyring /etc/kubernetes/installer/addon-keyring.asc (keys: {})",
+                "which is not in the keyring /etc/kubernetes/installer/keyring.asc (keys: {})",
                 trusted.fingerprint()
             )),
             "{msg}"

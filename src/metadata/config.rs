@@ -7,7 +7,7 @@
 //!   "use_cluster_bucket": true, "bucket_prefix": "metadata",
 //!   "default_url": "https://…", "use_default": true,
 //!   "allow_unsigned": ["local"],
-//!   "keyring": "/etc/kubernetes/installer/metadata-keyring.asc",
+//!   "keyring": "/etc/kubernetes/installer/keyring.asc",
 //!   "dev_dir": "/home/core/build/artifacts",
 //!   "timeout_secs": 30, "attempts": 3
 //! }
@@ -28,7 +28,8 @@ use std::time::Duration;
 /// The built-in default location. The project has no public mirror yet:
 /// this is a reserved name (RFC 2606) that never resolves, so out of the
 /// box only the configured locations answer. Set `sources.default_url` once
-/// a mirror exists (or `use_default: false` on air-gapped clusters).
+/// a mirror exists; until then the default location is searched only when
+/// `default_url` is set or `use_default` is true.
 pub const DEFAULT_URL: &str = "https://artifacts.node-bootstrap.example/streams";
 
 /// Default local store.
@@ -82,7 +83,7 @@ pub struct RawSources {
     #[serde(default)]
     pub allow_unsigned: Vec<LocationKind>,
     /// Armored OpenPGP public keys that sign metadata (default
-    /// `<paths.seed_dir>/metadata-keyring.asc`).
+    /// `<paths.seed_dir>/keyring.asc`).
     pub keyring: Option<PathBuf>,
     /// Development mode: search this directory of locally built artifacts
     /// first, unsigned allowed. Loudly logged on every search.
@@ -147,7 +148,7 @@ impl SourcesSettings {
     pub fn keyring_path(&self, paths: &crate::config::Paths) -> PathBuf {
         self.keyring
             .clone()
-            .unwrap_or_else(|| paths.seed_dir.join("metadata-keyring.asc"))
+            .unwrap_or_else(|| paths.seed_dir.join("keyring.asc"))
     }
 }
 
@@ -163,7 +164,9 @@ impl RawSources {
             .as_deref()
             .map(|s| parse_location("sources.url", s))
             .transpose()?;
-        let default_url = if self.use_default.unwrap_or(true) {
+        // No public mirror exists, so the built-in default is searched only
+        // when asked for: a `default_url` set, or `use_default: true`.
+        let default_url = if self.use_default.unwrap_or(self.default_url.is_some()) {
             let s = self.default_url.as_deref().unwrap_or(DEFAULT_URL);
             match parse_location("sources.default_url", s)? {
                 UserLocation::Http(u) => Some(u),
@@ -238,13 +241,13 @@ mod tests {
         let c = load("{}").unwrap();
         assert!(c.sources.allow_unsigned.is_empty());
         assert_eq!(c.sources.local_dir, PathBuf::from(DEFAULT_LOCAL_DIR));
-        assert_eq!(
-            c.sources.default_url.as_ref().unwrap().as_str(),
-            DEFAULT_URL
+        assert!(
+            c.sources.default_url.is_none(),
+            "the default location is opt-in"
         );
         assert_eq!(
             c.sources.keyring_path(&c.paths),
-            PathBuf::from("/etc/kubernetes/installer/metadata-keyring.asc")
+            PathBuf::from("/etc/kubernetes/installer/keyring.asc")
         );
     }
 
@@ -266,5 +269,18 @@ mod tests {
         assert!(e.to_string().contains("sources.allow_unsigned"), "{e}");
         let c = load(r#"{"sources":{"use_default":false}}"#).unwrap();
         assert!(c.sources.default_url.is_none());
+        let c = load(r#"{"sources":{}}"#).unwrap();
+        assert!(
+            c.sources.default_url.is_none(),
+            "no public mirror: the default is opt-in"
+        );
+        let c = load(r#"{"sources":{"default_url":"https://mirror.example.internal/streams"}}"#)
+            .unwrap();
+        assert!(c.sources.default_url.is_some());
+        let c = load(r#"{"sources":{"use_default":true}}"#).unwrap();
+        assert_eq!(
+            c.sources.default_url.as_ref().unwrap().as_str(),
+            DEFAULT_URL
+        );
     }
 }

@@ -843,7 +843,7 @@ mod tests {
     fn default_search_path_order() {
         let c = Config::from_json(
             r#"{"assets":{"s3":{"bucket":"b","key":"k"}},
-                "sources":{"url":"https://mirror.internal/x","dev_dir":"/home/dev/out"}}"#,
+                "sources":{"url":"https://mirror.internal/x","dev_dir":"/home/dev/out","use_default":true}}"#,
             Path::new("/c.json"),
         )
         .unwrap();

@@ -295,7 +295,7 @@ impl AddonRig {
             runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
         );
         rig.write(
-            "/etc/kubernetes/installer/addon-keyring.asc",
+            "/etc/kubernetes/installer/keyring.asc",
             rig.key.public_armored(),
         );
         rig

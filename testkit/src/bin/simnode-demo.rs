@@ -140,7 +140,7 @@ fn install_os_image_parts(n: &SimNode, rig: &AddonRig) -> Result<()> {
         0o644,
     )?;
     n.write(
-        "/etc/kubernetes/installer/addon-keyring.asc",
+        "/etc/kubernetes/installer/keyring.asc",
         rig.key.public_armored(),
         0o644,
     )?;
