@@ -436,3 +436,35 @@ fn failed_tectonic_is_retried_boundedly_then_next_boot_without_rerunning_bootkub
     );
     n.shutdown().unwrap();
 }
+
+/// The rig itself: host files under /tmp (a checkout there, fixtures) stay
+/// visible inside a node after its boot-time tmpfiles cleanup.
+#[test]
+fn host_files_under_tmp_stay_visible_after_the_nodes_tmpfiles_cleanup() {
+    if skip_unless_possible("host_files_under_tmp_stay_visible_after_the_nodes_tmpfiles_cleanup") {
+        return;
+    }
+    let host = tempfile::Builder::new()
+        .prefix("simnode-visible-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let file = host.path().join("fixture");
+    std::fs::write(&file, "from the host\n").unwrap();
+    let mut n = node("tmpfiles", false);
+    n.boot().unwrap();
+    n.wait_for("tmpfiles setup", T, |n| {
+        (n.prop("systemd-tmpfiles-setup.service", "ActiveState")
+            .ok()?
+            == "active")
+            .then_some(())
+    })
+    .unwrap();
+    let out = n.exec(&["cat", file.to_str().unwrap()]).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "from the host\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    n.shutdown().unwrap();
+}

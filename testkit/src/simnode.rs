@@ -81,6 +81,16 @@ impl SimNode {
         }
         // A persistent journal, so a test reads the logs of earlier boots.
         fs::create_dir_all(node.upper().join("var/log/journal"))?;
+        // Debian's tmpfiles.d/tmp.conf empties /tmp at boot (`D /tmp`). The
+        // node's /tmp is the host's seen through the overlay, so that would
+        // hide every host file under /tmp inside the node (a checkout under
+        // /tmp, test fixtures): keep /tmp as it is instead.
+        let tmpfiles = node.upper().join("etc/tmpfiles.d");
+        fs::create_dir_all(&tmpfiles)?;
+        fs::write(
+            tmpfiles.join("tmp.conf"),
+            "# simulated node: do not empty the host's /tmp\nd /tmp 1777 root root -\n",
+        )?;
         Ok(node)
     }
 
