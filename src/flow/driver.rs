@@ -33,7 +33,6 @@ impl<S: Seams> Driver<'_, S> {
     fn facts(&self) -> Facts {
         Facts {
             boot_id: self.boot_id.clone(),
-            os_update_enabled: self.os_update_enabled,
             addon_enabled: self.addon_enabled,
             kubelet_env_present: self.seams.kubelet_env_present(),
         }

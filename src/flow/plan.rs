@@ -76,9 +76,6 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
     pub boot_id: String,
-    /// Whether OS updates are asked for (`os_update.enabled`). When off, the
-    /// os-update step still reads whether a reboot is already pending.
-    pub os_update_enabled: bool,
     pub addon_enabled: bool,
     /// `/etc/kubernetes/kubelet.env` exists.
     pub kubelet_env_present: bool,
@@ -221,7 +218,6 @@ mod tests {
     fn facts(boot: &str) -> Facts {
         Facts {
             boot_id: boot.into(),
-            os_update_enabled: true,
             addon_enabled: true,
             kubelet_env_present: false,
         }
@@ -554,7 +550,6 @@ mod tests {
                             assert!(steps < 40, "no progress from {a:?} {b:?} {c:?} {d:?}");
                             let f = Facts {
                                 boot_id: boot.clone(),
-                                os_update_enabled: true,
                                 addon_enabled: true,
                                 kubelet_env_present: env,
                             };
