@@ -245,6 +245,32 @@ async fn run_inner(
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+    // Docker's json-file logger can write a container's last message (a
+    // final line without a newline) after the follow stream saw the
+    // container stop. Once it has stopped its log is complete: read it
+    // again and feed what the stream missed.
+    if exit_code.is_some() {
+        let all = docker.logs(
+            &spec.name,
+            Some(LogsOptions {
+                follow: false,
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            }),
+        );
+        let rest = async {
+            let mut frames = Vec::new();
+            tokio::pin!(all);
+            while let Some(Ok(out)) = all.next().await {
+                frames.push(out);
+            }
+            frames
+        };
+        if let Ok(frames) = tokio::time::timeout(Duration::from_secs(5), rest).await {
+            partial.catch_up(step, frames, tail);
+        }
+    }
     partial.flush(step, tail);
     if let Some(code) = exit_code {
         tracing::info!(step, container = %spec.name, exit_code = code, "container exited");
@@ -257,6 +283,9 @@ async fn run_inner(
 struct Partial {
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    /// Bytes fed so far per stream (stdout, stderr), to catch up without
+    /// repeating anything.
+    seen: (usize, usize),
     last_stderr: Option<String>,
 }
 
@@ -264,9 +293,13 @@ impl Partial {
     fn feed(&mut self, step: &'static str, out: LogOutput, tail: &mut LogTail) {
         let (stream, buf, msg) = match out {
             LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                self.seen.0 += message.len();
                 ("stdout", &mut self.stdout, message)
             }
-            LogOutput::StdErr { message } => ("stderr", &mut self.stderr, message),
+            LogOutput::StdErr { message } => {
+                self.seen.1 += message.len();
+                ("stderr", &mut self.stderr, message)
+            }
             LogOutput::StdIn { .. } => return,
         };
         buf.extend_from_slice(&msg);
@@ -276,6 +309,36 @@ impl Partial {
         }
         for line in lines {
             self.emit(step, stream, &line, tail);
+        }
+    }
+
+    /// Feeds the part of a complete log (all frames from the start) that
+    /// was not fed yet.
+    fn catch_up(&mut self, step: &'static str, frames: Vec<LogOutput>, tail: &mut LogTail) {
+        let mut total = (0usize, 0usize);
+        for out in frames {
+            let (seen, total, message, rebuild): (
+                usize,
+                &mut usize,
+                _,
+                fn(bytes::Bytes) -> LogOutput,
+            ) = match out {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    (self.seen.0, &mut total.0, message, |m| LogOutput::StdOut {
+                        message: m,
+                    })
+                }
+                LogOutput::StdErr { message } => (self.seen.1, &mut total.1, message, |m| {
+                    LogOutput::StdErr { message: m }
+                }),
+                LogOutput::StdIn { .. } => continue,
+            };
+            let start = *total;
+            *total += message.len();
+            if *total > seen {
+                let skip = seen.saturating_sub(start);
+                self.feed(step, rebuild(message.slice(skip..)), tail);
+            }
         }
     }
 
@@ -453,5 +516,41 @@ mod tests {
         p.flush("t", &mut tail);
         assert_eq!(tail.lines(), vec!["a", "err", "bc", "d"]);
         assert_eq!(p.last_stderr.as_deref(), Some("err"));
+    }
+
+    #[test]
+    fn catching_up_from_the_complete_log_adds_only_what_the_stream_missed() {
+        let out = |m: &str| LogOutput::StdOut {
+            message: m.to_string().into(),
+        };
+        let err = |m: &str| LogOutput::StdErr {
+            message: m.to_string().into(),
+        };
+        let mut p = Partial::default();
+        let mut tail = LogTail::new(10);
+        // The follow stream saw these, then lost the rest.
+        p.feed("t", out("one\ntw"), &mut tail);
+        p.feed("t", err("e1\n"), &mut tail);
+        // The complete log, framed differently.
+        let all = vec![
+            out("one\n"),
+            err("e1\n"),
+            out("two\nthree\n"),
+            err("e2"),
+            out("no trailing newline"),
+        ];
+        p.catch_up("t", all, &mut tail);
+        p.flush("t", &mut tail);
+        assert_eq!(
+            tail.lines(),
+            vec!["one", "e1", "two", "three", "no trailing newline", "e2"]
+        );
+        // Nothing more when the stream had seen everything.
+        let mut p = Partial::default();
+        let mut tail = LogTail::new(10);
+        p.feed("t", out("a\nb"), &mut tail);
+        p.catch_up("t", vec![out("a\n"), out("b")], &mut tail);
+        p.flush("t", &mut tail);
+        assert_eq!(tail.lines(), vec!["a", "b"]);
     }
 }
