@@ -37,7 +37,10 @@ pub async fn run(config: &Config) -> Result<()> {
     }
     preflight::first_failure(preflight::run_checks(config).await)?;
     let boot_id = journal::boot_id(&config.paths.run_dir)?;
-    let seams = NodeSeams::new(config);
+    if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
+        info!(phase = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
+    }
+    let seams = NodeSeams::new(config, &boot_id);
     let driver = Driver {
         seams: &seams,
         journal: JournalFile::new(config.paths.state_journal()),

@@ -11,11 +11,15 @@ use tracing::{info, warn};
 
 pub struct NodeSeams<'a> {
     pub config: &'a Config,
+    pub boot_id: String,
 }
 
 impl<'a> NodeSeams<'a> {
-    pub fn new(config: &'a Config) -> Self {
-        NodeSeams { config }
+    pub fn new(config: &'a Config, boot_id: &str) -> Self {
+        NodeSeams {
+            config,
+            boot_id: boot_id.to_string(),
+        }
     }
 
     fn needs_api_server(&self) -> bool {
@@ -151,7 +155,14 @@ impl Seams for NodeSeams<'_> {
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
         let conn = crate::systemd::manager::system_bus().await?;
         let systemd = crate::systemd::manager::Systemd::new(conn);
-        crate::reboot::reboot(self.config, &systemd, reason, wipe_docker_datadir).await
+        crate::reboot::reboot(
+            self.config,
+            &systemd,
+            &self.boot_id,
+            reason,
+            wipe_docker_datadir,
+        )
+        .await
     }
 
     async fn write_kubelet_env(&self, cluster_version: &str) -> Result<Value> {

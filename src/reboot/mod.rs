@@ -3,7 +3,11 @@
 //! When docker's version changes, its data directory must not survive into
 //! the new version: a runtime unit that wipes it during shutdown is
 //! installed first (FORMATS.md §6), and a failure to install it stops the
-//! reboot. Then logind is asked to reboot and the process waits to be
+//! reboot. The runtime unit lives in /run and is lost with the power, so a
+//! persistent marker (`<state_dir>/docker-datadir-wipe-pending`, holding the
+//! boot id that asked) is written first; the shutdown unit removes it after
+//! wiping, and a later boot's `run` that still finds it wipes the datadir
+//! itself before anything else ([`finish_pending_wipe`]). Then logind is asked to reboot and the process waits to be
 //! stopped; if it is still alive after `reboot.wait_secs`, it exits with a
 //! retryable error and systemd runs it again, which asks again.
 
@@ -14,23 +18,30 @@ use crate::error::{Error, Result, ResultExt as _};
 use crate::systemd::manager::Systemd;
 use std::convert::Infallible;
 use std::path::Path;
-use tracing::info;
+use tracing::{info, warn};
 
 /// The runtime unit that wipes docker's data directory at shutdown.
 pub const CLEANUP_UNIT: &str = "node-bootstrap-docker-cleanup.service";
 
+/// The persistent "wipe still owed" marker.
+pub fn wipe_marker(paths: &crate::config::Paths) -> std::path::PathBuf {
+    paths.state_dir.join("docker-datadir-wipe-pending")
+}
+
 /// The cleanup unit's text. Refuses data directories that are not at least
 /// two levels deep (a typo must not wipe `/` or `/var`).
-pub fn cleanup_unit(docker_datadir: &Path) -> Result<String> {
+pub fn cleanup_unit(docker_datadir: &Path, marker: &Path) -> Result<String> {
     let depth = docker_datadir
         .components()
         .filter(|c| matches!(c, std::path::Component::Normal(_)))
         .count();
-    let text = docker_datadir
-        .to_str()
-        .filter(|s| !s.contains(['"', '\\', '\n', '%']));
-    match (depth >= 2, text) {
-        (true, Some(dir)) => Ok(format!(
+    let plain = |p: &Path| {
+        p.to_str()
+            .filter(|s| !s.contains(['"', '\\', '\n', '%']))
+            .map(str::to_string)
+    };
+    match (depth >= 2, plain(docker_datadir), plain(marker)) {
+        (true, Some(dir), Some(marker)) => Ok(format!(
             "# Installed by node-bootstrap for this boot only: the docker version changes\n\
              # with the reboot, so its old data directory must not survive it.\n\
              [Unit]\n\
@@ -42,6 +53,7 @@ pub fn cleanup_unit(docker_datadir: &Path) -> Result<String> {
              Type=oneshot\n\
              RemainAfterExit=yes\n\
              ExecStart=/usr/bin/rm -rf \"{dir}\"\n\
+             ExecStartPost=/usr/bin/rm -f \"{marker}\"\n\
              \n\
              [Install]\n\
              RequiredBy=umount.target\n"
@@ -58,11 +70,19 @@ pub fn cleanup_unit(docker_datadir: &Path) -> Result<String> {
 pub async fn reboot(
     config: &Config,
     systemd: &Systemd,
+    boot_id: &str,
     reason: &str,
     wipe_docker_datadir: bool,
 ) -> Result<Infallible> {
     if wipe_docker_datadir {
-        let unit = cleanup_unit(&config.paths.docker_datadir)?;
+        let marker = wipe_marker(&config.paths);
+        let unit = cleanup_unit(&config.paths.docker_datadir, &marker)?;
+        crate::fsutil::write_file(
+            "docker datadir wipe marker",
+            &marker,
+            format!("{boot_id}\n").as_bytes(),
+            crate::fsutil::MODE_PUBLIC,
+        )?;
         systemd
             .install_runtime_unit(&config.paths.systemd_runtime_dir, CLEANUP_UNIT, &unit)
             .await
@@ -80,14 +100,88 @@ pub async fn reboot(
     )))
 }
 
+/// Wipes docker's datadir if a reboot asked for it and the shutdown did
+/// not (power lost before the cleanup unit ran). Called at the start of
+/// `run`, before anything can use docker's data. Returns whether it wiped.
+pub async fn finish_pending_wipe(config: &Config, boot_id: &str) -> Result<bool> {
+    let marker = wipe_marker(&config.paths);
+    let owner = crate::fsutil::read_optional(&marker)
+        .map_err(|e| Error::internal(format!("failed to read {}: {e}", marker.display())))?;
+    let Some(owner) = owner else { return Ok(false) };
+    if owner.trim() == boot_id {
+        // This boot asked for the reboot, which has not happened yet.
+        return Ok(false);
+    }
+    let datadir = &config.paths.docker_datadir;
+    cleanup_unit(datadir, &marker)?; // the same safety checks as the unit
+    warn!(phase = "reboot", path = %datadir.display(),
+        "the docker datadir wipe did not run at shutdown (power loss?); wiping it now");
+    stop_docker().await?;
+    match std::fs::remove_dir_all(datadir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::internal(format!(
+                "failed to wipe docker's datadir {}: {e}",
+                datadir.display()
+            )));
+        }
+    }
+    std::fs::remove_file(&marker)
+        .map_err(|e| Error::internal(format!("failed to remove {}: {e}", marker.display())))?;
+    if let Some(dir) = marker.parent() {
+        let _ = crate::fsutil::fsync_dir(dir);
+    }
+    Ok(true)
+}
+
+/// Docker must not run on the datadir being wiped: stop it if it runs.
+async fn stop_docker() -> Result<()> {
+    let Ok(conn) = crate::systemd::manager::system_bus().await else {
+        return Ok(()); // no systemd to have started docker
+    };
+    let units = crate::systemd::units::Units::new(conn.clone());
+    let running = |u: &str| {
+        let units = &units;
+        let u = u.to_string();
+        async move {
+            units
+                .unit(&u)
+                .await
+                .is_ok_and(|s| s.active_state != "inactive" && s.active_state != "failed")
+        }
+    };
+    if !running("docker.service").await {
+        return Ok(());
+    }
+    let systemd = Systemd::new(conn);
+    for unit in ["docker.socket", "docker.service"] {
+        systemd.stop_unit(unit).await?;
+    }
+    for _ in 0..300 {
+        if !running("docker.service").await {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(Error::retryable(
+        "docker.service did not stop within 30s; not wiping its datadir under it",
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn cleanup_unit_wipes_the_configured_datadir_at_shutdown() {
-        let u = cleanup_unit(Path::new("/var/lib/docker")).unwrap();
+        let u = cleanup_unit(
+            Path::new("/var/lib/docker"),
+            Path::new("/var/lib/node-bootstrap/m"),
+        )
+        .unwrap();
         assert!(u.contains("ExecStart=/usr/bin/rm -rf \"/var/lib/docker\"\n"));
+        assert!(u.contains("ExecStartPost=/usr/bin/rm -f \"/var/lib/node-bootstrap/m\"\n"));
         assert!(u.contains("DefaultDependencies=no\n"));
         assert!(u.contains("[Install]\nRequiredBy=umount.target\n"));
     }
@@ -95,12 +189,37 @@ mod tests {
     #[test]
     fn shallow_or_odd_datadirs_are_refused() {
         for bad in ["/", "/var", "/var/lib/do\"cker", "/var/lib/%h"] {
-            let err = cleanup_unit(Path::new(bad)).unwrap_err();
+            let err = cleanup_unit(Path::new(bad), Path::new("/m")).unwrap_err();
             assert!(
                 err.to_string()
                     .starts_with("refusing to wipe docker data directory"),
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_wipe_the_shutdown_missed_is_done_by_the_next_boots_run() {
+        let d = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"{{"paths": {{"state_dir": "{0}/state", "docker_datadir": "{0}/var/lib/docker"}}}}"#,
+            d.path().display()
+        );
+        let config = Config::from_json(&text, Path::new("/c.json")).unwrap();
+        let data = config.paths.docker_datadir.join("image/marker");
+        std::fs::create_dir_all(data.parent().unwrap()).unwrap();
+        std::fs::write(&data, "1.12's data").unwrap();
+        // Nothing owed: nothing happens.
+        assert!(!finish_pending_wipe(&config, "b1").await.unwrap());
+        let marker = wipe_marker(&config.paths);
+        crate::fsutil::atomic_write(&marker, b"b1\n", 0o644).unwrap();
+        // Same boot: the reboot is still to come, and its shutdown wipes.
+        assert!(!finish_pending_wipe(&config, "b1").await.unwrap());
+        assert!(data.exists());
+        // A later boot finds the wipe still owed (power lost before the shutdown).
+        assert!(finish_pending_wipe(&config, "b2").await.unwrap());
+        assert!(!config.paths.docker_datadir.exists());
+        assert!(!marker.exists());
+        assert!(!finish_pending_wipe(&config, "b3").await.unwrap());
     }
 }

@@ -89,6 +89,23 @@ impl Systemd {
         Ok(())
     }
 
+    /// Queues a stop job for a unit (a unit that does not exist is fine).
+    pub async fn stop_unit(&self, name: &str) -> Result<()> {
+        let manager = self.manager().await?;
+        match manager
+            .stop_unit(name.to_string(), "replace".to_string())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if error_name(&e).as_deref() == Some("org.freedesktop.systemd1.NoSuchUnit") => {
+                Ok(())
+            }
+            Err(e) => Err(Error::retryable(format!(
+                "systemd refused to stop {name}: {e}"
+            ))),
+        }
+    }
+
     /// Asks for a reboot; returns once the request was accepted. logind
     /// first, so its inhibitors (delay locks) are honoured; systemd's
     /// reboot.target only when logind is not on the bus at all.
