@@ -2,6 +2,9 @@
 //! in a namespace) and stand-ins for programs that cannot run here.
 
 pub mod apiserver;
+pub mod bench_agentnode;
+pub mod bench_fleet;
+pub mod bench_report;
 pub mod fake_update_engine;
 pub mod simnode;
 pub mod sshd;
