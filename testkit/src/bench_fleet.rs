@@ -34,8 +34,11 @@ pub enum FleetFault {
 /// One request the stand-in answered.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Arrival {
-    /// Since the fleet was started (the first process spawned).
+    /// When its request head arrived, since the fleet was started (the
+    /// first process spawned).
     pub at: Duration,
+    /// When it was answered (later than `at` while the barrier holds).
+    pub answered: Duration,
     /// Which process (`node-<i>` token), if it sent one.
     pub node: Option<usize>,
 }
@@ -52,6 +55,11 @@ pub struct FleetOptions {
     /// `cluster.api_retry_max_secs`.
     pub max_secs: u64,
     pub fault: FleetFault,
+    /// Hold every request until each process's first request has arrived,
+    /// then fail them all at once (an outage that hits the whole fleet at
+    /// the same instant, the worst case for waves); without it the first
+    /// attempts are spread by how fast the host starts the processes.
+    pub barrier: bool,
 }
 
 /// How one process ended.
@@ -156,7 +164,14 @@ impl Drop for FailingApiServer {
 impl FailingApiServer {
     /// Starts on 127.0.0.1 (inside a tokio runtime); arrival times count
     /// from `epoch`.
-    pub async fn start(pki: &Pki, fault: FleetFault, epoch: Instant) -> Result<FailingApiServer> {
+    /// With `barrier: Some(n)`, requests are held until `n` distinct
+    /// processes have sent one (or 120 s passed).
+    pub async fn start(
+        pki: &Pki,
+        fault: FleetFault,
+        epoch: Instant,
+        barrier: Option<usize>,
+    ) -> Result<FailingApiServer> {
         let certs = vec![CertificateDer::from_pem_slice(
             pki.server.cert_pem.as_bytes(),
         )?];
@@ -171,14 +186,25 @@ impl FailingApiServer {
         let addr = listener.local_addr()?;
         let log = Arc::new(Mutex::new(Vec::new()));
         let log2 = log.clone();
+        let gate = Arc::new(Gate {
+            want: barrier.unwrap_or(0),
+            seen: Mutex::new(std::collections::HashSet::new()),
+            open: tokio::sync::Notify::new(),
+            opened: std::sync::atomic::AtomicBool::new(barrier.is_none()),
+        });
+        let g = gate.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            g.release();
+        });
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     continue;
                 };
-                let (acceptor, log) = (acceptor.clone(), log2.clone());
+                let (acceptor, log, gate) = (acceptor.clone(), log2.clone(), gate.clone());
                 tokio::spawn(async move {
-                    let _ = serve(tcp, acceptor, fault, epoch, &log).await;
+                    let _ = serve(tcp, acceptor, fault, epoch, &log, &gate).await;
                 });
             }
         });
@@ -194,12 +220,51 @@ impl FailingApiServer {
     }
 }
 
+/// Holds requests until enough processes have arrived.
+struct Gate {
+    want: usize,
+    seen: Mutex<std::collections::HashSet<usize>>,
+    open: tokio::sync::Notify,
+    opened: std::sync::atomic::AtomicBool,
+}
+
+impl Gate {
+    fn release(&self) {
+        self.opened.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.open.notify_waiters();
+    }
+
+    async fn pass(&self, node: Option<usize>) {
+        if self.opened.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let notified = self.open.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let full = {
+            let mut seen = self.seen.lock().unwrap();
+            if let Some(n) = node {
+                seen.insert(n);
+            }
+            seen.len() >= self.want
+        };
+        if full {
+            self.release();
+            return;
+        }
+        if !self.opened.load(std::sync::atomic::Ordering::SeqCst) {
+            notified.await;
+        }
+    }
+}
+
 async fn serve(
     tcp: tokio::net::TcpStream,
     acceptor: tokio_rustls::TlsAcceptor,
     fault: FleetFault,
     epoch: Instant,
     log: &Mutex<Vec<Arrival>>,
+    gate: &Gate,
 ) -> Result<()> {
     let mut tls = acceptor.accept(tcp).await?;
     let mut buf = Vec::new();
@@ -220,7 +285,9 @@ async fn serve(
         }
         v.trim().strip_prefix("Bearer node-")?.parse().ok()
     });
-    log.lock().unwrap().push(Arrival { at, node });
+    gate.pass(node).await;
+    let answered = epoch.elapsed();
+    log.lock().unwrap().push(Arrival { at, answered, node });
     let (code, extra) = match fault {
         FleetFault::Status(c) => (c, String::new()),
         FleetFault::StatusRetryAfter(c, s) => (c, format!("Retry-After: {s}\r\n")),
@@ -285,7 +352,12 @@ pub fn run_fleet(o: &FleetOptions) -> Result<FleetResult> {
         .build()?;
     let pki = Pki::generate();
     let epoch = Instant::now();
-    let server = rt.block_on(FailingApiServer::start(&pki, o.fault, epoch))?;
+    let server = rt.block_on(FailingApiServer::start(
+        &pki,
+        o.fault,
+        epoch,
+        o.barrier.then_some(o.nodes),
+    ))?;
     let configs = (0..o.nodes)
         .map(|i| write_node(dir.path(), i, &pki, &server.url(), o))
         .collect::<Result<Vec<_>>>()?;
@@ -349,6 +421,7 @@ pub fn run_fleet(o: &FleetOptions) -> Result<FleetResult> {
         .into_iter()
         .map(|a| Arrival {
             at: a.at.saturating_sub(offset),
+            answered: a.answered.saturating_sub(offset),
             node: a.node,
         })
         .collect();
@@ -366,15 +439,26 @@ pub fn run_fleet(o: &FleetOptions) -> Result<FleetResult> {
 }
 
 impl FleetResult {
-    /// Each process's request times, in order.
-    pub fn per_node(&self) -> Vec<Vec<Duration>> {
+    /// Each process's requests, in order of arrival.
+    pub fn per_node(&self) -> Vec<Vec<Arrival>> {
         let mut v = vec![Vec::new(); self.options.nodes];
         for a in &self.arrivals {
             if let Some(n) = a.node.filter(|n| *n < v.len()) {
-                v[n].push(a.at);
+                v[n].push(*a);
             }
         }
         v
+    }
+
+    /// For each process that made attempt `k + 1`: how long it waited
+    /// between the answer to attempt `k` and sending attempt `k + 1`.
+    pub fn waits(&self, k: u32) -> Vec<Duration> {
+        let k = k as usize;
+        self.per_node()
+            .iter()
+            .filter(|t| t.len() > k)
+            .map(|t| t[k].at.saturating_sub(t[k - 1].answered))
+            .collect()
     }
 
     /// The un-jittered backoff step after attempt `k` (from 1).
@@ -384,19 +468,14 @@ impl FleetResult {
     }
 
     /// For each process that made attempt `k + 1`: where in the jitter
-    /// window `[step/2, step]` its gap after attempt `k` fell, as a fraction
-    /// (0 = step/2, 1 = step; above 1 = later than the window, e.g. a loaded
-    /// host or the request's own duration).
+    /// window `[step/2, step]` its wait after attempt `k` fell, as a
+    /// fraction (0 = step/2, 1 = step; above 1 = later than the window: a
+    /// loaded host, or the next connection's own set-up).
     pub fn window_positions(&self, k: u32) -> Vec<f64> {
-        let step = self.step(k).as_secs_f64();
-        let half = step / 2.0;
-        self.per_node()
+        let half = self.step(k).as_secs_f64() / 2.0;
+        self.waits(k)
             .iter()
-            .filter(|t| t.len() > k as usize)
-            .map(|t| {
-                let gap = (t[k as usize] - t[k as usize - 1]).as_secs_f64();
-                (gap - half) / half
-            })
+            .map(|w| (w.as_secs_f64() - half) / half)
             .collect()
     }
 
@@ -421,8 +500,8 @@ impl FleetResult {
             .last()
             .map_or(0, |a| (a.at.as_nanos() / bucket.as_nanos()) as usize + 1);
         let mut h = vec![0; n];
-        for t in per.iter().flat_map(|t| t.iter().skip(1)) {
-            h[(t.as_nanos() / bucket.as_nanos()) as usize] += 1;
+        for a in per.iter().flat_map(|t| t.iter().skip(1)) {
+            h[(a.at.as_nanos() / bucket.as_nanos()) as usize] += 1;
         }
         h
     }

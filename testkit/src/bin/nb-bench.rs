@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! nb-bench critical-path --agent BIN [--runs N]
+//! nb-bench fleet --agent BIN [--nodes N]
 //! ```
 
 use anyhow::{Context as _, Result, bail};
@@ -17,6 +18,7 @@ struct Args {
     cmd: String,
     agent: Option<PathBuf>,
     runs: usize,
+    nodes: usize,
 }
 
 fn parse() -> Result<Args> {
@@ -28,12 +30,14 @@ fn parse() -> Result<Args> {
         cmd,
         agent: None,
         runs: 5,
+        nodes: 300,
     };
     while let Some(flag) = it.next() {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--agent" => a.agent = Some(val()?.into()),
             "--runs" => a.runs = val()?.parse().context("--runs")?,
+            "--nodes" => a.nodes = val()?.parse().context("--nodes")?,
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -55,6 +59,7 @@ fn main() -> Result<()> {
     testkit::simnode::can_run().context("the benchmarks boot simulated nodes")?;
     match args.cmd.as_str() {
         "critical-path" => critical_path(&args),
+        "fleet" => fleet(&args),
         other => bail!("unknown command {other:?}"),
     }
 }
@@ -144,5 +149,80 @@ fn critical_path(args: &Args) -> Result<()> {
         .line()
     );
     println!("DATA\tcritical_path_ms\t{o:.1}");
+    Ok(())
+}
+
+fn fleet(args: &Args) -> Result<()> {
+    use testkit::bench_fleet::{FleetFault, FleetOptions, run_fleet};
+    let agent = args
+        .agent
+        .clone()
+        .context("fleet needs --agent <node-bootstrap binary>")?;
+    let o = FleetOptions {
+        agent,
+        nodes: args.nodes,
+        attempts: 3,
+        initial_secs: 2,
+        max_secs: 4,
+        fault: FleetFault::Status(503),
+        barrier: true,
+    };
+    eprintln!(
+        "fleet: {} agents, API server holds the first requests until all arrived, then answers every request 503; \
+         api_attempts 3, backoff 2 s doubling, cap 4 s",
+        o.nodes
+    );
+    let r = run_fleet(&o)?;
+    let bucket = Duration::from_millis(100);
+    println!(
+        "HIST\t{}",
+        r.render_histogram(bucket).replace('\n', "\nHIST\t")
+    );
+    let per = r.per_node();
+    let bounded = per.iter().all(|t| t.len() == 3) && r.ends.iter().all(|e| e.code == Some(3));
+    // The same first attempts on the un-jittered schedule (step after each
+    // attempt, no randomness): where a fleet without jitter would land.
+    let mut fixed: Vec<Duration> = Vec::new();
+    for t in &per {
+        if let Some(a) = t.first() {
+            fixed.push(a.answered + r.step(1));
+            fixed.push(a.answered + r.step(1) + r.step(2));
+        }
+    }
+    let peak_of = |ts: &mut dyn Iterator<Item = Duration>| {
+        let mut m = std::collections::BTreeMap::<u128, usize>::new();
+        for t in ts {
+            *m.entry(t.as_millis() / 100).or_default() += 1;
+        }
+        m.values().copied().max().unwrap_or(0)
+    };
+    let ours = peak_of(&mut per.iter().flat_map(|t| t.iter().skip(1).map(|a| a.at)));
+    let theirs = peak_of(&mut fixed.into_iter());
+    let first = peak_of(&mut per.iter().filter_map(|t| t.first().map(|a| a.at)));
+    let pos = r.window_positions(1);
+    let in_window = pos.iter().filter(|p| (-0.01..=1.2).contains(*p)).count();
+    eprintln!(
+        "fleet: first-attempt peak {first}/100 ms; retries peak {ours}/100 ms; un-jittered schedule would peak at {theirs}; \
+         {in_window}/{} second attempts inside the jitter window; all bounded: {bounded}; wall {:.1} s",
+        pos.len(),
+        r.wall.as_secs_f64()
+    );
+    let ratio = ours as f64 / theirs.max(1) as f64;
+    println!(
+        "{}",
+        Row {
+            name: format!(
+                "fleet: {} agents retrying a failing API, peak retries per 100 ms",
+                o.nodes
+            ),
+            ours: ours.to_string(),
+            theirs: theirs.to_string(),
+            theirs_label: "same starts, no jitter".into(),
+            ratio: format!("{ratio:.2}x"),
+            target: "< 0.5x, bounded".into(),
+            met: ratio < 0.5 && bounded,
+        }
+        .line()
+    );
     Ok(())
 }
