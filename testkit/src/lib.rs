@@ -4,6 +4,7 @@
 pub mod apiserver;
 pub mod bench_agentnode;
 pub mod bench_fleet;
+pub mod bench_powerloss;
 pub mod bench_report;
 pub mod fake_update_engine;
 pub mod simnode;
