@@ -14,6 +14,10 @@ command -v sudo >/dev/null || need_apt+=(sudo)
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v dbus-daemon >/dev/null || need_apt+=(dbus)
+# Docker addon: sysext test images are ext4 file systems (mkfs.ext4), the
+# torcx-generator stand-in is a Python script, systemd-sysext merges images.
+command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)
+[ -x /usr/bin/python3 ] || need_apt+=(python3)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -34,7 +38,7 @@ if [ ${#need_pip[@]} -gt 0 ]; then
     python3 -m pip install -q "${need_pip[@]}"
 fi
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo; do
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

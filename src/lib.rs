@@ -12,6 +12,7 @@ pub mod fsutil;
 pub mod journal;
 pub mod logging;
 pub mod retry;
+pub mod runtime;
 
 pub mod addon;
 pub mod assets;

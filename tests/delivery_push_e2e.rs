@@ -309,8 +309,16 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         .timestamp_us("tectonic.service", "ExecMainStartTimestamp")
         .unwrap();
     assert!(bootkube_started > 0 && tectonic_started > bootkube_started);
-    // The status command is not on this branch; after merge assert
-    // `node-bootstrap status --json` says complete here.
+    // What an operator (or terraform's remote-exec) would ask: the real
+    // agent's `status` (read-only; the node's agent is the stub, whose
+    // `run` writes no state journal, so systemd alone decides).
+    let real = testkit::built_binary("node-bootstrap");
+    let out = n
+        .exec(&[real.to_str().unwrap(), "status", "--json"])
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "status: {report:#}");
+    assert_eq!(report["verdict"], "complete");
 
     // 3. Apply again: nothing to do, nothing happens on the node.
     let out = tf.apply_ok(&[&var_file]);

@@ -87,7 +87,7 @@ module "bootkube_master_pull" {
   assets_mode         = "pull"
   agent_url           = local.common.agent_url
   agent_sha512        = local.common.agent_sha512
-  agent_config        = local.common.agent_config
+  agent_config        = file("${local.inputs}/config-pull.json")
   kubelet_image_url   = local.common.kubelet_image_url
   kubelet_image_tag   = local.common.kubelet_image_tag
   runtime_mappings    = local.common.runtime_mappings

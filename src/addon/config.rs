@@ -1,7 +1,106 @@
-//! The `addon` config section.
+//! The `addon` config section: where the docker addon comes from, how it is
+//! verified, and where it goes.
+//!
+//! ```json
+//! "addon": {
+//!   "enabled": true,
+//!   "backend": "torcx",
+//!   "manifest_url": "https://mirror.example/manifests/{board}/{os_version}/torcx_manifest.json",
+//!   "manifest_file": null,
+//!   "mappings_file": null,
+//!   "keyring": null,
+//!   "allow_unsigned": false,
+//!   "profile_name": "tectonic",
+//!   "download_attempts": 5,
+//!   "download_backoff_secs": 1,
+//!   "download_backoff_max_secs": 30,
+//!   "download_deadline_secs": 900,
+//!   "connect_timeout_secs": 10,
+//!   "read_timeout_secs": 60,
+//!   "docker_api_timeout_secs": 20,
+//!   "max_package_bytes": 536870912,
+//!   "sysext_release_dir": "/usr/lib/extension-release.d",
+//!   "sysext_mask": ["docker-flatcar", "containerd-flatcar"],
+//!   "systemd_config_dir": "/etc/systemd/system"
+//! }
+//! ```
+//!
+//! `manifest_url` and `manifest_file` are templates: `{board}` and
+//! `{os_version}` are replaced by the node's `COREOS_BOARD` and the OS
+//! version the package is for. The detached signature is read from the same
+//! place with `.asc` appended. `manifest_file` wins when both are set.
+//!
+//! ## Where packages come from: `package_source`
+//! - `"torcx-manifest"` (default): the signed torcx package manifest above
+//!   (`manifest_url`/`manifest_file`, `keyring`, `allow_unsigned`).
+//! - `"metadata"`: the artifact metadata search path of the `sources`
+//!   section ([`crate::metadata`]: `sources.dev_dir`, `sources.local_dir`,
+//!   `sources.url`, the cluster's bucket, the default; signed `.sjson`
+//!   before unsigned, unsigned only where `sources.allow_unsigned` says).
+//!   Nothing else in `addon` is needed; `manifest_url`, `manifest_file`,
+//!   `keyring` and `allow_unsigned` belong to the manifest source and are
+//!   refused here (their `sources.*` counterparts apply) rather than
+//!   silently ignored.
+//!
+//! With `"metadata"` the docker package is the product
+//! `com.node-bootstrap:<name>:<series>:<arch>` where
+//! - name is `docker-torcx` (backend `torcx`: `.torcx.tgz` archives) or
+//!   `docker-sysext` (backend `sysext`: `.raw` images),
+//! - series is the OS version the node boots next (os-release `VERSION_ID`,
+//!   or the pending update's version),
+//! - arch is the node's `COREOS_BOARD` (e.g. `amd64-usr`),
+//!
+//! so `metadata generate` picks up files named e.g.
+//! `docker-torcx_17.03.2_1632.3.0_amd64-usr.torcx.tgz` or
+//! `docker-sysext_24.0.9_3815.2.0_amd64-usr.raw`. Choice and installation
+//! are the manifest source's (runtime-mappings preference order, the
+//! largest build of the first preferred `major.minor` any location offers,
+//! nothing remote before OS 1520.3.0, store name `docker:<version>.torcx.tgz`,
+//! reuse by sha512); items must carry a sha512, and are verified by size and
+//! every hash the metadata gives before they get their final name.
 
-use crate::config::FieldResult;
+use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
 use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// tectonic-torcx's `--torcx-profile` default ("torcx profile to create, if
+/// needed").
+pub const DEFAULT_PROFILE_NAME: &str = "tectonic";
+/// Largest package accepted unless configured otherwise (512 MiB; the
+/// docker torcx images of Container Linux were well under 100 MiB).
+pub const DEFAULT_MAX_PACKAGE_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Which mechanism activates the docker addon on the next boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// torcx: a `.torcx.tgz` in the versioned store, a profile, next-profile.
+    #[default]
+    Torcx,
+    /// systemd-sysext: a `docker.raw` image in `/etc/extensions`.
+    Sysext,
+}
+
+/// Where the docker package and its trust come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PackageSource {
+    /// A signed torcx package manifest (`manifest_url` / `manifest_file`).
+    #[default]
+    TorcxManifest,
+    /// The artifact metadata search path (`sources` section).
+    Metadata,
+}
+
+impl PackageSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageSource::TorcxManifest => "torcx-manifest",
+            PackageSource::Metadata => "metadata",
+        }
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -9,17 +108,418 @@ pub struct RawAddon {
     /// Run the docker addon phase (default false until configured).
     #[serde(default)]
     pub enabled: bool,
+    /// `torcx` (default) or `sysext`.
+    #[serde(default)]
+    pub backend: Backend,
+    /// `torcx-manifest` (default) or `metadata` (see module docs).
+    #[serde(default)]
+    pub package_source: PackageSource,
+    /// URL template of the package manifest (`{board}`, `{os_version}`).
+    pub manifest_url: Option<String>,
+    /// Local file template of the package manifest (wins over the URL).
+    pub manifest_file: Option<String>,
+    /// Runtime mappings file (default `<seed_dir>/runtime-mappings.yaml`).
+    pub mappings_file: Option<PathBuf>,
+    /// OpenPGP public keyring, armored or binary (default
+    /// `<seed_dir>/keyring.asc`).
+    pub keyring: Option<PathBuf>,
+    /// Accept a manifest without a detached signature (default false). A
+    /// signature that is present must still verify. Logged as a warning on
+    /// every use.
+    #[serde(default)]
+    pub allow_unsigned: bool,
+    /// torcx profile to create when the user has none of their own
+    /// (default `tectonic`).
+    pub profile_name: Option<String>,
+    /// Attempts per download (default 5, 1..=20).
+    pub download_attempts: Option<u32>,
+    /// First backoff step between attempts, seconds (default 1, 0..=60).
+    pub download_backoff_secs: Option<u64>,
+    /// Largest backoff step, seconds (default 30, 0..=600).
+    pub download_backoff_max_secs: Option<u64>,
+    /// Give up on one download after this long, seconds (default 900).
+    pub download_deadline_secs: Option<u64>,
+    /// TCP/TLS connect timeout, seconds (default 10).
+    pub connect_timeout_secs: Option<u64>,
+    /// Longest pause between two reads of a response, seconds (default 60).
+    pub read_timeout_secs: Option<u64>,
+    /// How long to wait for Docker's API (socket activation included),
+    /// seconds (default 20).
+    pub docker_api_timeout_secs: Option<u64>,
+    /// Largest package accepted, bytes (default 512 MiB).
+    pub max_package_bytes: Option<u64>,
+    /// Where merged system extensions show their release files (sysext).
+    pub sysext_release_dir: Option<PathBuf>,
+    /// Extensions masked (linked to /dev/null) when our docker sysext is
+    /// installed (default Flatcar's built-in `docker-flatcar` and
+    /// `containerd-flatcar`).
+    pub sysext_mask: Option<Vec<String>>,
+    /// Where `systemd-sysext.service` is enabled (sysext).
+    pub systemd_config_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddonSettings {
     pub enabled: bool,
+    pub backend: Backend,
+    pub package_source: PackageSource,
+    pub manifest_url: Option<String>,
+    pub manifest_file: Option<String>,
+    pub mappings_file: Option<PathBuf>,
+    pub keyring: Option<PathBuf>,
+    pub allow_unsigned: bool,
+    pub profile_name: String,
+    pub download_attempts: u32,
+    pub download_backoff: Duration,
+    pub download_backoff_max: Duration,
+    pub download_deadline: Duration,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub docker_api_timeout: Duration,
+    pub max_package_bytes: u64,
+    pub sysext_release_dir: PathBuf,
+    pub sysext_mask: Vec<String>,
+    pub systemd_config_dir: PathBuf,
+}
+
+impl Default for AddonSettings {
+    fn default() -> Self {
+        RawAddon::default()
+            .validate()
+            .expect("the built-in addon defaults are valid")
+    }
+}
+
+/// A torcx profile or sysext name: one path component, no surprises.
+fn check_name(field: &str, name: &str) -> FieldResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!(
+                "must be 1-64 characters of [A-Za-z0-9._-] not starting with '.', got {name:?}"
+            ),
+        ))
+    }
+}
+
+fn check_template(field: &str, t: &str, need_scheme: bool) -> FieldResult<()> {
+    let rendered = t
+        .replace("{board}", "amd64-usr")
+        .replace("{os_version}", "1.0.0");
+    if rendered.contains('{') || rendered.contains('}') {
+        return Err(FieldError::new(
+            field,
+            format!("unknown placeholder in {t:?}; only {{board}} and {{os_version}} exist"),
+        ));
+    }
+    if need_scheme {
+        let u = url::Url::parse(&rendered)
+            .map_err(|e| FieldError::new(field, format!("not a URL ({e}): {t:?}")))?;
+        if !matches!(u.scheme(), "http" | "https" | "file") {
+            return Err(FieldError::new(
+                field,
+                format!("scheme must be https, http or file, got {:?}", u.scheme()),
+            ));
+        }
+    } else if !rendered.starts_with('/') {
+        return Err(FieldError::new(
+            field,
+            format!("must be an absolute path, got {t:?}"),
+        ));
+    }
+    Ok(())
 }
 
 impl RawAddon {
     pub fn validate(self) -> FieldResult<AddonSettings> {
+        if let Some(u) = &self.manifest_url {
+            check_template("addon.manifest_url", u, true)?;
+        }
+        if let Some(f) = &self.manifest_file {
+            check_template("addon.manifest_file", f, false)?;
+        }
+        if self.package_source == PackageSource::Metadata {
+            for (field, set, instead) in [
+                (
+                    "addon.manifest_url",
+                    self.manifest_url.is_some(),
+                    "sources.url",
+                ),
+                (
+                    "addon.manifest_file",
+                    self.manifest_file.is_some(),
+                    "sources.local_dir or sources.url",
+                ),
+                ("addon.keyring", self.keyring.is_some(), "sources.keyring"),
+                (
+                    "addon.allow_unsigned",
+                    self.allow_unsigned,
+                    "sources.allow_unsigned",
+                ),
+            ] {
+                if set {
+                    return Err(FieldError::new(
+                        field,
+                        format!(
+                            "belongs to addon.package_source \"torcx-manifest\" and is not used with \"metadata\"; set {instead} instead (or remove it)"
+                        ),
+                    ));
+                }
+            }
+        } else if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
+            return Err(FieldError::new(
+                "addon.manifest_url",
+                "required when addon.enabled is true (or set addon.manifest_file, or addon.package_source \"metadata\")",
+            ));
+        }
+        let profile_name = self
+            .profile_name
+            .unwrap_or_else(|| DEFAULT_PROFILE_NAME.to_string());
+        check_name("addon.profile_name", &profile_name)?;
+        if profile_name == "vendor" || profile_name == "oem" {
+            return Err(FieldError::new(
+                "addon.profile_name",
+                format!("{profile_name:?} is torcx's own lower profile; choose another name"),
+            ));
+        }
+        let attempts = self.download_attempts.unwrap_or(5);
+        if !(1..=20).contains(&attempts) {
+            return Err(FieldError::new(
+                "addon.download_attempts",
+                format!("must be between 1 and 20, got {attempts}"),
+            ));
+        }
+        let max_package_bytes = self.max_package_bytes.unwrap_or(DEFAULT_MAX_PACKAGE_BYTES);
+        if max_package_bytes == 0 {
+            return Err(FieldError::new(
+                "addon.max_package_bytes",
+                "must be greater than 0",
+            ));
+        }
+        let sysext_mask = self.sysext_mask.unwrap_or_else(|| {
+            vec![
+                "docker-flatcar".to_string(),
+                "containerd-flatcar".to_string(),
+            ]
+        });
+        for (i, name) in sysext_mask.iter().enumerate() {
+            check_name(&format!("addon.sysext_mask[{i}]"), name)?;
+            if name == crate::addon::sysext::EXTENSION_NAME {
+                return Err(FieldError::new(
+                    format!("addon.sysext_mask[{i}]"),
+                    "must not mask the extension this agent installs",
+                ));
+            }
+        }
+        let backoff = seconds_in(
+            "addon.download_backoff_secs",
+            self.download_backoff_secs.unwrap_or(1),
+            0,
+            60,
+        )?;
+        let backoff_max = seconds_in(
+            "addon.download_backoff_max_secs",
+            self.download_backoff_max_secs.unwrap_or(30),
+            0,
+            600,
+        )?;
+        if backoff_max < backoff {
+            return Err(FieldError::new(
+                "addon.download_backoff_max_secs",
+                "must not be smaller than addon.download_backoff_secs",
+            ));
+        }
         Ok(AddonSettings {
             enabled: self.enabled,
+            backend: self.backend,
+            package_source: self.package_source,
+            manifest_url: self.manifest_url,
+            manifest_file: self.manifest_file,
+            mappings_file: self
+                .mappings_file
+                .map(|p| absolute_path("addon.mappings_file", p))
+                .transpose()?,
+            keyring: self
+                .keyring
+                .map(|p| absolute_path("addon.keyring", p))
+                .transpose()?,
+            allow_unsigned: self.allow_unsigned,
+            profile_name,
+            download_attempts: attempts,
+            download_backoff: backoff,
+            download_backoff_max: backoff_max,
+            download_deadline: seconds_in(
+                "addon.download_deadline_secs",
+                self.download_deadline_secs.unwrap_or(900),
+                1,
+                6 * 3600,
+            )?,
+            connect_timeout: seconds_in(
+                "addon.connect_timeout_secs",
+                self.connect_timeout_secs.unwrap_or(10),
+                1,
+                300,
+            )?,
+            read_timeout: seconds_in(
+                "addon.read_timeout_secs",
+                self.read_timeout_secs.unwrap_or(60),
+                1,
+                3600,
+            )?,
+            docker_api_timeout: seconds_in(
+                "addon.docker_api_timeout_secs",
+                self.docker_api_timeout_secs.unwrap_or(20),
+                1,
+                600,
+            )?,
+            max_package_bytes,
+            sysext_release_dir: absolute_path(
+                "addon.sysext_release_dir",
+                self.sysext_release_dir
+                    .unwrap_or_else(|| PathBuf::from("/usr/lib/extension-release.d")),
+            )?,
+            sysext_mask,
+            systemd_config_dir: absolute_path(
+                "addon.systemd_config_dir",
+                self.systemd_config_dir
+                    .unwrap_or_else(|| PathBuf::from("/etc/systemd/system")),
+            )?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    fn load(addon: &str) -> crate::error::Result<Config> {
+        Config::from_json(
+            &format!(r#"{{"addon": {addon}}}"#),
+            Path::new("/etc/node-bootstrap/config.json"),
+        )
+    }
+
+    #[test]
+    fn defaults_are_the_original_ones() {
+        let c = load("{}").unwrap();
+        let a = &c.addon;
+        assert!(!a.enabled);
+        assert_eq!(a.backend, super::Backend::Torcx);
+        assert_eq!(a.package_source, super::PackageSource::TorcxManifest);
+        assert_eq!(a.profile_name, "tectonic");
+        assert!(!a.allow_unsigned);
+        assert_eq!(a.download_attempts, 5);
+        assert_eq!(a.max_package_bytes, 512 * 1024 * 1024);
+        assert_eq!(a.sysext_mask, vec!["docker-flatcar", "containerd-flatcar"]);
+    }
+
+    #[test]
+    fn enabled_without_a_manifest_source_names_the_field() {
+        let err = load(r#"{"enabled": true}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `addon.manifest_url`: required when addon.enabled is true"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn metadata_source_needs_nothing_else_and_refuses_manifest_fields() {
+        let c = load(r#"{"enabled": true, "package_source": "metadata"}"#).unwrap();
+        assert_eq!(c.addon.package_source, super::PackageSource::Metadata);
+        assert!(c.addon.manifest_url.is_none());
+        let c = load(r#"{"enabled": true, "backend": "sysext", "package_source": "metadata"}"#)
+            .unwrap();
+        assert_eq!(c.addon.backend, super::Backend::Sysext);
+        for (json, field, instead) in [
+            (
+                r#"{"package_source": "metadata", "manifest_url": "https://m/{board}.json"}"#,
+                "addon.manifest_url",
+                "sources.url",
+            ),
+            (
+                r#"{"package_source": "metadata", "manifest_file": "/m/{board}.json"}"#,
+                "addon.manifest_file",
+                "sources.local_dir",
+            ),
+            (
+                r#"{"package_source": "metadata", "keyring": "/k.asc"}"#,
+                "addon.keyring",
+                "sources.keyring",
+            ),
+            (
+                r#"{"package_source": "metadata", "allow_unsigned": true}"#,
+                "addon.allow_unsigned",
+                "sources.allow_unsigned",
+            ),
+        ] {
+            let err = load(json).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("field `{field}`: belongs to addon.package_source")),
+                "{json}: {err}"
+            );
+            assert!(err.contains(instead), "{json}: {err}");
+        }
+        let err = load(r#"{"enabled": true, "package_source": "metadta"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `addon.package_source"), "{err}");
+        assert!(err.contains("metadta"), "{err}");
+    }
+
+    #[test]
+    fn templates_are_checked() {
+        let err = load(r#"{"manifest_url": "https://x/{arch}/m.json"}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `addon.manifest_url`: unknown placeholder"),
+            "{err}"
+        );
+        let err = load(r#"{"manifest_url": "ftp://x/{board}/m.json"}"#).unwrap_err();
+        assert!(err.to_string().contains("scheme must be"), "{err}");
+        let err = load(r#"{"manifest_file": "manifests/{board}.json"}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `addon.manifest_file`: must be an absolute path"),
+            "{err}"
+        );
+        let c = load(
+            r#"{"enabled": true, "backend": "sysext", "manifest_url": "http://127.0.0.1:1/m/{board}/{os_version}/torcx_manifest.json"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.addon.backend, super::Backend::Sysext);
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        for (json, field) in [
+            (r#"{"profile_name": "../etc"}"#, "addon.profile_name"),
+            (r#"{"profile_name": "vendor"}"#, "addon.profile_name"),
+            (r#"{"download_attempts": 0}"#, "addon.download_attempts"),
+            (r#"{"max_package_bytes": 0}"#, "addon.max_package_bytes"),
+            (r#"{"keyring": "keys.asc"}"#, "addon.keyring"),
+            (r#"{"sysext_mask": ["docker"]}"#, "addon.sysext_mask[0]"),
+            (
+                r#"{"download_backoff_secs": 10, "download_backoff_max_secs": 5}"#,
+                "addon.download_backoff_max_secs",
+            ),
+            (r#"{"backend": "rkt"}"#, "addon.backend"),
+            (r#"{"allow_unsgined": true}"#, "addon"),
+        ] {
+            let err = load(json).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("field `{field}")),
+                "{json}: {err}"
+            );
+        }
     }
 }

@@ -1,10 +1,33 @@
 //! The `assets` config section.
+//!
+//! ```json
+//! "assets": {
+//!   "mode": "pull",
+//!   "marker": ".assets-complete",
+//!   "s3": {
+//!     "bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz",
+//!     "region": "eu-west-1",
+//!     "endpoint": "http://127.0.0.1:9000", "force_path_style": true,
+//!     "checksum_sha256": "<64 hex digits>",
+//!     "part_size_mib": 16, "concurrency": 4, "max_size_mib": 4096,
+//!     "max_attempts": 8, "retry_initial_secs": 1, "retry_max_secs": 20,
+//!     "request_timeout_secs": 60,
+//!     "wait_for_object_secs": 600, "access_denied_grace_secs": 60
+//!   },
+//!   "limits": { "max_total_mib": 4096, "max_entry_mib": 1024, "max_entries": 100000 }
+//! }
+//! ```
+//!
+//! Every field is optional except `s3.bucket` and `s3.key` in pull mode.
 
-use crate::config::FieldResult;
+use crate::config::{FieldError, FieldResult, seconds_in};
 use serde::Deserialize;
+use std::time::Duration;
+
+const MIB: u64 = 1024 * 1024;
 
 /// How assets reach the node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AssetsMode {
     /// terraform copies them over SSH; the agent only waits.
@@ -19,15 +42,410 @@ pub enum AssetsMode {
 pub struct RawAssets {
     #[serde(default)]
     pub mode: AssetsMode,
+    /// File name inside the assets dir that marks them complete (written
+    /// last by the push, and by `assets pull` before its rename). Unset:
+    /// the assets dir's existence (Tectonic's atomic `mv`) is the mark.
+    pub marker: Option<String>,
+    /// Where the bundle is pulled from (required in pull mode).
+    pub s3: Option<RawS3>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawS3 {
+    pub bucket: Option<String>,
+    pub key: Option<String>,
+    /// Region; unset: the standard AWS chain (env, profile, instance metadata).
+    pub region: Option<String>,
+    /// A custom endpoint (S3-compatible store), e.g. `http://127.0.0.1:9000`.
+    pub endpoint: Option<String>,
+    /// Path-style addressing (`endpoint/bucket/key`); default true with a
+    /// custom endpoint, false without.
+    pub force_path_style: Option<bool>,
+    /// Expected SHA-256 of the bundle (hex). Stronger than the object's own
+    /// metadata, which whoever writes the object also writes.
+    pub checksum_sha256: Option<String>,
+    /// Expected SHA-512 of the bundle (hex).
+    pub checksum_sha512: Option<String>,
+    /// Size of one ranged GET, MiB (default 16, 1..=1024).
+    pub part_size_mib: Option<u64>,
+    /// Parts downloaded at once (default 4, 1..=32).
+    pub concurrency: Option<usize>,
+    /// Largest bundle accepted, MiB (default 4096).
+    pub max_size_mib: Option<u64>,
+    /// Attempts per request on throttling, 5xx, timeouts, truncated bodies
+    /// (default 8).
+    pub max_attempts: Option<u32>,
+    /// First backoff step, seconds (default 1).
+    pub retry_initial_secs: Option<u64>,
+    /// Backoff cap, seconds (default 20).
+    pub retry_max_secs: Option<u64>,
+    /// A request that sends nothing for this long is abandoned and retried
+    /// (default 60).
+    pub request_timeout_secs: Option<u64>,
+    /// How long a missing bucket/object is waited for (terraform may still be
+    /// uploading it) before it is an error (default 600; 0: fail at once).
+    pub wait_for_object_secs: Option<u64>,
+    /// How long "access denied" is retried (a new instance role can take a
+    /// while to apply) before it is an error (default 60; 0: fail at once).
+    pub access_denied_grace_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Sum of all entry sizes in the bundle, MiB (default 4096).
+    pub max_total_mib: Option<u64>,
+    /// Size of one entry, MiB (default 1024).
+    pub max_entry_mib: Option<u64>,
+    /// Number of entries (default 100000).
+    pub max_entries: Option<u64>,
+}
+
+/// A checksum the bundle must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checksum {
+    Sha256(String),
+    Sha512(String),
+}
+
+impl Checksum {
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Checksum::Sha256(_) => "sha256",
+            Checksum::Sha512(_) => "sha512",
+        }
+    }
+    pub fn hex(&self) -> &str {
+        match self {
+            Checksum::Sha256(h) | Checksum::Sha512(h) => h,
+        }
+    }
+    /// Parses `hex` as a checksum of `algorithm`'s length; `field` names it in errors.
+    pub fn parse(field: &str, algorithm: &str, hex: &str) -> FieldResult<Checksum> {
+        let h = hex.trim().to_ascii_lowercase();
+        let len = if algorithm == "sha256" { 64 } else { 128 };
+        if h.len() != len || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(FieldError::new(
+                field,
+                format!("must be {len} hex digits ({algorithm}), got {hex:?}"),
+            ));
+        }
+        Ok(if algorithm == "sha256" {
+            Checksum::Sha256(h)
+        } else {
+            Checksum::Sha512(h)
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Settings {
+    pub bucket: String,
+    pub key: String,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub force_path_style: bool,
+    /// Checksums from config (all must match).
+    pub checksums: Vec<Checksum>,
+    pub part_size: u64,
+    pub concurrency: usize,
+    pub max_size: u64,
+    pub max_attempts: u32,
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    pub request_timeout: Duration,
+    pub wait_for_object: Duration,
+    pub access_denied_grace: Duration,
+}
+
+impl S3Settings {
+    /// `s3://bucket/key`, for messages.
+    pub fn uri(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.key)
+    }
+}
+
+/// Limits of what an archive may contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnpackLimits {
+    pub max_total_bytes: u64,
+    pub max_entry_bytes: u64,
+    pub max_entries: u64,
+}
+
+impl Default for UnpackLimits {
+    fn default() -> Self {
+        UnpackLimits {
+            max_total_bytes: 4096 * MIB,
+            max_entry_bytes: 1024 * MIB,
+            max_entries: 100_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AssetsSettings {
     pub mode: AssetsMode,
+    pub marker: Option<String>,
+    pub s3: Option<S3Settings>,
+    pub limits: UnpackLimits,
+}
+
+impl Default for AssetsSettings {
+    fn default() -> Self {
+        RawAssets::default().validate().expect("defaults are valid")
+    }
+}
+
+fn mib_in(field: &str, v: Option<u64>, default: u64, min: u64, max: u64) -> FieldResult<u64> {
+    let v = v.unwrap_or(default);
+    if v < min || v > max {
+        return Err(FieldError::new(
+            field,
+            format!("must be between {min} and {max} MiB, got {v}"),
+        ));
+    }
+    Ok(v * MIB)
+}
+
+fn non_empty(field: &str, v: Option<String>) -> FieldResult<Option<String>> {
+    match v {
+        Some(s) if s.trim().is_empty() => Err(FieldError::new(field, "must not be empty")),
+        other => Ok(other),
+    }
+}
+
+impl RawS3 {
+    fn validate(self) -> FieldResult<S3Settings> {
+        let bucket = non_empty("assets.s3.bucket", self.bucket)?
+            .ok_or_else(|| FieldError::new("assets.s3.bucket", "is required"))?;
+        if bucket.contains('/') {
+            return Err(FieldError::new(
+                "assets.s3.bucket",
+                format!("must be a bucket name without '/', got {bucket:?}"),
+            ));
+        }
+        let key = non_empty("assets.s3.key", self.key)?
+            .ok_or_else(|| FieldError::new("assets.s3.key", "is required"))?;
+        let key = key.trim_start_matches('/').to_string();
+        let region = non_empty("assets.s3.region", self.region)?;
+        let endpoint = non_empty("assets.s3.endpoint", self.endpoint)?;
+        if let Some(e) = &endpoint {
+            let u = url::Url::parse(e).map_err(|err| {
+                FieldError::new("assets.s3.endpoint", format!("is not a URL ({err}): {e:?}"))
+            })?;
+            if !matches!(u.scheme(), "http" | "https") {
+                return Err(FieldError::new(
+                    "assets.s3.endpoint",
+                    format!("must be http:// or https://, got {e:?}"),
+                ));
+            }
+        }
+        let mut checksums = Vec::new();
+        if let Some(h) = &self.checksum_sha256 {
+            checksums.push(Checksum::parse("assets.s3.checksum_sha256", "sha256", h)?);
+        }
+        if let Some(h) = &self.checksum_sha512 {
+            checksums.push(Checksum::parse("assets.s3.checksum_sha512", "sha512", h)?);
+        }
+        let concurrency = self.concurrency.unwrap_or(4);
+        if !(1..=32).contains(&concurrency) {
+            return Err(FieldError::new(
+                "assets.s3.concurrency",
+                format!("must be between 1 and 32, got {concurrency}"),
+            ));
+        }
+        let max_attempts = self.max_attempts.unwrap_or(8);
+        if !(1..=100).contains(&max_attempts) {
+            return Err(FieldError::new(
+                "assets.s3.max_attempts",
+                format!("must be between 1 and 100, got {max_attempts}"),
+            ));
+        }
+        Ok(S3Settings {
+            force_path_style: self.force_path_style.unwrap_or(endpoint.is_some()),
+            bucket,
+            key,
+            region,
+            endpoint,
+            checksums,
+            part_size: mib_in("assets.s3.part_size_mib", self.part_size_mib, 16, 1, 1024)?,
+            concurrency,
+            max_size: mib_in(
+                "assets.s3.max_size_mib",
+                self.max_size_mib,
+                4096,
+                1,
+                1024 * 1024,
+            )?,
+            max_attempts,
+            retry_initial: seconds_in(
+                "assets.s3.retry_initial_secs",
+                self.retry_initial_secs.unwrap_or(1),
+                0,
+                600,
+            )?,
+            retry_max: seconds_in(
+                "assets.s3.retry_max_secs",
+                self.retry_max_secs.unwrap_or(20),
+                0,
+                3600,
+            )?,
+            request_timeout: seconds_in(
+                "assets.s3.request_timeout_secs",
+                self.request_timeout_secs.unwrap_or(60),
+                1,
+                3600,
+            )?,
+            wait_for_object: seconds_in(
+                "assets.s3.wait_for_object_secs",
+                self.wait_for_object_secs.unwrap_or(600),
+                0,
+                24 * 3600,
+            )?,
+            access_denied_grace: seconds_in(
+                "assets.s3.access_denied_grace_secs",
+                self.access_denied_grace_secs.unwrap_or(60),
+                0,
+                24 * 3600,
+            )?,
+        })
+    }
+}
+
+impl RawLimits {
+    fn validate(self) -> FieldResult<UnpackLimits> {
+        let d = UnpackLimits::default();
+        let max_entries = self.max_entries.unwrap_or(d.max_entries);
+        if max_entries == 0 {
+            return Err(FieldError::new(
+                "assets.limits.max_entries",
+                "must be at least 1",
+            ));
+        }
+        Ok(UnpackLimits {
+            max_total_bytes: mib_in(
+                "assets.limits.max_total_mib",
+                self.max_total_mib,
+                d.max_total_bytes / MIB,
+                1,
+                1024 * 1024,
+            )?,
+            max_entry_bytes: mib_in(
+                "assets.limits.max_entry_mib",
+                self.max_entry_mib,
+                d.max_entry_bytes / MIB,
+                1,
+                1024 * 1024,
+            )?,
+            max_entries,
+        })
+    }
+}
+
+/// Whether `name` is a plain file name (no `/`, not `.`/`..`, not empty).
+pub fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
 }
 
 impl RawAssets {
     pub fn validate(self) -> FieldResult<AssetsSettings> {
-        Ok(AssetsSettings { mode: self.mode })
+        if let Some(m) = &self.marker
+            && !is_plain_file_name(m)
+        {
+            return Err(FieldError::new(
+                "assets.marker",
+                format!("must be a plain file name inside the assets dir, got {m:?}"),
+            ));
+        }
+        let s3 = self.s3.map(RawS3::validate).transpose()?;
+        if self.mode == AssetsMode::Pull && s3.is_none() {
+            return Err(FieldError::new(
+                "assets.s3",
+                "is required when assets.mode is \"pull\" (bucket and key of the bundle)",
+            ));
+        }
+        Ok(AssetsSettings {
+            mode: self.mode,
+            marker: self.marker,
+            s3,
+            limits: self.limits.validate()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    fn load(text: &str) -> crate::error::Result<Config> {
+        Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
+    }
+
+    #[test]
+    fn defaults_are_push_mode_without_marker() {
+        let c = load("{}").unwrap();
+        assert_eq!(c.assets.mode, super::AssetsMode::Push);
+        assert_eq!(c.assets.marker, None);
+        assert!(c.assets.s3.is_none());
+    }
+
+    #[test]
+    fn pull_mode_needs_bucket_and_key() {
+        let e = load(r#"{"assets":{"mode":"pull"}}"#).unwrap_err();
+        assert!(
+            e.to_string().contains("field `assets.s3`: is required"),
+            "{e}"
+        );
+        let e = load(r#"{"assets":{"mode":"pull","s3":{"bucket":"b"}}}"#).unwrap_err();
+        assert!(
+            e.to_string().contains("field `assets.s3.key`: is required"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn pull_settings_parse_with_defaults() {
+        let c = load(
+            r#"{"assets":{"mode":"pull","s3":{"bucket":"b","key":"/a/b.tgz",
+                "endpoint":"http://127.0.0.1:9000","checksum_sha256":"AB"}}}"#,
+        );
+        let e = c.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("field `assets.s3.checksum_sha256`: must be 64 hex digits"),
+            "{e}"
+        );
+        let sha = "ab".repeat(32);
+        let c = load(&format!(
+            r#"{{"assets":{{"mode":"pull","s3":{{"bucket":"b","key":"/a/b.tgz",
+                "endpoint":"http://127.0.0.1:9000","checksum_sha256":"{sha}"}}}}}}"#
+        ))
+        .unwrap();
+        let s3 = c.assets.s3.unwrap();
+        assert_eq!(s3.key, "a/b.tgz");
+        assert!(s3.force_path_style);
+        assert_eq!(s3.part_size, 16 * 1024 * 1024);
+        assert_eq!(s3.checksums, vec![super::Checksum::Sha256(sha)]);
+        assert_eq!(s3.uri(), "s3://b/a/b.tgz");
+    }
+
+    #[test]
+    fn marker_must_be_a_plain_name() {
+        let e = load(r#"{"assets":{"marker":"../x"}}"#).unwrap_err();
+        assert!(e.to_string().contains("field `assets.marker`"), "{e}");
+        assert!(load(r#"{"assets":{"marker":".assets-complete"}}"#).is_ok());
+    }
+
+    #[test]
+    fn out_of_range_numbers_name_the_field() {
+        let e = load(r#"{"assets":{"s3":{"bucket":"b","key":"k","concurrency":0}}}"#).unwrap_err();
+        assert!(e.to_string().contains("assets.s3.concurrency"), "{e}");
+        let e = load(r#"{"assets":{"limits":{"max_entry_mib":0}}}"#).unwrap_err();
+        assert!(e.to_string().contains("assets.limits.max_entry_mib"), "{e}");
     }
 }

@@ -76,7 +76,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Machine-readable output (schema in README "status --json").
+    /// Machine-readable output (schema: docs/status-json.md, schema_version 1).
     #[arg(long)]
     pub json: bool,
     /// Redraw until the verdict changes.
@@ -85,7 +85,7 @@ pub struct StatusArgs {
     /// Block until the node is complete or failed, printing progress.
     #[arg(long)]
     pub wait: bool,
-    /// Give up waiting after this many seconds (with --wait).
+    /// Give up waiting after this many seconds (with --wait; default 3600).
     #[arg(long, requires = "wait")]
     pub timeout: Option<u64>,
 }
@@ -93,9 +93,18 @@ pub struct StatusArgs {
 #[derive(Debug, Subcommand)]
 pub enum AssetsCommand {
     /// Download the asset bundle from S3, verify it and move it into place.
-    Pull,
-    /// Report whether complete assets are in place (push mode).
-    Check,
+    Pull {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report whether complete assets are in place (exit 0) or what is
+    /// awaited (exit 10).
+    Check {
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -107,23 +116,97 @@ pub enum HelperStep {
 #[derive(Debug, Subcommand)]
 pub enum AddonCommand {
     /// Before an OS-update reboot: make sure the addon for the next OS
-    /// version is in the store.
-    PreRebootHook,
+    /// version is in the store, then remove stores of older OS versions.
+    PreRebootHook(AddonHookArgs),
     /// Remove store directories of OS versions older than the running one.
     Gc,
+    /// Put the docker the cluster needs in place for the next boot (the
+    /// docker-addon step of `run`) and print the outcome as JSON.
+    Ensure(AddonEnsureArgs),
+    /// Check that this boot applied the given docker version (exit 0), or
+    /// not (exit 7).
+    Confirm {
+        /// The docker version expected, e.g. 17.03.
+        #[arg(long)]
+        docker_next: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddonHookArgs {
+    /// Cluster version (default: KUBELET_IMAGE_TAG of kubelet.env).
+    #[arg(long)]
+    pub cluster_version: Option<String>,
+    /// OS version the node reboots into (default: asked of update_engine).
+    #[arg(long)]
+    pub next_os_version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AddonEnsureArgs {
+    /// Cluster version, e.g. v1.9.6+coreos.0.
+    #[arg(long)]
+    pub cluster_version: String,
+    /// OS version a pending update boots next.
+    #[arg(long)]
+    pub next_os_version: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum MetadataCommand {
-    /// Scan a directory of artifacts and write index and product files.
+    /// Scan a directory of artifacts named <name>_<version>_<series>_<arch>[.<ext>]
+    /// and write streams/v1/index.json and the product file (signed twins
+    /// with --sign-key).
     Generate {
         dir: PathBuf,
-        /// Sign the metadata with this OpenPGP secret key (armored).
+        /// Sign the metadata with this OpenPGP secret key (armored; a
+        /// passphrase, if any, in NODE_BOOTSTRAP_SIGN_PASSPHRASE).
         #[arg(long)]
         sign_key: Option<PathBuf>,
     },
-    /// Check a mirror end to end.
-    Validate { location: String },
+    /// Check a mirror end to end: metadata (signed first), then every item's
+    /// size and hash. LOCATION: a directory, file://, http(s):// or s3://bucket/prefix.
+    Validate {
+        location: String,
+        /// Accept a mirror that has only unsigned metadata.
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Public keys to verify signed metadata with (default: sources.keyring).
+        #[arg(long)]
+        keyring: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Look an artifact up along the search path and say where it was found
+    /// and why earlier locations did not serve it.
+    Find {
+        /// Artifact name (e.g. docker, node-bootstrap).
+        #[arg(long)]
+        name: String,
+        /// OS version or series (e.g. 1520.3.0, flatcar).
+        #[arg(long)]
+        series: String,
+        /// Architecture (e.g. amd64).
+        #[arg(long)]
+        arch: String,
+        /// Exactly this version.
+        #[arg(long, conflicts_with = "major")]
+        version: Option<String>,
+        /// The largest version with this major.
+        #[arg(long)]
+        major: Option<u64>,
+        /// Development mode: search this directory of locally built
+        /// artifacts first (overrides sources.dev_dir).
+        #[arg(long)]
+        dev_dir: Option<PathBuf>,
+        /// Download the item here (verified) as well.
+        #[arg(long)]
+        fetch: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Parses the process arguments, runs the command, returns the exit code.
@@ -156,19 +239,185 @@ fn load(cli: &Cli) -> Result<Config> {
     Config::load(&cli.config)
 }
 
-/// A small runtime: the agent's I/O is a few connections at a time.
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::internal(format!("cannot start the async runtime: {e}")))
+    crate::runtime::multi_thread()
 }
 
-fn not_yet(what: &str) -> Result<u8> {
-    Err(Error::internal(format!(
-        "`{what}` is not available in this build"
-    )))
+fn assets_command(cli: &Cli, cmd: &AssetsCommand) -> Result<u8> {
+    let config = load(cli)?;
+    match cmd {
+        AssetsCommand::Pull { json } => {
+            let report = runtime()?.block_on(crate::assets::pull(&config))?;
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serializes")
+                );
+            } else if report.already_present {
+                println!("assets already in place at {}", report.path.display());
+            } else {
+                println!(
+                    "assets from {} in place at {} ({} bytes, {} files, {} secrets, verified {})",
+                    report.source,
+                    report.path.display(),
+                    report.bytes,
+                    report.files,
+                    report.secrets,
+                    report.verified.join(", ")
+                );
+            }
+            Ok(exit::SUCCESS)
+        }
+        AssetsCommand::Check { json } => {
+            let r = crate::assets::readiness(&config);
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&r).expect("readiness serializes")
+                );
+            } else {
+                match &r {
+                    crate::assets::AssetsReadiness::Ready { path } => {
+                        println!("assets complete at {}", path.display())
+                    }
+                    crate::assets::AssetsReadiness::Waiting { what } => println!("{what}"),
+                }
+            }
+            Ok(match r {
+                crate::assets::AssetsReadiness::Ready { .. } => exit::SUCCESS,
+                crate::assets::AssetsReadiness::Waiting { .. } => exit::STATUS_IN_PROGRESS,
+            })
+        }
+    }
+}
+
+/// The config if its file exists, else the defaults (mirror tools run on
+/// operators' machines, which have no agent config).
+fn load_or_defaults(cli: &Cli) -> Result<Config> {
+    if cli.config.exists() {
+        load(cli)
+    } else {
+        Ok(Config::defaults())
+    }
+}
+
+fn metadata_command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
+    use crate::metadata;
+    match cmd {
+        MetadataCommand::Generate { dir, sign_key } => {
+            let signer = sign_key
+                .as_deref()
+                .map(metadata::sign::Signer::load)
+                .transpose()?;
+            let r = metadata::generate(dir, signer.as_ref())?;
+            println!(
+                "wrote {} ({} products, {} items{}); ignored {} files not named <name>_<version>_<series>_<arch>[.<ext>]",
+                r.written
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                r.products,
+                r.items,
+                if r.signed { ", signed" } else { ", unsigned" },
+                r.ignored.len()
+            );
+            Ok(exit::SUCCESS)
+        }
+        MetadataCommand::Validate {
+            location,
+            allow_unsigned,
+            keyring,
+            json,
+        } => {
+            let mut config = load_or_defaults(cli)?;
+            if let Some(k) = keyring {
+                config.sources.keyring = Some(k.clone());
+            }
+            let loc = metadata::parse_validate_location(&config, location)?;
+            let r = runtime()?.block_on(metadata::validate(&config, &loc, *allow_unsigned))?;
+            if *json {
+                println!("{}", serde_json::to_string(&r).expect("report serializes"));
+            } else {
+                println!(
+                    "{}: {} metadata, {} products, {} items, {} problems",
+                    r.location,
+                    if r.signed { "signed" } else { "unsigned" },
+                    r.products,
+                    r.items,
+                    r.problems.len()
+                );
+                for p in &r.problems {
+                    println!("  problem: {p}");
+                }
+            }
+            if r.problems.is_empty() {
+                Ok(exit::SUCCESS)
+            } else {
+                Err(Error::verification(format!(
+                    "mirror {} has {} problems",
+                    r.location,
+                    r.problems.len()
+                )))
+            }
+        }
+        MetadataCommand::Find {
+            name,
+            series,
+            arch,
+            version,
+            major,
+            dev_dir,
+            fetch,
+            json,
+        } => {
+            let mut config = load(cli)?;
+            if let Some(d) = dev_dir {
+                if !d.is_absolute() {
+                    return Err(Error::bad_input(format!(
+                        "--dev-dir must be an absolute path, got {}",
+                        d.display()
+                    )));
+                }
+                config.sources.dev_dir = Some(d.clone());
+            }
+            let query = metadata::ArtifactQuery {
+                name: name.clone(),
+                series: series.clone(),
+                arch: arch.clone(),
+                version: match (version, major) {
+                    (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
+                    (None, Some(m)) => metadata::format::VersionMatch::Major(*m),
+                    (None, None) => metadata::format::VersionMatch::Latest,
+                },
+            };
+            let rt = runtime()?;
+            let found = rt.block_on(metadata::find(&config, &query))?;
+            if let Some(dest) = fetch {
+                rt.block_on(metadata::fetch_item(&config, &found, dest))?;
+            }
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&found).expect("found serializes")
+                );
+            } else {
+                for s in &found.skipped {
+                    println!("skipped {} ({}): {}", s.location, s.kind.as_str(), s.reason);
+                }
+                println!(
+                    "found {} {} at {} ({} metadata from {}, {})",
+                    found.product_id,
+                    found.version,
+                    found.url,
+                    if found.signed { "signed" } else { "unsigned" },
+                    found.location,
+                    found.kind.as_str()
+                );
+            }
+            Ok(exit::SUCCESS)
+        }
+    }
 }
 
 fn dispatch(cli: Cli) -> Result<u8> {
@@ -192,10 +441,25 @@ fn dispatch(cli: Cli) -> Result<u8> {
             runtime()?.block_on(crate::flow::command::preflight(&config))?;
             Ok(exit::SUCCESS)
         }
-        Command::Status(_) => not_yet("status"),
-        Command::Assets(_) => not_yet("assets"),
-        Command::Helper { .. } => not_yet("helper"),
-        Command::Addon(_) => not_yet("addon"),
-        Command::Metadata(_) => not_yet("metadata"),
+        Command::Status(args) => crate::status::main(
+            &cli.config,
+            &crate::status::Options {
+                json: args.json,
+                watch: args.watch,
+                wait: args.wait,
+                timeout: args.timeout,
+            },
+        ),
+        Command::Assets(cmd) => assets_command(&cli, cmd),
+        Command::Helper { step } => {
+            let config = load(&cli)?;
+            let step = match step {
+                HelperStep::Bootkube => crate::helper::Step::Bootkube,
+                HelperStep::Tectonic => crate::helper::Step::Tectonic,
+            };
+            crate::helper::main(&config, step)
+        }
+        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, cmd),
+        Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }
 }

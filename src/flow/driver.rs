@@ -256,6 +256,7 @@ mod tests {
         update: Option<String>,
         docker_change: bool,
         fail_version: bool,
+        version_error: Option<ErrorClass>,
         reboot_happens: bool,
     }
 
@@ -269,6 +270,9 @@ mod tests {
         }
         async fn discover_version(&self) -> Result<Value> {
             self.calls.borrow_mut().push("version".into());
+            if let Some(class) = self.version_error {
+                return Err(Error::new(class, "scripted"));
+            }
             if self.fail_version {
                 return Err(Error::retryable(
                     "GET https://10.0.0.1:443/version: connection refused",
@@ -497,6 +501,38 @@ mod tests {
             "version",
             "assets were done in this boot and not redone"
         );
+    }
+
+    #[tokio::test]
+    async fn every_error_class_is_recorded_and_returned_unchanged() {
+        for class in [
+            ErrorClass::Retryable,
+            ErrorClass::Config,
+            ErrorClass::BadInput,
+            ErrorClass::Verification,
+            ErrorClass::Refused,
+            ErrorClass::Locked,
+            ErrorClass::Internal,
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let node = FakeNode {
+                version_error: Some(class),
+                ..Default::default()
+            };
+            let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+            assert_eq!(err.class(), class);
+            let j = JournalFile::new(d.path().join("state.json"))
+                .load()
+                .unwrap()
+                .unwrap();
+            let rec = j.step("cluster-version").unwrap();
+            assert_eq!(rec.error_class, Some(class));
+            assert_eq!(
+                rec.error.as_deref(),
+                Some("cluster-version failed: scripted")
+            );
+            assert!(node.env_written.borrow().is_none());
+        }
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 
 use super::seams::{OsOutcome, OsUpdateRecord, Seams};
 use crate::config::Config;
-use crate::error::{Error, ErrorClass, Result, ResultExt as _};
+use crate::error::{Error, Result, ResultExt as _};
 use crate::{fsutil, kubeletenv};
 use serde_json::{Value, json};
 use std::convert::Infallible;
@@ -49,13 +49,33 @@ impl Seams for NodeSeams<'_> {
         } else {
             None
         };
-        Ok(json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig}))
+        // Pull mode: init-assets.service runs before this unit; if it has
+        // not finished, the assets are not there and nothing may proceed on
+        // them. Push mode: terraform pushes whenever it gets to it and the
+        // path units wait; `run` does not need the pushed assets.
+        let pulled = self.config.assets.mode == crate::assets::config::AssetsMode::Pull;
+        if !pulled && !self.config.role.is_bootkube_master() {
+            return Ok(
+                json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig, "assets": "none pushed to this role"}),
+            );
+        }
+        let assets = match crate::assets::readiness(self.config) {
+            crate::assets::AssetsReadiness::Ready { path } => {
+                format!("complete at {}", path.display())
+            }
+            crate::assets::AssetsReadiness::Waiting { what } => {
+                if pulled {
+                    return Err(Error::retryable(what));
+                }
+                what
+            }
+        };
+        Ok(json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig, "assets": assets}))
     }
 
     async fn discover_version(&self) -> Result<Value> {
         let seed = kubeletenv::read_seed(&self.config.paths.seed_kubelet_env())?;
         let found = crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await?;
-        info!(phase = "cluster-version", version = %found.version, source = ?found.source, "cluster version determined");
         Ok(serde_json::to_value(&found).expect("serializable"))
     }
 
@@ -121,18 +141,11 @@ impl Seams for NodeSeams<'_> {
         cluster_version: &str,
         next_os_version: Option<&str>,
     ) -> Result<Value> {
-        let _ = (cluster_version, next_os_version);
-        Err(Error::new(
-            ErrorClass::Config,
-            "addon.enabled is set, but this build has no docker addon support yet",
-        ))
+        crate::addon::ensure_for_flow(self.config, cluster_version, next_os_version).await
     }
 
-    async fn addon_confirm(&self, _intended: &Value) -> Result<bool> {
-        Err(Error::new(
-            ErrorClass::Config,
-            "addon.enabled is set, but this build has no docker addon support yet",
-        ))
+    async fn addon_confirm(&self, intended: &Value) -> Result<bool> {
+        crate::addon::confirm_for_flow(self.config, intended)
     }
 
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {

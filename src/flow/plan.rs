@@ -42,7 +42,7 @@ impl Step {
     ];
 
     /// The journal key (`cluster-version`, …).
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Step::Assets => "assets",
             Step::ClusterVersion => "cluster-version",

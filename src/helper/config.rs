@@ -1,17 +1,399 @@
-//! The `helpers` config section.
+//! The `helpers` config section: how `bootkube.service` and
+//! `tectonic.service` run their step.
+//!
+//! ```json
+//! "helpers": {
+//!   "bootkube": {
+//!     "mode": "docker",
+//!     "timeout_secs": 1200,
+//!     "log_tail_lines": 40,
+//!     "docker": {
+//!       "image": "quay.io/coreos/bootkube:v0.10.0",
+//!       "entrypoint": ["/bootkube"],
+//!       "args": ["start", "--asset-dir=/assets"],
+//!       "mounts": ["/opt/tectonic:/assets", "/etc/kubernetes:/etc/kubernetes"],
+//!       "env": {"HOME": "/root"}
+//!     }
+//!   },
+//!   "tectonic": { "mode": "script", "script": "/opt/tectonic/tectonic-wrapper.sh" }
+//! }
+//! ```
+//!
+//! Defaults: `mode` is `script`; the script is `<paths.assets_dir>/bootkube.sh`
+//! or `<paths.assets_dir>/tectonic-wrapper.sh` (i.e. `/opt/tectonic/...`);
+//! `timeout_secs` 1500 (25 minutes, below the units' `TimeoutStartSec=30min`
+//! so the helper, not systemd, ends a hung step and records why);
+//! `log_tail_lines` 40. In docker mode `image` is required; the bootkube
+//! step defaults to what `bootkube.sh` ran (`--entrypoint=/bootkube start
+//! --asset-dir=/assets`); both steps default to the mounts `bootkube.sh`
+//! used (`<assets_dir>:/assets`, `/etc/kubernetes:/etc/kubernetes`) and to
+//! the host network.
 
-use crate::config::FieldResult;
+use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
 use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Longest allowed step timeout: just under the units' 30 minute start timeout.
+pub const MAX_TIMEOUT_SECS: u64 = 29 * 60;
+pub const DEFAULT_TIMEOUT_SECS: u64 = 25 * 60;
+pub const DEFAULT_LOG_TAIL_LINES: usize = 40;
+pub const MAX_LOG_TAIL_LINES: usize = 1000;
+
+/// How a helper runs its step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HelperMode {
+    /// The asset script as a child process (`bash <script>`).
+    #[default]
+    Script,
+    /// The container itself, through Docker's API.
+    Docker,
+}
+
+impl HelperMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HelperMode::Script => "script",
+            HelperMode::Docker => "docker",
+        }
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawHelpers {}
+pub struct RawHelpers {
+    #[serde(default)]
+    pub bootkube: RawStep,
+    #[serde(default)]
+    pub tectonic: RawStep,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub mode: Option<HelperMode>,
+    /// Script to run in script mode (absolute).
+    pub script: Option<PathBuf>,
+    pub timeout_secs: Option<u64>,
+    pub log_tail_lines: Option<usize>,
+    pub docker: Option<RawDocker>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDocker {
+    pub image: Option<String>,
+    /// Replaces the image's entrypoint (`docker run --entrypoint`).
+    pub entrypoint: Option<Vec<String>>,
+    /// The command / arguments after the image name.
+    pub args: Option<Vec<String>>,
+    /// Bind mounts `host:container[:ro]`; `host` absolute.
+    pub mounts: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// `--network=host` (default true, as bootkube.sh ran it).
+    pub host_network: Option<bool>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct HelpersSettings {}
+pub struct HelpersSettings {
+    pub bootkube: StepSettings,
+    pub tectonic: StepSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSettings {
+    pub mode: HelperMode,
+    /// `None`: the default script in `paths.assets_dir` ([`StepSettings::script_path`]).
+    pub script: Option<PathBuf>,
+    pub timeout: Duration,
+    pub log_tail_lines: usize,
+    /// Present in docker mode (always validated when given).
+    pub docker: Option<DockerSettings>,
+}
+
+impl Default for StepSettings {
+    fn default() -> Self {
+        StepSettings {
+            mode: HelperMode::Script,
+            script: None,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
+            log_tail_lines: DEFAULT_LOG_TAIL_LINES,
+            docker: None,
+        }
+    }
+}
+
+impl StepSettings {
+    /// The script this step runs: the configured one, or `default_name` in
+    /// the assets dir.
+    pub fn script_path(&self, assets_dir: &Path, default_name: &str) -> PathBuf {
+        self.script
+            .clone()
+            .unwrap_or_else(|| assets_dir.join(default_name))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerSettings {
+    pub image: String,
+    pub entrypoint: Option<Vec<String>>,
+    pub args: Option<Vec<String>>,
+    /// `None`: the bootkube.sh mounts (`<assets_dir>:/assets`, `/etc/kubernetes:/etc/kubernetes`).
+    pub mounts: Option<Vec<String>>,
+    pub env: BTreeMap<String, String>,
+    pub host_network: bool,
+}
+
+impl DockerSettings {
+    /// The bind mounts in effect, given the assets dir.
+    pub fn binds(&self, assets_dir: &Path) -> Vec<String> {
+        self.mounts.clone().unwrap_or_else(|| {
+            vec![
+                format!("{}:/assets", assets_dir.display()),
+                "/etc/kubernetes:/etc/kubernetes".to_string(),
+            ]
+        })
+    }
+}
 
 impl RawHelpers {
     pub fn validate(self) -> FieldResult<HelpersSettings> {
-        Ok(HelpersSettings {})
+        Ok(HelpersSettings {
+            bootkube: self.bootkube.validate(
+                "helpers.bootkube",
+                Some((
+                    vec!["/bootkube".into()],
+                    vec!["start".into(), "--asset-dir=/assets".into()],
+                )),
+            )?,
+            tectonic: self.tectonic.validate("helpers.tectonic", None)?,
+        })
+    }
+}
+
+type DefaultCommand = Option<(Vec<String>, Vec<String>)>;
+
+impl RawStep {
+    fn validate(self, field: &str, default_cmd: DefaultCommand) -> FieldResult<StepSettings> {
+        let mode = self.mode.unwrap_or_default();
+        let script = self
+            .script
+            .map(|p| absolute_path(&format!("{field}.script"), p))
+            .transpose()?;
+        let timeout = seconds_in(
+            &format!("{field}.timeout_secs"),
+            self.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
+            1,
+            MAX_TIMEOUT_SECS,
+        )?;
+        let log_tail_lines = self.log_tail_lines.unwrap_or(DEFAULT_LOG_TAIL_LINES);
+        if !(1..=MAX_LOG_TAIL_LINES).contains(&log_tail_lines) {
+            return Err(FieldError::new(
+                format!("{field}.log_tail_lines"),
+                format!("must be between 1 and {MAX_LOG_TAIL_LINES}, got {log_tail_lines}"),
+            ));
+        }
+        let docker = match self.docker {
+            Some(d) => Some(d.validate(&format!("{field}.docker"), default_cmd)?),
+            None if mode == HelperMode::Docker => {
+                return Err(FieldError::new(
+                    format!("{field}.docker.image"),
+                    "is required when mode is \"docker\"",
+                ));
+            }
+            None => None,
+        };
+        Ok(StepSettings {
+            mode,
+            script,
+            timeout,
+            log_tail_lines,
+            docker,
+        })
+    }
+}
+
+impl RawDocker {
+    fn validate(self, field: &str, default_cmd: DefaultCommand) -> FieldResult<DockerSettings> {
+        let image = match self.image {
+            Some(i) if !i.trim().is_empty() && !i.chars().any(char::is_whitespace) => i,
+            Some(i) => {
+                return Err(FieldError::new(
+                    format!("{field}.image"),
+                    format!("must be an image reference without spaces, got {i:?}"),
+                ));
+            }
+            None => {
+                return Err(FieldError::new(
+                    format!("{field}.image"),
+                    "is required in the docker section",
+                ));
+            }
+        };
+        if let Some(m) = &self.mounts {
+            for (i, spec) in m.iter().enumerate() {
+                validate_mount(&format!("{field}.mounts[{i}]"), spec)?;
+            }
+        }
+        for k in self.env.keys() {
+            if k.is_empty() || k.contains('=') {
+                return Err(FieldError::new(
+                    format!("{field}.env"),
+                    format!("invalid variable name {k:?}"),
+                ));
+            }
+        }
+        if let Some(ep) = &self.entrypoint
+            && ep.is_empty()
+        {
+            return Err(FieldError::new(
+                format!("{field}.entrypoint"),
+                "must not be empty (leave it out to use the default)",
+            ));
+        }
+        let (entrypoint, args) = match (self.entrypoint, self.args, default_cmd) {
+            (None, None, Some((ep, args))) => (Some(ep), Some(args)),
+            (ep, args, _) => (ep, args),
+        };
+        Ok(DockerSettings {
+            image,
+            entrypoint,
+            args,
+            mounts: self.mounts,
+            env: self.env,
+            host_network: self.host_network.unwrap_or(true),
+        })
+    }
+}
+
+fn validate_mount(field: &str, spec: &str) -> FieldResult<()> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let ok = match parts.as_slice() {
+        [h, c] => h.starts_with('/') && c.starts_with('/'),
+        [h, c, opt] => {
+            h.starts_with('/')
+                && c.starts_with('/')
+                && opt.split(',').all(|o| matches!(o, "ro" | "rw" | "z" | "Z"))
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("must be \"/host/path:/container/path[:ro]\", got {spec:?}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn load(text: &str) -> crate::error::Result<Config> {
+        Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
+    }
+
+    #[test]
+    fn defaults_are_script_mode_with_the_asset_scripts() {
+        let c = load("{}").unwrap();
+        let b = &c.helpers.bootkube;
+        assert_eq!(b.mode, HelperMode::Script);
+        assert_eq!(
+            b.script_path(&c.paths.assets_dir, "bootkube.sh"),
+            PathBuf::from("/opt/tectonic/bootkube.sh")
+        );
+        assert_eq!(
+            c.helpers
+                .tectonic
+                .script_path(&c.paths.assets_dir, "tectonic-wrapper.sh"),
+            PathBuf::from("/opt/tectonic/tectonic-wrapper.sh")
+        );
+        assert_eq!(b.timeout, Duration::from_secs(1500));
+        assert_eq!(b.log_tail_lines, 40);
+        assert!(b.docker.is_none());
+    }
+
+    #[test]
+    fn docker_mode_defaults_to_what_bootkube_sh_ran() {
+        let c = load(
+            r#"{"helpers":{"bootkube":{"mode":"docker","docker":{"image":"quay.io/coreos/bootkube:v0.10.0"}}}}"#,
+        )
+        .unwrap();
+        let d = c.helpers.bootkube.docker.unwrap();
+        assert_eq!(d.entrypoint.clone().unwrap(), vec!["/bootkube"]);
+        assert_eq!(
+            d.args.clone().unwrap(),
+            vec!["start", "--asset-dir=/assets"]
+        );
+        assert!(d.host_network);
+        assert_eq!(
+            d.binds(Path::new("/opt/tectonic")),
+            vec!["/opt/tectonic:/assets", "/etc/kubernetes:/etc/kubernetes"]
+        );
+    }
+
+    #[test]
+    fn docker_mode_without_image_names_the_field() {
+        let err = load(r#"{"helpers":{"tectonic":{"mode":"docker"}}}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `helpers.tectonic.docker.image`: is required"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let cases = [
+            (
+                r#"{"helpers":{"bootkube":{"timeout_secs":0}}}"#,
+                "helpers.bootkube.timeout_secs",
+            ),
+            (
+                r#"{"helpers":{"bootkube":{"timeout_secs":3600}}}"#,
+                "helpers.bootkube.timeout_secs",
+            ),
+            (
+                r#"{"helpers":{"tectonic":{"script":"tectonic.sh"}}}"#,
+                "helpers.tectonic.script",
+            ),
+            (
+                r#"{"helpers":{"bootkube":{"log_tail_lines":0}}}"#,
+                "helpers.bootkube.log_tail_lines",
+            ),
+            (
+                r#"{"helpers":{"bootkube":{"docker":{"image":"x","mounts":["assets:/assets"]}}}}"#,
+                "helpers.bootkube.docker.mounts[0]",
+            ),
+            (
+                r#"{"helpers":{"bootkube":{"docker":{"image":"a b"}}}}"#,
+                "helpers.bootkube.docker.image",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = load(text).unwrap_err().to_string();
+            assert!(err.contains(&format!("field `{field}`")), "{text}: {err}");
+        }
+        let err = load(r#"{"helpers":{"bootkube":{"mdoe":"docker"}}}"#).unwrap_err();
+        assert!(err.to_string().contains("mdoe"), "{err}");
+    }
+
+    #[test]
+    fn explicit_command_replaces_the_default() {
+        let c = load(
+            r#"{"helpers":{"bootkube":{"mode":"docker","docker":{"image":"x","args":["version"],"mounts":["/a:/b:ro"],"host_network":false}}}}"#,
+        )
+        .unwrap();
+        let d = c.helpers.bootkube.docker.unwrap();
+        assert_eq!(d.entrypoint, None);
+        assert_eq!(d.args.clone().unwrap(), vec!["version"]);
+        assert_eq!(d.binds(Path::new("/opt/tectonic")), vec!["/a:/b:ro"]);
+        assert!(!d.host_network);
     }
 }

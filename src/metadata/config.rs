@@ -1,17 +1,286 @@
 //! The `sources` config section: where artifact metadata is searched.
+//!
+//! ```json
+//! "sources": {
+//!   "local_dir": "/var/lib/node-bootstrap/metadata",
+//!   "url": "https://mirror.example.internal/node-bootstrap",
+//!   "use_cluster_bucket": true, "bucket_prefix": "metadata",
+//!   "default_url": "https://…", "use_default": true,
+//!   "allow_unsigned": ["local"],
+//!   "keyring": "/etc/kubernetes/installer/keyring.asc",
+//!   "dev_dir": "/home/core/build/artifacts",
+//!   "timeout_secs": 30, "attempts": 3
+//! }
+//! ```
+//!
+//! Locations are tried in this order (seed 001): `dev_dir` (development
+//! mode only), `local_dir`, `url`, the cluster's bucket
+//! (`s3://<assets.s3.bucket>/<bucket_prefix>`, when `assets.s3` is set), and
+//! the built-in default. At each, signed metadata (`index.sjson`) is tried
+//! before unsigned (`index.json`), which is used only where
+//! `allow_unsigned` names the location's kind.
 
-use crate::config::FieldResult;
-use serde::Deserialize;
+use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The built-in default location. The project has no public mirror yet:
+/// this is a reserved name (RFC 2606) that never resolves, so out of the
+/// box only the configured locations answer. Set `sources.default_url` once
+/// a mirror exists; until then the default location is searched only when
+/// `default_url` is set or `use_default` is true.
+pub const DEFAULT_URL: &str = "https://artifacts.node-bootstrap.example/streams";
+
+/// Default local store.
+pub const DEFAULT_LOCAL_DIR: &str = "/var/lib/node-bootstrap/metadata";
+
+/// The kinds of location in the search path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LocationKind {
+    /// Locally built artifacts (development mode).
+    Dev,
+    /// The node's local store.
+    Local,
+    /// The user-supplied URL or directory.
+    Url,
+    /// The cluster's bucket.
+    Bucket,
+    /// The built-in default URL.
+    Default,
+}
+
+impl LocationKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LocationKind::Dev => "dev",
+            LocationKind::Local => "local",
+            LocationKind::Url => "url",
+            LocationKind::Bucket => "bucket",
+            LocationKind::Default => "default",
+        }
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSources {}
+pub struct RawSources {
+    /// The node's local store (default /var/lib/node-bootstrap/metadata).
+    pub local_dir: Option<PathBuf>,
+    /// A user-supplied location: `https://…`, `http://…`, `file:///dir`, or
+    /// an absolute directory path.
+    pub url: Option<String>,
+    /// Search the cluster's bucket (default true; needs `assets.s3`).
+    pub use_cluster_bucket: Option<bool>,
+    /// Prefix of the metadata tree in the cluster's bucket (default "metadata").
+    pub bucket_prefix: Option<String>,
+    /// The built-in default location (see [`DEFAULT_URL`]).
+    pub default_url: Option<String>,
+    /// Search the default location (default true).
+    pub use_default: Option<bool>,
+    /// Location kinds where unsigned metadata is accepted (default none).
+    #[serde(default)]
+    pub allow_unsigned: Vec<LocationKind>,
+    /// Armored OpenPGP public keys that sign metadata (default
+    /// `<paths.seed_dir>/keyring.asc`).
+    pub keyring: Option<PathBuf>,
+    /// Development mode: search this directory of locally built artifacts
+    /// first, unsigned allowed. Loudly logged on every search.
+    pub dev_dir: Option<PathBuf>,
+    /// Timeout of one HTTP request, seconds (default 30).
+    pub timeout_secs: Option<u64>,
+    /// Attempts per HTTP/S3 fetch on transient errors (default 3).
+    pub attempts: Option<u32>,
+}
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SourcesSettings {}
+/// A user-supplied location, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserLocation {
+    Dir(PathBuf),
+    Http(url::Url),
+}
+
+/// Parses a location string: absolute path, `file://`, `http(s)://`.
+pub fn parse_location(field: &str, s: &str) -> FieldResult<UserLocation> {
+    if s.starts_with('/') {
+        return Ok(UserLocation::Dir(PathBuf::from(s)));
+    }
+    let u = url::Url::parse(s).map_err(|e| {
+        FieldError::new(field, format!("is not a URL or absolute path ({e}): {s:?}"))
+    })?;
+    match u.scheme() {
+        "file" => Ok(UserLocation::Dir(PathBuf::from(u.path()))),
+        "http" | "https" => Ok(UserLocation::Http(u)),
+        other => Err(FieldError::new(
+            field,
+            format!(
+                "scheme {other:?} is not supported (use https://, http://, file:// or a path): {s:?}"
+            ),
+        )),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourcesSettings {
+    pub local_dir: PathBuf,
+    pub url: Option<UserLocation>,
+    pub use_cluster_bucket: bool,
+    pub bucket_prefix: String,
+    pub default_url: Option<url::Url>,
+    pub allow_unsigned: Vec<LocationKind>,
+    pub keyring: Option<PathBuf>,
+    pub dev_dir: Option<PathBuf>,
+    pub timeout: Duration,
+    pub attempts: u32,
+}
+
+impl Default for SourcesSettings {
+    fn default() -> Self {
+        RawSources::default()
+            .validate()
+            .expect("defaults are valid")
+    }
+}
+
+impl SourcesSettings {
+    /// The keyring path in effect.
+    pub fn keyring_path(&self, paths: &crate::config::Paths) -> PathBuf {
+        self.keyring
+            .clone()
+            .unwrap_or_else(|| paths.seed_dir.join("keyring.asc"))
+    }
+}
 
 impl RawSources {
     pub fn validate(self) -> FieldResult<SourcesSettings> {
-        Ok(SourcesSettings {})
+        let local_dir = absolute_path(
+            "sources.local_dir",
+            self.local_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_LOCAL_DIR)),
+        )?;
+        let url = self
+            .url
+            .as_deref()
+            .map(|s| parse_location("sources.url", s))
+            .transpose()?;
+        // No public mirror exists, so the built-in default is searched only
+        // when asked for: a `default_url` set, or `use_default: true`.
+        let default_url = if self.use_default.unwrap_or(self.default_url.is_some()) {
+            let s = self.default_url.as_deref().unwrap_or(DEFAULT_URL);
+            match parse_location("sources.default_url", s)? {
+                UserLocation::Http(u) => Some(u),
+                UserLocation::Dir(_) => {
+                    return Err(FieldError::new(
+                        "sources.default_url",
+                        format!("must be an http(s) URL, got {s:?}"),
+                    ));
+                }
+            }
+        } else {
+            None
+        };
+        let bucket_prefix = self
+            .bucket_prefix
+            .unwrap_or_else(|| "metadata".to_string())
+            .trim_matches('/')
+            .to_string();
+        let keyring = self
+            .keyring
+            .map(|k| absolute_path("sources.keyring", k))
+            .transpose()?;
+        let dev_dir = self
+            .dev_dir
+            .map(|d| absolute_path("sources.dev_dir", d))
+            .transpose()?;
+        let attempts = self.attempts.unwrap_or(3);
+        if !(1..=20).contains(&attempts) {
+            return Err(FieldError::new(
+                "sources.attempts",
+                format!("must be between 1 and 20, got {attempts}"),
+            ));
+        }
+        if self.allow_unsigned.contains(&LocationKind::Dev) {
+            return Err(FieldError::new(
+                "sources.allow_unsigned",
+                "\"dev\" is always unsigned; list only local, url, bucket, default",
+            ));
+        }
+        Ok(SourcesSettings {
+            local_dir,
+            url,
+            use_cluster_bucket: self.use_cluster_bucket.unwrap_or(true),
+            bucket_prefix,
+            default_url,
+            allow_unsigned: self.allow_unsigned,
+            keyring,
+            dev_dir,
+            timeout: seconds_in(
+                "sources.timeout_secs",
+                self.timeout_secs.unwrap_or(30),
+                1,
+                600,
+            )?,
+            attempts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::path::Path;
+
+    fn load(text: &str) -> crate::error::Result<Config> {
+        Config::from_json(text, Path::new("/c.json"))
+    }
+
+    #[test]
+    fn defaults_refuse_unsigned_everywhere() {
+        let c = load("{}").unwrap();
+        assert!(c.sources.allow_unsigned.is_empty());
+        assert_eq!(c.sources.local_dir, PathBuf::from(DEFAULT_LOCAL_DIR));
+        assert!(
+            c.sources.default_url.is_none(),
+            "the default location is opt-in"
+        );
+        assert_eq!(
+            c.sources.keyring_path(&c.paths),
+            PathBuf::from("/etc/kubernetes/installer/keyring.asc")
+        );
+    }
+
+    #[test]
+    fn locations_parse_and_bad_ones_name_the_field() {
+        let c =
+            load(r#"{"sources":{"url":"file:///srv/mirror","allow_unsigned":["url"]}}"#).unwrap();
+        assert_eq!(
+            c.sources.url,
+            Some(UserLocation::Dir(PathBuf::from("/srv/mirror")))
+        );
+        let e = load(r#"{"sources":{"url":"ftp://x/y"}}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("field `sources.url`: scheme \"ftp\""),
+            "{e}"
+        );
+        let e = load(r#"{"sources":{"allow_unsigned":["everywhere"]}}"#).unwrap_err();
+        assert!(e.to_string().contains("sources.allow_unsigned"), "{e}");
+        let c = load(r#"{"sources":{"use_default":false}}"#).unwrap();
+        assert!(c.sources.default_url.is_none());
+        let c = load(r#"{"sources":{}}"#).unwrap();
+        assert!(
+            c.sources.default_url.is_none(),
+            "no public mirror: the default is opt-in"
+        );
+        let c = load(r#"{"sources":{"default_url":"https://mirror.example.internal/streams"}}"#)
+            .unwrap();
+        assert!(c.sources.default_url.is_some());
+        let c = load(r#"{"sources":{"use_default":true}}"#).unwrap();
+        assert_eq!(
+            c.sources.default_url.as_ref().unwrap().as_str(),
+            DEFAULT_URL
+        );
     }
 }

@@ -1,4 +1,865 @@
-//! Artifact metadata (simplestreams-shaped index and products) and the
-//! search path of locations it is looked up in.
+//! Artifact metadata (simplestreams-shaped index and products, see
+//! [`format`]) and the search path of locations it is looked up in.
+//!
+//! ## The search path ([`find`])
+//! Locations, in order (seed 001; `sources` config section):
+//! 1. `sources.dev_dir`: development mode only, unsigned allowed, logged
+//!    loudly as such on every search;
+//! 2. `sources.local_dir`: the node's local store;
+//! 3. `sources.url`: a user-supplied URL or directory;
+//! 4. the cluster's bucket, `s3://<assets.s3.bucket>/<sources.bucket_prefix>`;
+//! 5. the built-in default URL.
+//!
+//! At each location `streams/v1/index.sjson` (inline-signed) is read first
+//! and verified against the keyring; its product files are read as `.sjson`
+//! and verified too. Only if there is no signed index is `index.json` read,
+//! and only where `sources.allow_unsigned` lists the location's kind.
+//! Signed metadata that fails verification disqualifies the whole location
+//! (its unsigned files are not consulted: that would be a downgrade); the
+//! search goes on to the next location, and if nothing matches the error
+//! is a verification failure.
+//!
+//! The first location with a product that has a matching version wins.
+//! [`Found`] says which location served it and why each earlier one did not.
+//!
+//! ## Mirrors ([`generate`], [`validate`])
+//! `metadata generate <dir>` scans artifacts named
+//! `<name>_<version>_<series>_<arch>[.<ext>]` (anywhere below `dir`, except
+//! `streams/`) and writes the index and product file (and their signed
+//! twins with `--sign-key`). `metadata validate <location>` reads a mirror
+//! as a node would and checks every item's size and hash.
 
 pub mod config;
+pub mod format;
+pub mod location;
+pub mod sign;
+
+use crate::config::Config;
+use crate::error::{Context as _, Error, ErrorClass, Result};
+use crate::fsutil;
+use config::{LocationKind, UserLocation};
+use format::{Index, Item, Products, VersionMatch};
+use location::{FetchError, Location};
+use serde::Serialize;
+use sha2::Digest;
+use std::path::{Path, PathBuf};
+
+/// What to look for: product (name, series, arch) and which version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactQuery {
+    /// Artifact name, e.g. `docker`, `node-bootstrap`.
+    pub name: String,
+    /// OS version or series, e.g. `1520.3.0`, `flatcar`.
+    pub series: String,
+    /// Architecture, e.g. `amd64`.
+    pub arch: String,
+    pub version: VersionMatch,
+}
+
+impl ArtifactQuery {
+    pub fn product_id(&self) -> String {
+        format::product_id(&self.name, &self.series, &self.arch)
+    }
+}
+
+/// A location that did not serve the query, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub kind: LocationKind,
+    pub location: String,
+    pub reason: String,
+}
+
+/// The item chosen, and where it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Found {
+    pub kind: LocationKind,
+    /// The location's base (directory, URL, `s3://bucket/prefix`).
+    pub location: String,
+    /// Whether the metadata was signed (and verified).
+    pub signed: bool,
+    pub product_id: String,
+    pub version: String,
+    pub item_name: String,
+    pub item: Item,
+    /// Where the item itself is (path, URL or `s3://`).
+    pub url: String,
+    /// Earlier locations and why they did not serve it.
+    pub skipped: Vec<Skipped>,
+    #[serde(skip)]
+    base: Option<Location>,
+}
+
+/// The locations of the search path, in order.
+pub fn search_path(config: &Config) -> Vec<(LocationKind, Location)> {
+    let s = &config.sources;
+    let mut v = Vec::new();
+    if let Some(d) = &s.dev_dir {
+        v.push((LocationKind::Dev, Location::Dir(d.clone())));
+    }
+    v.push((LocationKind::Local, Location::Dir(s.local_dir.clone())));
+    match &s.url {
+        Some(UserLocation::Dir(d)) => v.push((LocationKind::Url, Location::Dir(d.clone()))),
+        Some(UserLocation::Http(u)) => v.push((LocationKind::Url, Location::Http(u.clone()))),
+        None => {}
+    }
+    if s.use_cluster_bucket
+        && let Some(s3) = &config.assets.s3
+    {
+        let mut b = s3.clone();
+        b.key = s.bucket_prefix.clone();
+        v.push((LocationKind::Bucket, Location::S3(Box::new(b))));
+    }
+    if let Some(u) = &s.default_url {
+        v.push((LocationKind::Default, Location::Http(u.clone())));
+    }
+    v
+}
+
+/// Why one location did not answer.
+enum Miss {
+    /// Not there / no match: go on.
+    Plain(String),
+    /// Signed metadata failed verification.
+    Tampered(String),
+    /// Could not ask (network, permissions).
+    Unreachable(String),
+}
+
+struct Loaded {
+    signed: bool,
+    products: Vec<Products>,
+}
+
+/// Reads a location's metadata (signed first), see module docs.
+async fn load_location(
+    config: &Config,
+    kind: LocationKind,
+    loc: &Location,
+    keyring: &std::result::Result<sign::Keyring, String>,
+    product_filter: Option<&str>,
+) -> std::result::Result<Loaded, Miss> {
+    let s = &config.sources;
+    let get = |rel: String| async move { loc.get(&rel, s.timeout, s.attempts).await };
+    let signed_path = format::index_path(true);
+    let (signed, index_text) = match get(signed_path.to_string()).await {
+        Ok(bytes) => {
+            let ring = keyring.as_ref().map_err(|e| {
+                Miss::Unreachable(format!(
+                    "has signed metadata but it cannot be verified: {e}"
+                ))
+            })?;
+            let text = ring
+                .verify(&bytes, &loc.resolve(signed_path))
+                .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?;
+            (true, text)
+        }
+        Err(FetchError::Failed(e)) => {
+            return Err(Miss::Unreachable(format!("unreachable: {e}")));
+        }
+        Err(FetchError::NotFound) => {
+            let unsigned_path = format::index_path(false);
+            match get(unsigned_path.to_string()).await {
+                Ok(bytes) => {
+                    if kind != LocationKind::Dev && !s.allow_unsigned.contains(&kind) {
+                        return Err(Miss::Plain(format!(
+                            "has only unsigned metadata ({unsigned_path}), and sources.allow_unsigned does not include {:?}",
+                            kind.as_str()
+                        )));
+                    }
+                    let text = String::from_utf8(bytes).map_err(|_| {
+                        Miss::Plain(format!("{} is not UTF-8", loc.resolve(unsigned_path)))
+                    })?;
+                    (false, text)
+                }
+                Err(FetchError::NotFound) => {
+                    return Err(Miss::Plain(format!(
+                        "no metadata ({} nor {unsigned_path})",
+                        signed_path
+                    )));
+                }
+                Err(FetchError::Failed(e)) => {
+                    return Err(Miss::Unreachable(format!("unreachable: {e}")));
+                }
+            }
+        }
+    };
+    let index: Index = serde_json::from_str(&index_text).map_err(|e| {
+        Miss::Plain(format!(
+            "{} is not a valid index: {e}",
+            loc.resolve(format::index_path(signed))
+        ))
+    })?;
+    if index.format != format::INDEX_FORMAT {
+        return Err(Miss::Plain(format!(
+            "index format is {:?}, expected {:?}",
+            index.format,
+            format::INDEX_FORMAT
+        )));
+    }
+    let mut products = Vec::new();
+    for (content_id, entry) in &index.index {
+        if let Some(id) = product_filter
+            && !entry.products.iter().any(|p| p == id)
+        {
+            continue;
+        }
+        if entry.path.starts_with('/') || entry.path.split('/').any(|c| c == "..") {
+            return Err(Miss::Plain(format!(
+                "index entry {content_id} has path {:?} outside the location",
+                entry.path
+            )));
+        }
+        let rel = if signed {
+            format::signed_twin(&entry.path)
+        } else {
+            entry.path.clone()
+        };
+        let bytes = match get(rel.clone()).await {
+            Ok(b) => b,
+            Err(FetchError::NotFound) => {
+                return Err(Miss::Plain(format!(
+                    "index names {rel}, which does not exist"
+                )));
+            }
+            Err(FetchError::Failed(e)) => {
+                return Err(Miss::Unreachable(format!("unreachable: {e}")));
+            }
+        };
+        let text = if signed {
+            keyring
+                .as_ref()
+                .map_err(|e| Miss::Unreachable(e.clone()))?
+                .verify(&bytes, &loc.resolve(&rel))
+                .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?
+        } else {
+            String::from_utf8(bytes)
+                .map_err(|_| Miss::Plain(format!("{} is not UTF-8", loc.resolve(&rel))))?
+        };
+        let p: Products = serde_json::from_str(&text).map_err(|e| {
+            Miss::Plain(format!(
+                "{} is not a valid product file: {e}",
+                loc.resolve(&rel)
+            ))
+        })?;
+        if p.format != format::PRODUCTS_FORMAT {
+            return Err(Miss::Plain(format!(
+                "{} has format {:?}, expected {:?}",
+                loc.resolve(&rel),
+                p.format,
+                format::PRODUCTS_FORMAT
+            )));
+        }
+        products.push(p);
+    }
+    Ok(Loaded { signed, products })
+}
+
+fn load_keyring(config: &Config) -> std::result::Result<sign::Keyring, String> {
+    let path = config.sources.keyring_path(&config.paths);
+    sign::Keyring::load(&path).map_err(|e| e.to_string())
+}
+
+/// Searches the search path for `query` (see module docs).
+pub async fn find(config: &Config, query: &ArtifactQuery) -> Result<Found> {
+    find_first(config, std::slice::from_ref(query)).await
+}
+
+/// Searches the search path for each query in turn (a preference order)
+/// and returns the first one any location serves: for each query, the
+/// first location in search order that has a match. Each location's
+/// metadata is read once per product, however many queries ask.
+/// `Found.skipped` lists, for every query tried, the locations that did
+/// not serve it and why (the reasons name the version asked for).
+pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Found> {
+    let keyring = load_keyring(config);
+    let path = search_path(config);
+    let mut cache: std::collections::HashMap<(usize, String), std::result::Result<Loaded, Miss>> =
+        Default::default();
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut tampered = false;
+    let mut unreachable = false;
+    for (kind, loc) in &path {
+        if *kind == LocationKind::Dev {
+            tracing::warn!(phase = "metadata", location = %loc,
+                products = %queries.iter().map(|q| q.product_id()).collect::<Vec<_>>().join(","),
+                "DEVELOPMENT MODE: searching locally built artifacts first (sources.dev_dir); unsigned metadata accepted there");
+        }
+    }
+    for query in queries {
+        let id = query.product_id();
+        for (i, (kind, loc)) in path.iter().enumerate() {
+            let kind = *kind;
+            let skip = |reason: String, skipped: &mut Vec<Skipped>| {
+                tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                    wanted = %query.version, reason = %reason, "location did not serve the artifact");
+                skipped.push(Skipped {
+                    kind,
+                    location: loc.to_string(),
+                    reason,
+                });
+            };
+            let key = (i, id.clone());
+            if !cache.contains_key(&key) {
+                let l = load_location(config, kind, loc, &keyring, Some(&id)).await;
+                cache.insert(key.clone(), l);
+            }
+            let loaded = match &cache[&key] {
+                Ok(l) => l,
+                Err(Miss::Plain(r)) => {
+                    skip(r.clone(), &mut skipped);
+                    continue;
+                }
+                Err(Miss::Tampered(r)) => {
+                    tracing::warn!(phase = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
+                    tampered = true;
+                    skip(r.clone(), &mut skipped);
+                    continue;
+                }
+                Err(Miss::Unreachable(r)) => {
+                    unreachable = true;
+                    skip(r.clone(), &mut skipped);
+                    continue;
+                }
+            };
+            let product = loaded.products.iter().find_map(|p| p.products.get(&id));
+            let Some(product) = product else {
+                skip(format!("no product {id}"), &mut skipped);
+                continue;
+            };
+            let Some((version, ver)) = format::select(product, &query.version) else {
+                let mut have: Vec<&String> = product.versions.keys().collect();
+                have.sort_by(|a, b| format::compare_versions(a, b));
+                skip(
+                    format!(
+                        "product {id} has no {} (has: {})",
+                        query.version,
+                        have.iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    &mut skipped,
+                );
+                continue;
+            };
+            // One item per version is the norm; take the first by name.
+            let (item_name, item) = ver
+                .items
+                .iter()
+                .next()
+                .expect("select skips empty versions");
+            if let Err(e) = item.check(item_name) {
+                skip(format!("bad item: {e}"), &mut skipped);
+                continue;
+            }
+            let url = loc.resolve(&item.path);
+            tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                version = %version, url = %url, signed = loaded.signed,
+                skipped = skipped.len(), "artifact found");
+            return Ok(Found {
+                kind,
+                location: loc.to_string(),
+                signed: loaded.signed,
+                product_id: id,
+                version: version.to_string(),
+                item_name: item_name.clone(),
+                item: item.clone(),
+                url,
+                skipped,
+                base: Some(loc.clone()),
+            });
+        }
+    }
+    let reasons: Vec<String> = skipped
+        .iter()
+        .map(|s| format!("{} ({}): {}", s.location, s.kind.as_str(), s.reason))
+        .collect();
+    let wanted: Vec<String> = queries
+        .iter()
+        .map(|q| format!("{} of {}", q.version, q.product_id()))
+        .collect();
+    let msg = format!(
+        "no location has {}; tried: {}",
+        wanted.join(" nor "),
+        reasons.join("; ")
+    );
+    Err(if tampered {
+        Error::verification(msg)
+    } else if unreachable {
+        Error::retryable(msg)
+    } else {
+        Error::bad_input(msg)
+    })
+}
+
+/// Checks a downloaded file's size and hashes against its item.
+pub fn verify_file(path: &Path, item: &Item, what: &str) -> Result<()> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ctx(ErrorClass::Internal, || {
+        format!("failed to open {}", path.display())
+    })?;
+    let mut s256 = sha2::Sha256::new();
+    let mut s512 = sha2::Sha512::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf).ctx(ErrorClass::Internal, || {
+            format!("failed to read {}", path.display())
+        })?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        if item.sha256.is_some() {
+            s256.update(&buf[..n]);
+        }
+        if item.sha512.is_some() {
+            s512.update(&buf[..n]);
+        }
+    }
+    if size != item.size {
+        return Err(Error::verification(format!(
+            "{what}: size is {size} bytes, the metadata says {}",
+            item.size
+        )));
+    }
+    if let Some(h) = &item.sha256 {
+        let got = hex::encode(s256.finalize());
+        if !got.eq_ignore_ascii_case(h) {
+            return Err(Error::verification(format!(
+                "{what}: sha256 is {got}, the metadata says {h}"
+            )));
+        }
+    }
+    if let Some(h) = &item.sha512 {
+        let got = hex::encode(s512.finalize());
+        if !got.eq_ignore_ascii_case(h) {
+            return Err(Error::verification(format!(
+                "{what}: sha512 is {got}, the metadata says {h}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Downloads the item `found` names to `dest`, verifying size and hashes
+/// before it appears there (atomic rename); a bad download is removed.
+pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<()> {
+    let loc = found
+        .base
+        .as_ref()
+        .ok_or_else(|| Error::internal("Found without a location"))?;
+    let parent = dest.parent().unwrap_or(Path::new("."));
+    let tmp = parent.join(format!(
+        ".{}.tmp-{}-{:08x}",
+        dest.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let r = async {
+        match loc
+            .fetch_to(
+                &found.item.path,
+                &tmp,
+                config.sources.timeout,
+                config.sources.attempts,
+                found.item.size,
+            )
+            .await
+        {
+            Ok(()) => {}
+            Err(FetchError::NotFound) => {
+                return Err(Error::bad_input(format!(
+                    "{} is listed in the metadata of {} but does not exist",
+                    found.url, found.location
+                )));
+            }
+            Err(FetchError::Failed(e)) => return Err(e),
+        }
+        verify_file(&tmp, &found.item, &found.url)?;
+        std::fs::rename(&tmp, dest).ctx(ErrorClass::Internal, || {
+            format!("failed to rename {} to {}", tmp.display(), dest.display())
+        })?;
+        fsutil::fsync_dir(parent).ctx(ErrorClass::Internal, || {
+            format!("failed to fsync {}", parent.display())
+        })
+    }
+    .await;
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// What `metadata generate` wrote.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenerateReport {
+    pub items: usize,
+    pub products: usize,
+    pub signed: bool,
+    pub written: Vec<PathBuf>,
+    /// Files that do not follow the naming scheme (not listed).
+    pub ignored: Vec<PathBuf>,
+}
+
+/// `<name>_<version>_<series>_<arch>[.<ext>]` -> (name, version, series, arch, ftype).
+pub fn parse_artifact_name(file: &str) -> Option<(String, String, String, String, String)> {
+    let parts: Vec<&str> = file.split('_').collect();
+    if parts.len() != 4 || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let (arch, ftype) = match parts[3].split_once('.') {
+        Some((a, e)) => (a, e),
+        None => (parts[3], ""),
+    };
+    if arch.is_empty() || parts[0].contains(':') || parts[2].contains(':') {
+        return None;
+    }
+    Some((
+        parts[0].to_string(),
+        parts[1].to_string(),
+        parts[2].to_string(),
+        arch.to_string(),
+        ftype.to_string(),
+    ))
+}
+
+fn scan(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = std::fs::read_dir(dir).ctx(ErrorClass::BadInput, || {
+        format!("failed to read {}", dir.display())
+    })?;
+    let mut list: Vec<_> = entries.filter_map(|e| e.ok()).collect();
+    list.sort_by_key(|e| e.file_name());
+    for e in list {
+        let p = e.path();
+        let ft = e.file_type().ctx(ErrorClass::BadInput, || {
+            format!("failed to inspect {}", p.display())
+        })?;
+        if ft.is_dir() {
+            if p == base.join("streams") {
+                continue;
+            }
+            scan(&p, base, out)?;
+        } else if ft.is_file() && !e.file_name().to_string_lossy().starts_with('.') {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn hash_file_sync(p: &Path) -> Result<(u64, String, String)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(p).ctx(ErrorClass::BadInput, || {
+        format!("failed to read {}", p.display())
+    })?;
+    let mut s256 = sha2::Sha256::new();
+    let mut s512 = sha2::Sha512::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0;
+    loop {
+        let n = f.read(&mut buf).ctx(ErrorClass::BadInput, || {
+            format!("failed to read {}", p.display())
+        })?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        s256.update(&buf[..n]);
+        s512.update(&buf[..n]);
+    }
+    Ok((
+        size,
+        hex::encode(s256.finalize()),
+        hex::encode(s512.finalize()),
+    ))
+}
+
+/// `metadata generate <dir>`: see module docs. With a signer, writes the
+/// signed twins too; without, removes stale signed files (which readers
+/// would otherwise prefer).
+pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateReport> {
+    let mut files = Vec::new();
+    scan(dir, dir, &mut files)?;
+    let mut report = GenerateReport {
+        signed: signer.is_some(),
+        ..Default::default()
+    };
+    let updated = crate::journal::now_rfc3339();
+    let mut products: std::collections::BTreeMap<String, format::Product> = Default::default();
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Some((pname, version, series, arch, ftype)) = parse_artifact_name(&name) else {
+            tracing::warn!(phase = "metadata", path = %f.display(),
+                "ignored: not named <name>_<version>_<series>_<arch>[.<ext>]");
+            report.ignored.push(f);
+            continue;
+        };
+        let (size, sha256, sha512) = hash_file_sync(&f)?;
+        let rel = f
+            .strip_prefix(dir)
+            .expect("scanned below dir")
+            .to_string_lossy()
+            .into_owned();
+        let id = format::product_id(&pname, &series, &arch);
+        let product = products.entry(id).or_insert_with(|| format::Product {
+            name: pname.clone(),
+            series: series.clone(),
+            arch: arch.clone(),
+            versions: Default::default(),
+        });
+        product
+            .versions
+            .entry(version.clone())
+            .or_insert_with(|| format::Version {
+                items: Default::default(),
+            })
+            .items
+            .insert(
+                name.clone(),
+                Item {
+                    version,
+                    ftype,
+                    size,
+                    path: rel,
+                    sha256: Some(sha256),
+                    sha512: Some(sha512),
+                },
+            );
+        report.items += 1;
+    }
+    report.products = products.len();
+    let index = Index {
+        format: format::INDEX_FORMAT.into(),
+        updated: updated.clone(),
+        index: [(
+            format::CONTENT_ID.to_string(),
+            format::IndexEntry {
+                format: format::PRODUCTS_FORMAT.into(),
+                datatype: format::DATATYPE.into(),
+                updated: updated.clone(),
+                path: format::PRODUCTS_PATH.into(),
+                products: products.keys().cloned().collect(),
+            },
+        )]
+        .into(),
+    };
+    let prods = Products {
+        format: format::PRODUCTS_FORMAT.into(),
+        content_id: format::CONTENT_ID.into(),
+        datatype: format::DATATYPE.into(),
+        updated,
+        products,
+    };
+    let mut docs = vec![
+        (
+            format::PRODUCTS_PATH.to_string(),
+            serde_json::to_string_pretty(&prods).expect("serializes") + "\n",
+        ),
+        (
+            format::index_path(false).to_string(),
+            serde_json::to_string_pretty(&index).expect("serializes") + "\n",
+        ),
+    ];
+    // Product files before the index, signed twins before the unsigned, so
+    // a reader never sees an index naming a file not yet written.
+    if let Some(s) = signer {
+        let mut signed = Vec::new();
+        for (rel, text) in &docs {
+            signed.push((format::signed_twin(rel), s.sign(text)?));
+        }
+        signed.append(&mut docs);
+        docs = signed;
+    } else {
+        for rel in [
+            format::index_path(true).to_string(),
+            format::signed_twin(format::PRODUCTS_PATH),
+        ] {
+            let p = dir.join(&rel);
+            if p.exists() {
+                std::fs::remove_file(&p).ctx(ErrorClass::Internal, || {
+                    format!("failed to remove stale signed metadata {}", p.display())
+                })?;
+                tracing::warn!(phase = "metadata", path = %p.display(), "removed stale signed metadata");
+            }
+        }
+    }
+    for (rel, text) in docs {
+        let p = dir.join(&rel);
+        fsutil::write_file("metadata", &p, text.as_bytes(), fsutil::MODE_PUBLIC)?;
+        report.written.push(p);
+    }
+    Ok(report)
+}
+
+/// What `metadata validate` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ValidateReport {
+    pub location: String,
+    pub signed: bool,
+    pub products: usize,
+    pub items: usize,
+    pub problems: Vec<String>,
+}
+
+/// Parses a location for `metadata validate`: a path, `file://`,
+/// `http(s)://`, or `s3://bucket/prefix` (S3 connection settings from
+/// `assets.s3`, if any, else the standard AWS chain).
+pub fn parse_validate_location(config: &Config, s: &str) -> Result<Location> {
+    if let Some(rest) = s.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(Error::bad_input(format!("{s:?} names no bucket")));
+        }
+        let mut s3 = match &config.assets.s3 {
+            Some(s3) => s3.clone(),
+            None => crate::assets::config::RawAssets {
+                mode: Default::default(),
+                marker: None,
+                s3: Some(crate::assets::config::RawS3 {
+                    bucket: Some(bucket.to_string()),
+                    key: Some("x".into()),
+                    ..Default::default()
+                }),
+                limits: Default::default(),
+            }
+            .validate()
+            .map_err(|e| Error::internal(e.message))?
+            .s3
+            .expect("set above"),
+        };
+        s3.bucket = bucket.to_string();
+        s3.key = prefix.trim_matches('/').to_string();
+        return Ok(Location::S3(Box::new(s3)));
+    }
+    match config::parse_location("location", s) {
+        Ok(UserLocation::Dir(d)) => Ok(Location::Dir(d)),
+        Ok(UserLocation::Http(u)) => Ok(Location::Http(u)),
+        Err(e) => Err(Error::bad_input(format!("{s:?}: {}", e.message))),
+    }
+}
+
+/// `metadata validate <location>`: reads the mirror as a node would
+/// (signed first; unsigned only with `allow_unsigned`), then downloads and
+/// checks every item. Problems are collected, not stopped at.
+pub async fn validate(
+    config: &Config,
+    loc: &Location,
+    allow_unsigned: bool,
+) -> Result<ValidateReport> {
+    let keyring = load_keyring(config);
+    let mut c = config.clone();
+    if allow_unsigned {
+        c.sources.allow_unsigned = vec![LocationKind::Url];
+    } else {
+        c.sources.allow_unsigned.clear();
+    }
+    let loaded = match load_location(&c, LocationKind::Url, loc, &keyring, None).await {
+        Ok(l) => l,
+        Err(Miss::Tampered(r)) => return Err(Error::verification(format!("{loc}: {r}"))),
+        Err(Miss::Unreachable(r)) => return Err(Error::retryable(format!("{loc}: {r}"))),
+        Err(Miss::Plain(r)) => return Err(Error::bad_input(format!("{loc}: {r}"))),
+    };
+    let mut report = ValidateReport {
+        location: loc.to_string(),
+        signed: loaded.signed,
+        ..Default::default()
+    };
+    for p in &loaded.products {
+        for (id, product) in &p.products {
+            report.products += 1;
+            if format::product_id(&product.name, &product.series, &product.arch) != *id {
+                report.problems.push(format!(
+                    "product {id} says name={} series={} arch={}",
+                    product.name, product.series, product.arch
+                ));
+            }
+            for (version, ver) in &product.versions {
+                for (name, item) in &ver.items {
+                    report.items += 1;
+                    let what = format!("{id} {version} {name}");
+                    if let Err(e) = item.check(name) {
+                        report.problems.push(e);
+                        continue;
+                    }
+                    let dest = location::Scratch::new();
+                    let found = Found {
+                        kind: LocationKind::Url,
+                        location: loc.to_string(),
+                        signed: loaded.signed,
+                        product_id: id.clone(),
+                        version: version.clone(),
+                        item_name: name.clone(),
+                        item: item.clone(),
+                        url: loc.resolve(&item.path),
+                        skipped: vec![],
+                        base: Some(loc.clone()),
+                    };
+                    match fetch_item(&c, &found, &dest.0).await {
+                        Ok(()) => {
+                            tracing::info!(phase = "metadata", url = %found.url, "item verified")
+                        }
+                        Err(e) => report.problems.push(format!("{what}: {e}")),
+                    }
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifact_names_follow_the_scheme() {
+        assert_eq!(
+            parse_artifact_name("docker_17.03_1520.3.0_amd64.torcx.tgz"),
+            Some((
+                "docker".into(),
+                "17.03".into(),
+                "1520.3.0".into(),
+                "amd64".into(),
+                "torcx.tgz".into()
+            ))
+        );
+        assert_eq!(
+            parse_artifact_name("node-bootstrap_0.2.0_flatcar_arm64")
+                .unwrap()
+                .4,
+            ""
+        );
+        assert!(parse_artifact_name("README.md").is_none());
+        assert!(parse_artifact_name("a_b_c").is_none());
+        assert!(parse_artifact_name("a__c_d").is_none());
+    }
+
+    #[test]
+    fn default_search_path_order() {
+        let c = Config::from_json(
+            r#"{"assets":{"s3":{"bucket":"b","key":"k"}},
+                "sources":{"url":"https://mirror.internal/x","dev_dir":"/home/dev/out","use_default":true}}"#,
+            Path::new("/c.json"),
+        )
+        .unwrap();
+        let p: Vec<(LocationKind, String)> = search_path(&c)
+            .into_iter()
+            .map(|(k, l)| (k, l.to_string()))
+            .collect();
+        assert_eq!(
+            p,
+            vec![
+                (LocationKind::Dev, "/home/dev/out".to_string()),
+                (LocationKind::Local, config::DEFAULT_LOCAL_DIR.to_string()),
+                (LocationKind::Url, "https://mirror.internal/x".to_string()),
+                (LocationKind::Bucket, "s3://b/metadata".to_string()),
+                (LocationKind::Default, config::DEFAULT_URL.to_string()),
+            ]
+        );
+    }
+}

@@ -89,17 +89,33 @@ impl Systemd {
         Ok(())
     }
 
-    /// Asks for a reboot; returns once the request was accepted.
+    /// Asks for a reboot; returns once the request was accepted. logind
+    /// first, so its inhibitors (delay locks) are honoured; systemd's
+    /// reboot.target only when logind is not on the bus at all.
     pub async fn reboot(&self) -> Result<RebootMethod> {
-        match login1::ManagerProxy::new(&self.conn).await {
+        let refused = match login1::ManagerProxy::new(&self.conn).await {
             Ok(logind) => match logind.reboot(false).await {
                 Ok(()) => return Ok(RebootMethod::Logind),
-                Err(e) => {
-                    warn!(error = %e, "logind refused the reboot; asking systemd for reboot.target")
-                }
+                Err(e) => e,
             },
-            Err(e) => {
-                warn!(error = %e, "logind is not reachable; asking systemd for reboot.target")
+            Err(e) => e,
+        };
+        match error_name(&refused).as_deref() {
+            // A shutdown is already under way (e.g. delayed by an inhibitor).
+            Some("org.freedesktop.login1.OperationInProgress") => {
+                info!(error = %refused, "a shutdown is already in progress");
+                return Ok(RebootMethod::Logind);
+            }
+            Some(
+                "org.freedesktop.DBus.Error.ServiceUnknown"
+                | "org.freedesktop.DBus.Error.NameHasNoOwner",
+            ) => {
+                warn!(error = %refused, "logind is not on the bus; asking systemd for reboot.target");
+            }
+            _ => {
+                return Err(Error::retryable(format!(
+                    "logind refused the reboot: {refused}"
+                )));
             }
         }
         let manager = self.manager().await?;
@@ -108,5 +124,22 @@ impl Systemd {
             .await
             .map_err(dbus_err("systemd refused to start reboot.target"))?;
         Ok(RebootMethod::RebootTarget)
+    }
+}
+
+/// The D-Bus error name of a failed call, if it was an error reply.
+fn error_name(e: &zbus::Error) -> Option<String> {
+    match e {
+        zbus::Error::MethodError(name, _, _) => Some(name.to_string()),
+        zbus::Error::FDO(fdo) => match fdo.as_ref() {
+            zbus::fdo::Error::ServiceUnknown(_) => {
+                Some("org.freedesktop.DBus.Error.ServiceUnknown".into())
+            }
+            zbus::fdo::Error::NameHasNoOwner(_) => {
+                Some("org.freedesktop.DBus.Error.NameHasNoOwner".into())
+            }
+            other => Some(format!("{other:?}")),
+        },
+        _ => None,
     }
 }

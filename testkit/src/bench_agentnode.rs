@@ -128,18 +128,18 @@ pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
     Ok(n)
 }
 
-/// The floor node: the same units, an "agent" that only copies the seed
-/// kubelet.env into place.
-pub fn floor_node(name: &str) -> Result<SimNode> {
-    let n = SimNode::new(name)?;
-    install_common(&n, None)?;
-    n.write(
-        AGENT_PATH,
+/// The floor node: the same node as `spec` (units, files, update_engine),
+/// with an "agent" that only copies the seed kubelet.env into place.
+pub fn floor_node(spec: &AgentNodeSpec) -> Result<SimNode> {
+    let dir = tempfile::tempdir()?;
+    let agent = dir.path().join("no-op-agent");
+    std::fs::write(
+        &agent,
         "#!/bin/sh\nexec cp /etc/kubernetes/installer/kubelet.env /etc/kubernetes/kubelet.env\n",
-        0o755,
     )?;
-    n.enable(&["k8s-node-bootstrap.service", "kubelet.service"])?;
-    Ok(n)
+    let mut spec = spec.clone();
+    spec.agent = agent;
+    agent_node(&spec)
 }
 
 /// Microseconds from `k8s-node-bootstrap.service` leaving inactive to
@@ -156,6 +156,17 @@ pub fn critical_path_us(n: &SimNode) -> Result<u64> {
             "unusable timestamps: k8s-node-bootstrap InactiveExit={start}, kubelet ActiveEnter={end}\n{}",
             n.diagnostics()
         );
+    }
+    Ok(end - start)
+}
+
+/// Microseconds the bootstrap unit's main process (`ExecStart=`, the
+/// agent) ran, from systemd's timestamps.
+pub fn agent_runtime_us(n: &SimNode) -> Result<u64> {
+    let start = n.timestamp_us("k8s-node-bootstrap.service", "ExecMainStartTimestampMonotonic")?;
+    let end = n.timestamp_us("k8s-node-bootstrap.service", "ExecMainExitTimestampMonotonic")?;
+    if start == 0 || end < start {
+        bail!("unusable timestamps: ExecMainStart={start}, ExecMainExit={end}");
     }
     Ok(end - start)
 }

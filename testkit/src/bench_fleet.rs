@@ -80,14 +80,17 @@ pub struct FleetResult {
     pub wall: Duration,
 }
 
-/// A private system bus with room for hundreds of connections.
-struct FleetBus {
+/// A private system bus with room for hundreds of connections, where
+/// anyone may own any name (for the agent's preflight and a fake
+/// update_engine).
+pub struct FleetBus {
     child: Child,
     address: String,
 }
 
 impl FleetBus {
-    fn start(dir: &Path) -> Result<FleetBus> {
+    /// Starts `dbus-daemon` with its socket and config in `dir`.
+    pub fn start(dir: &Path) -> Result<FleetBus> {
         use std::io::BufRead;
         let sock = dir.join("system_bus_socket");
         let conf = dir.join("bus.conf");
@@ -137,6 +140,13 @@ impl FleetBus {
             bail!("dbus-daemon did not start ({st})");
         }
         Ok(FleetBus { child, address })
+    }
+}
+
+impl FleetBus {
+    /// For `DBUS_SYSTEM_BUS_ADDRESS`.
+    pub fn address(&self) -> &str {
+        &self.address
     }
 }
 

@@ -1,14 +1,19 @@
 //! Test rig for node-bootstrap: the simulated node (a real systemd as PID 1
 //! in a namespace) and stand-ins for programs that cannot run here.
 
+pub mod agentnode;
 pub mod apiserver;
 pub mod bench_agentnode;
 pub mod bench_fleet;
 pub mod bench_powerloss;
 pub mod bench_report;
+pub mod docker;
 pub mod fake_update_engine;
+pub mod pkgserver;
+pub mod s3;
 pub mod simnode;
 pub mod sshd;
+pub mod torcx_fixtures;
 
 use std::path::PathBuf;
 
@@ -39,11 +44,11 @@ pub fn standin(name: &str) -> PathBuf {
 /// running test). Panics with a hint when it is missing.
 pub fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test>-<hash>
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("test binary lives in target/<profile>/deps");
+    // Tests live in target/<profile>/deps/, binaries in target/<profile>/.
+    let mut dir = exe.parent().expect("exe has a directory");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("deps has a parent");
+    }
     let p = dir.join(name);
     assert!(
         p.exists(),

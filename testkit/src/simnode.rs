@@ -49,6 +49,8 @@ pub struct SimNode {
     dir: tempfile::TempDir,
     child: Option<Child>,
     pid1: Option<u32>,
+    /// PID 1 of the latest boot, kept after it went down.
+    last_pid1: Option<u32>,
     boots: u32,
 }
 
@@ -68,6 +70,7 @@ impl SimNode {
             dir,
             child: None,
             pid1: None,
+            last_pid1: None,
             boots: 0,
         };
         let sysdir = node.upper().join("etc/systemd/system");
@@ -255,6 +258,7 @@ impl SimNode {
             std::thread::sleep(Duration::from_millis(20));
         };
         self.pid1 = Some(pid1);
+        self.last_pid1 = Some(pid1);
         loop {
             let out = self.exec(&["systemctl", "show", "-p", "Version", "--value"])?;
             if out.status.success() {
@@ -481,8 +485,14 @@ impl SimNode {
         }
     }
 
-    /// Power loss: SIGKILL of the node's PID 1; everything in it dies at once.
+    /// Power loss: everything in the node dies at once. SIGKILL goes to the
+    /// node's PID 1 and to the `unshare` holding the namespace (whose
+    /// `--kill-child` would kill PID 1 anyway), so the boot ends as
+    /// [`BootEnd::PowerLoss`].
     pub fn power_cut(&mut self) -> Result<()> {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+        }
         if let Some(pid) = self.pid1 {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid as i32),
@@ -496,7 +506,18 @@ impl SimNode {
         if end != BootEnd::PowerLoss && end != BootEnd::Other(Some(1), None) {
             bail!("power cut of node {} ended as {end:?}", self.name);
         }
+        // PID 1 may outlive its parent by a moment; the next boot needs the
+        // overlay free.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.pid1_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         Ok(())
+    }
+
+    fn pid1_alive(&self) -> bool {
+        self.last_pid1
+            .is_some_and(|p| Path::new(&format!("/proc/{p}")).exists())
     }
 
     /// Clean shutdown from outside (SIGRTMIN+4 to systemd, its poweroff).

@@ -6,6 +6,7 @@
 //! ```text
 //! nb-bench critical-path --agent BIN [--runs N]
 //! nb-bench fleet --agent BIN [--nodes N]
+//! nb-bench run-rss --agent BIN
 //! ```
 
 use anyhow::{Context as _, Result, bail};
@@ -60,18 +61,20 @@ fn main() -> Result<()> {
     match args.cmd.as_str() {
         "critical-path" => critical_path(&args),
         "fleet" => fleet(&args),
+        "run-rss" => run_rss(&args),
         other => bail!("unknown command {other:?}"),
     }
 }
 
 const T: Duration = Duration::from_secs(60);
 
-/// Boots a node, waits for kubelet to be active, returns the critical path in µs.
-fn measure(mut n: testkit::simnode::SimNode) -> Result<u64> {
+/// Boots a node, waits for kubelet to be active, returns the critical path
+/// and the agent process's run time, in µs.
+fn measure(mut n: testkit::simnode::SimNode) -> Result<(u64, u64)> {
     n.boot()?;
     n.wait_active_state("kubelet.service", "active", T)?;
-    let us = an::critical_path_us(&n)?;
-    if std::env::var_os("NB_BENCH_VERBOSE").is_some() {
+    let us = (an::critical_path_us(&n)?, an::agent_runtime_us(&n)?);
+    if std::env::var("NB_BENCH_VERBOSE").is_ok_and(|v| !v.is_empty()) {
         let out = n.exec(&[
             "journalctl",
             "--no-pager",
@@ -115,25 +118,38 @@ fn critical_path(args: &Args) -> Result<()> {
     };
     let mut ours = Vec::new();
     let mut floor = Vec::new();
+    let mut ours_proc = Vec::new();
+    let mut floor_proc = Vec::new();
     // Alternate, so both see the same host load; one warm-up of each first.
     for i in 0..=args.runs {
         let mut spec = AgentNodeSpec::new(&format!("cp-agent-{i}"), &agent, config.clone());
         spec.kubeconfig = Some(kubeconfig.clone());
         spec.update_engine = Some(ue.clone());
-        let a = measure(an::agent_node(&spec)?)?;
-        let f = measure(an::floor_node(&format!("cp-floor-{i}"))?)?;
+        let (a, ap) = measure(an::agent_node(&spec)?)?;
+        spec.name = format!("cp-floor-{i}");
+        let (f, fp) = measure(an::floor_node(&spec)?)?;
+        let ms = |us: u64| us as f64 / 1000.0;
         eprintln!(
-            "critical-path run {i}{}: agent {:.1} ms, floor {:.1} ms",
+            "critical-path run {i}{}: agent node {:.1} ms (agent process {:.1} ms), floor node {:.1} ms (no-op process {:.1} ms)",
             if i == 0 { " (warm-up)" } else { "" },
-            a as f64 / 1000.0,
-            f as f64 / 1000.0
+            ms(a),
+            ms(ap),
+            ms(f),
+            ms(fp)
         );
         if i > 0 {
-            ours.push(a as f64 / 1000.0);
-            floor.push(f as f64 / 1000.0);
+            ours.push(ms(a));
+            floor.push(ms(f));
+            ours_proc.push(ms(ap));
+            floor_proc.push(ms(fp));
         }
     }
     let (o, f) = (median(&ours), median(&floor));
+    eprintln!(
+        "critical-path medians: agent node {o:.1} ms, of which the agent process {:.1} ms; floor node {f:.1} ms, of which the no-op {:.1} ms",
+        median(&ours_proc),
+        median(&floor_proc)
+    );
     let ratio = o / f;
     println!(
         "{}",
@@ -224,5 +240,92 @@ fn fleet(args: &Args) -> Result<()> {
         }
         .line()
     );
+    Ok(())
+}
+
+/// Peak RSS (KiB) of a full `node-bootstrap run` on the host: cluster
+/// version from the API server stand-in over TLS, update_engine asked
+/// (no update) on a private bus, kubelet.env written.
+fn run_rss(args: &Args) -> Result<()> {
+    use testkit::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
+    let agent = args
+        .agent
+        .clone()
+        .context("run-rss needs --agent <node-bootstrap binary>")?;
+    let dir = tempfile::Builder::new().prefix("nb-rss-").tempdir()?;
+    let d = dir.path();
+    let bus = testkit::bench_fleet::FleetBus::start(d)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let pki = Pki::generate();
+    let api = rt.block_on(FakeApiServer::start(&pki, ApiServerOptions::default()))?;
+    std::fs::create_dir_all(d.join("installer"))?;
+    std::fs::write(d.join("installer/kubelet.env"), an::SEED_KUBELET_ENV)?;
+    std::fs::write(d.join("os-release"), an::OS_RELEASE)?;
+    pki.write_kubeconfig(&d.join("kubeconfig"), &api.url(), &KubeAuth::ClientCert)?;
+    let p = |s: &str| d.join(s).display().to_string();
+    let config = serde_json::json!({
+        "role": "worker",
+        "paths": {
+            "kubelet_env": p("kubelet.env"), "seed_dir": p("installer"), "kubeconfig": p("kubeconfig"),
+            "state_dir": p("state"), "run_dir": p("run"), "os_release": p("os-release"),
+        },
+        "os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1},
+    });
+    std::fs::write(d.join("config.json"), config.to_string())?;
+    let mut ue = std::process::Command::new(sibling("fake-update-engine")?)
+        .args(["--address", bus.address(), "--scenario", "no-update", "--step-ms", "20"])
+        .arg("--state-dir")
+        .arg(d.join("ue-state"))
+        .arg("--run-dir")
+        .arg(d.join("ue-run"))
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "RSS_KIB=%M WALL_S=%e"])
+        .arg(&agent)
+        .arg("run")
+        .env("NODE_BOOTSTRAP_CONFIG", d.join("config.json"))
+        .env("NODE_BOOTSTRAP_LOG_FORMAT", "text")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .context("running /usr/bin/time (package time)")?;
+    let _ = ue.kill();
+    let _ = ue.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("RSS_KIB="))
+        .with_context(|| format!("no /usr/bin/time output: {stderr}"))?;
+    if !d.join("kubelet.env").exists() {
+        bail!("the run did not write kubelet.env: {stderr}");
+    }
+    let kib: u64 = line
+        .split_whitespace()
+        .next()
+        .and_then(|f| f.strip_prefix("RSS_KIB="))
+        .and_then(|v| v.parse().ok())
+        .context("RSS")?;
+    eprintln!("run-rss: {line}");
+    let mib = kib as f64 / 1024.0;
+    println!(
+        "{}",
+        Row {
+            name: "peak RSS of a full `run`, MiB".into(),
+            ours: format!("{mib:.1}"),
+            theirs: "32".into(),
+            theirs_label: "limit".into(),
+            ratio: format!("{:.2}x", mib / 32.0),
+            target: "< 32 MiB".into(),
+            met: mib < 32.0,
+        }
+        .line()
+    );
+    drop(api);
     Ok(())
 }

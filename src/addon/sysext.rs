@@ -1,0 +1,229 @@
+//! The systemd-sysext backend (modern Flatcar): the chosen docker is a
+//! system extension image `/etc/extensions/docker.raw`, merged into `/usr`
+//! by `systemd-sysext.service` at boot.
+//!
+//! The same manifest, signature and sha512 rules as torcx apply; the
+//! manifest's docker locations point at `.raw` images. The image is
+//! replaced atomically (a merged image keeps its old inode until the
+//! reboot). Flatcar's built-in docker/containerd extensions are masked
+//! (`<name>.raw -> /dev/null`, Flatcar's documented way) so they do not
+//! overlay ours, and `systemd-sysext.service` is enabled if it is not.
+//!
+//! What runs now: Docker's API when docker is up; else the merged
+//! extension's `extension-release.docker` (`SYSEXT_VERSION_ID`); else the
+//! record this agent keeps in `<state_dir>/addon-sysext.json` of what it
+//! installed and in which boot (an image installed in an earlier boot is the
+//! one merged now).
+
+use super::fetch::{Fetcher, Source, Staged, sha512_file};
+use super::manifest::Choice;
+use crate::config::Config;
+use crate::error::{Context as _, Error, ErrorClass, Result};
+use crate::fsutil;
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::path::{Path, PathBuf};
+use tracing::{info, warn};
+
+/// The extension's name: `docker.raw`, `extension-release.docker`.
+pub const EXTENSION_NAME: &str = "docker";
+pub const RECORD_FILE: &str = "addon-sysext.json";
+pub const SYSEXT_UNIT: &str = "systemd-sysext.service";
+
+/// `/etc/extensions/docker.raw`.
+pub fn image_path(config: &Config) -> PathBuf {
+    config
+        .paths
+        .extensions_dir
+        .join(format!("{EXTENSION_NAME}.raw"))
+}
+
+/// What this agent installed, and in which boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysextRecord {
+    pub version: String,
+    pub sha512: String,
+    pub image: PathBuf,
+    /// The agent's boot id when it was installed.
+    pub boot_id: String,
+    /// What ran in that boot, before the install.
+    pub previous: Option<String>,
+}
+
+pub fn record_path(config: &Config) -> PathBuf {
+    config.paths.state_dir.join(RECORD_FILE)
+}
+
+pub fn read_record(config: &Config) -> Option<SysextRecord> {
+    let p = record_path(config);
+    let text = fs::read_to_string(&p).ok()?;
+    match serde_json::from_str(&text) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            warn!(phase = "docker-addon", path = %p.display(), error = %e, "ignoring an unreadable sysext record");
+            None
+        }
+    }
+}
+
+pub fn write_record(config: &Config, rec: &SysextRecord) -> Result<PathBuf> {
+    let p = record_path(config);
+    let mut text = serde_json::to_string_pretty(rec).expect("records serialize");
+    text.push('\n');
+    fsutil::write_file("sysext record", &p, text.as_bytes(), fsutil::MODE_PUBLIC)?;
+    Ok(p)
+}
+
+/// The merged extension's release fields, when docker's extension is merged.
+pub fn merged_release(config: &Config) -> Option<Vec<(String, String)>> {
+    let p = config
+        .addon
+        .sysext_release_dir
+        .join(format!("extension-release.{EXTENSION_NAME}"));
+    let text = fs::read_to_string(p).ok()?;
+    Some(super::osrelease::parse_env(&text))
+}
+
+/// What the merged extension says about the docker running now, without
+/// asking docker: `(version, source)`.
+pub fn running_from_sysext(config: &Config, boot_id: &str) -> Option<(String, &'static str)> {
+    let release = merged_release(config)?;
+    if let Some((_, v)) = release
+        .iter()
+        .find(|(k, v)| k == "SYSEXT_VERSION_ID" && !v.is_empty())
+    {
+        return Some((v.clone(), "sysext-release"));
+    }
+    let rec = read_record(config)?;
+    if rec.boot_id != boot_id {
+        Some((rec.version, "sysext-record"))
+    } else {
+        rec.previous.map(|p| (p, "sysext-record"))
+    }
+}
+
+/// Whether `/etc/extensions/docker.raw` already is the chosen image.
+pub fn image_in_place(config: &Config, choice: &Choice) -> Result<bool> {
+    let p = image_path(config);
+    match fs::symlink_metadata(&p) {
+        Ok(m) if m.file_type().is_file() => {
+            let h = sha512_file(&p).ctx(ErrorClass::Internal, || {
+                format!("failed to read {}", p.display())
+            })?;
+            Ok(h == choice.hash)
+        }
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::internal(format!(
+            "failed to inspect {}: {e}",
+            p.display()
+        ))),
+    }
+}
+
+/// Downloads and verifies the chosen image next to its target.
+pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) -> Result<Staged> {
+    let name = format!("{EXTENSION_NAME}.raw");
+    let dir = &config.paths.extensions_dir;
+    if let Some(item) = &choice.origin {
+        return super::metasource::fetch_staged(config, item, dir, &name, &choice.hash).await;
+    }
+    if choice.urls.is_empty() {
+        return Err(Error::bad_input(format!(
+            "the package manifest lists no download location for docker {}",
+            choice.version
+        )));
+    }
+    let mut first_err: Option<Error> = None;
+    for u in &choice.urls {
+        let res = match Source::from_url(u) {
+            Ok(src) => fetcher.fetch_package(&src, dir, &name, &choice.hash).await,
+            Err(e) => Err(e),
+        };
+        match res {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                warn!(phase = "docker-addon", url = %u, error = %e, "image location failed");
+                if first_err
+                    .as_ref()
+                    .is_none_or(|f| f.class() != ErrorClass::Verification)
+                {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    Err(first_err.expect("at least one URL was tried"))
+}
+
+/// Points `<extensions_dir>/<name>.raw` at /dev/null for each masked
+/// extension (atomically). Returns the links written.
+pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for name in &config.addon.sysext_mask {
+        let link = config.paths.extensions_dir.join(format!("{name}.raw"));
+        if fs::read_link(&link).is_ok_and(|t| t == Path::new("/dev/null")) {
+            continue;
+        }
+        atomic_symlink(Path::new("/dev/null"), &link)?;
+        info!(phase = "docker-addon", path = %link.display(), "masked a built-in extension");
+        written.push(link);
+    }
+    Ok(written)
+}
+
+/// Enables `systemd-sysext.service` (a `sysinit.target.wants` link) unless
+/// it already is, by the admin or the OS vendor.
+pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
+    let wants = config
+        .addon
+        .systemd_config_dir
+        .join("sysinit.target.wants")
+        .join(SYSEXT_UNIT);
+    if fs::symlink_metadata(&wants).is_ok() {
+        return Ok(None);
+    }
+    let vendor_dirs = ["/usr/lib/systemd/system", "/lib/systemd/system"];
+    if vendor_dirs.iter().any(|d| {
+        Path::new(d)
+            .join("sysinit.target.wants")
+            .join(SYSEXT_UNIT)
+            .exists()
+    }) {
+        return Ok(None);
+    }
+    let Some(unit) = vendor_dirs
+        .iter()
+        .map(|d| Path::new(d).join(SYSEXT_UNIT))
+        .find(|p| p.exists())
+    else {
+        return Err(Error::refused(format!(
+            "{SYSEXT_UNIT} is not installed on this OS; the sysext backend needs systemd-sysext (set addon.backend to \"torcx\")"
+        )));
+    };
+    atomic_symlink(&unit, &wants)?;
+    info!(phase = "docker-addon", path = %wants.display(), "enabled {}", SYSEXT_UNIT);
+    Ok(Some(wants))
+}
+
+fn atomic_symlink(target: &Path, link: &Path) -> Result<()> {
+    let dir = link.parent().unwrap_or(Path::new("/"));
+    let io = || -> std::io::Result<()> {
+        fs::create_dir_all(dir)?;
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}-{:08x}",
+            link.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        std::os::unix::fs::symlink(target, &tmp)?;
+        if let Err(e) = fs::rename(&tmp, link) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        fsutil::fsync_dir(dir)
+    };
+    io().ctx(ErrorClass::Internal, || {
+        format!("failed to link {} -> {}", link.display(), target.display())
+    })
+}

@@ -1,0 +1,348 @@
+//! OpenPGP verification of detached signatures (the manifest's `.asc`)
+//! against a configured keyring, with rPGP (pure Rust).
+//!
+//! The keyring is one or more public keys, armored or binary (a `gpg
+//! --export` or `--export --armor` of the release keys). A signature made by
+//! the primary key or any of its subkeys counts. The two ways to fail get
+//! distinct messages: the signer is not in the keyring ("wrong key"), or it
+//! is and the signature does not match the data ("BAD signature", i.e. the
+//! data or the signature was altered).
+
+use crate::error::{Error, Result};
+use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::types::KeyDetails;
+use std::path::{Path, PathBuf};
+
+/// The public keys signatures are checked against.
+#[derive(Debug, Clone)]
+pub struct Keyring {
+    pub source: PathBuf,
+    keys: Vec<SignedPublicKey>,
+}
+
+/// Who made a good signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoodSignature {
+    /// Fingerprint (hex) of the primary key.
+    pub primary_fingerprint: String,
+    /// Fingerprint (hex) of the key that signed (primary or subkey).
+    pub signer_fingerprint: String,
+}
+
+impl Keyring {
+    /// Reads a keyring; a missing, empty or unparsable file is
+    /// [`crate::error::ErrorClass::BadInput`] naming it.
+    pub fn load(path: &Path) -> Result<Keyring> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::bad_input(format!(
+                "failed to read OpenPGP keyring at {}: {e}",
+                path.display()
+            ))
+        })?;
+        Self::parse(&bytes, path)
+    }
+
+    pub fn parse(bytes: &[u8], source: &Path) -> Result<Keyring> {
+        let bad = |m: String| {
+            Error::bad_input(format!("invalid OpenPGP keyring {}: {m}", source.display()))
+        };
+        // A keyring file may hold several armored blocks one after another.
+        let mut parsed = Vec::new();
+        for block in armored_blocks(bytes) {
+            let (iter, _) = SignedPublicKey::from_reader_many(std::io::Cursor::new(block))
+                .map_err(|e| bad(e.to_string()))?;
+            for k in iter {
+                parsed.push(k.map_err(|e| bad(e.to_string()))?);
+            }
+        }
+        let mut keys = Vec::new();
+        for k in parsed {
+            match k.verify_bindings() {
+                Ok(()) => keys.push(k),
+                Err(e) => tracing::warn!(
+                    phase = "docker-addon",
+                    path = %source.display(),
+                    key = %hex::encode(k.fingerprint().as_bytes()),
+                    error = %e,
+                    "ignoring a keyring key whose self-signatures do not verify"
+                ),
+            }
+        }
+        if keys.is_empty() {
+            return Err(bad("it holds no usable public key".to_string()));
+        }
+        Ok(Keyring {
+            source: source.to_path_buf(),
+            keys,
+        })
+    }
+
+    /// Fingerprints (hex) of the primary keys.
+    pub fn fingerprints(&self) -> Vec<String> {
+        self.keys
+            .iter()
+            .map(|k| hex::encode(k.fingerprint().as_bytes()))
+            .collect()
+    }
+
+    /// Verifies a detached signature (armored or binary) over `data`.
+    /// `what` names the signed thing (its URL or path) in errors, which are
+    /// [`crate::error::ErrorClass::Verification`].
+    pub fn verify_detached(
+        &self,
+        data: &[u8],
+        signature: &[u8],
+        what: &str,
+    ) -> Result<GoodSignature> {
+        let sigs = parse_signatures(signature).map_err(|e| {
+            Error::verification(format!(
+                "signature of {what} is not an OpenPGP signature: {e}"
+            ))
+        })?;
+        let mut issuers = Vec::new();
+        let mut bad_from = None;
+        for sig in &sigs {
+            let sig = &sig.signature;
+            let ids: Vec<String> = sig
+                .issuer_key_id()
+                .iter()
+                .map(|id| hex::encode(id.as_ref()))
+                .chain(
+                    sig.issuer_fingerprint()
+                        .iter()
+                        .map(|f| hex::encode(f.as_bytes())),
+                )
+                .collect();
+            issuers.extend(ids);
+            for key in &self.keys {
+                let primary_fpr = hex::encode(key.fingerprint().as_bytes());
+                match try_key(sig, &key.primary_key, data) {
+                    Some(Ok(())) => {
+                        return Ok(GoodSignature {
+                            signer_fingerprint: primary_fpr.clone(),
+                            primary_fingerprint: primary_fpr,
+                        });
+                    }
+                    Some(Err(e)) => bad_from = Some((primary_fpr.clone(), e)),
+                    None => {}
+                }
+                for sub in &key.public_subkeys {
+                    let fpr = hex::encode(sub.key.fingerprint().as_bytes());
+                    match try_key(sig, &sub.key, data) {
+                        Some(Ok(())) => {
+                            return Ok(GoodSignature {
+                                primary_fingerprint: primary_fpr,
+                                signer_fingerprint: fpr,
+                            });
+                        }
+                        Some(Err(e)) => bad_from = Some((fpr, e)),
+                        None => {}
+                    }
+                }
+            }
+        }
+        if let Some((fpr, e)) = bad_from {
+            return Err(Error::verification(format!(
+                "BAD signature on {what}: it does not match the data (key {fpr}: {e}); the file or its signature was altered"
+            )));
+        }
+        issuers.sort();
+        issuers.dedup();
+        Err(Error::verification(format!(
+            "{what} is signed by key {}, which is not in the keyring {} (keys: {})",
+            if issuers.is_empty() {
+                "<unknown>".to_string()
+            } else {
+                issuers.join("/")
+            },
+            self.source.display(),
+            self.fingerprints().join(", ")
+        )))
+    }
+}
+
+/// Splits armored text into its blocks; binary data is one block.
+fn armored_blocks(bytes: &[u8]) -> Vec<&[u8]> {
+    const BEGIN: &[u8] = b"-----BEGIN PGP ";
+    let starts: Vec<usize> = bytes
+        .windows(BEGIN.len())
+        .enumerate()
+        .filter(|(_, w)| *w == BEGIN)
+        .map(|(i, _)| i)
+        .collect();
+    if starts.len() < 2 {
+        return vec![bytes];
+    }
+    let mut out = Vec::new();
+    for (n, &s) in starts.iter().enumerate() {
+        let e = starts.get(n + 1).copied().unwrap_or(bytes.len());
+        out.push(&bytes[s..e]);
+    }
+    out
+}
+
+fn parse_signatures(bytes: &[u8]) -> std::result::Result<Vec<DetachedSignature>, String> {
+    let (iter, _) = DetachedSignature::from_reader_many(std::io::Cursor::new(bytes))
+        .map_err(|e| e.to_string())?;
+    let sigs: Vec<DetachedSignature> = iter
+        .collect::<pgp::errors::Result<_>>()
+        .map_err(|e| e.to_string())?;
+    if sigs.is_empty() {
+        return Err("no signature packet".to_string());
+    }
+    Ok(sigs)
+}
+
+/// `None` when `key` did not issue `sig`; else the verification result.
+fn try_key<K: pgp::types::VerifyingKey>(
+    sig: &pgp::packet::Signature,
+    key: &K,
+    data: &[u8],
+) -> Option<std::result::Result<(), String>> {
+    if !issued_by(sig, key.legacy_key_id(), key.fingerprint()) {
+        return None;
+    }
+    Some(sig.verify(key, data).map_err(|e| e.to_string()))
+}
+
+/// Whether a signature names `key` as its issuer (by key id or fingerprint).
+/// A signature without issuer information is tried against every key.
+fn issued_by(
+    sig: &pgp::packet::Signature,
+    kid: pgp::types::KeyId,
+    kfp: pgp::types::Fingerprint,
+) -> bool {
+    let ids = sig.issuer_key_id();
+    let fprs = sig.issuer_fingerprint();
+    if ids.is_empty() && fprs.is_empty() {
+        return true;
+    }
+    ids.iter().any(|id| **id == kid) || fprs.iter().any(|f| **f == kfp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+    use testkit::torcx_fixtures::SigningKey;
+
+    const WHAT: &str = "package manifest https://m.example/torcx_manifest.json";
+
+    fn keyring(keys: &[&SigningKey]) -> Keyring {
+        let text: String = keys.iter().map(|k| k.public_armored()).collect();
+        Keyring::parse(
+            text.as_bytes(),
+            Path::new("/etc/kubernetes/installer/keyring.asc"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn good_signature_from_primary_or_subkey() {
+        let a = SigningKey::generate("release-a@example.invalid");
+        let b = SigningKey::generate_with_signing_subkey("release-b@example.invalid");
+        let ring = keyring(&[&a, &b]);
+        assert_eq!(ring.fingerprints(), [a.fingerprint(), b.fingerprint()]);
+        let data = b"{\"kind\":\"torcx-package-list-v0\"}";
+        let good = ring
+            .verify_detached(data, a.sign(data).as_bytes(), WHAT)
+            .unwrap();
+        assert_eq!(good.primary_fingerprint, a.fingerprint());
+        let good = ring
+            .verify_detached(data, b.sign(data).as_bytes(), WHAT)
+            .unwrap();
+        assert_eq!(good.primary_fingerprint, b.fingerprint());
+        assert_ne!(
+            good.signer_fingerprint,
+            b.fingerprint(),
+            "signed by the subkey"
+        );
+        // A binary keyring (gpg --export) works the same.
+        let bin = Keyring::parse(&b.public_binary(), Path::new("/k.gpg")).unwrap();
+        assert!(
+            bin.verify_detached(data, b.sign(data).as_bytes(), WHAT)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn bad_signature_is_a_verification_error_naming_the_file() {
+        let a = SigningKey::generate("release@example.invalid");
+        let ring = keyring(&[&a]);
+        let data = b"original manifest";
+        let sig = a.sign(data);
+        let err = ring
+            .verify_detached(b"tampered manifest", sig.as_bytes(), WHAT)
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Verification);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "BAD signature on {WHAT}: it does not match the data (key {}",
+                a.fingerprint()
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with("the file or its signature was altered"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn signature_by_another_key_names_signer_and_keyring() {
+        let trusted = SigningKey::generate("release@example.invalid");
+        let other = SigningKey::generate("attacker@example.invalid");
+        let ring = keyring(&[&trusted]);
+        let data = b"manifest";
+        let err = ring
+            .verify_detached(data, other.sign(data).as_bytes(), WHAT)
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Verification);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("{WHAT} is signed by key ")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&other.fingerprint()),
+            "names the signer: {msg}"
+        );
+        assert!(
+            msg.contains(&format!(
+                "which is not in the keyring /etc/kubernetes/installer/keyring.asc (keys: {})",
+                trusted.fingerprint()
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn garbage_signature_and_keyring_are_named() {
+        let a = SigningKey::generate("release@example.invalid");
+        let ring = keyring(&[&a]);
+        let err = ring
+            .verify_detached(b"x", b"not a signature", WHAT)
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Verification);
+        assert!(
+            err.to_string()
+                .starts_with(&format!("signature of {WHAT} is not an OpenPGP signature")),
+            "{err}"
+        );
+        let err = Keyring::parse(b"hello", Path::new("/k.asc")).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput);
+        assert!(
+            err.to_string()
+                .starts_with("invalid OpenPGP keyring /k.asc: "),
+            "{err}"
+        );
+        let err = Keyring::load(Path::new("/nonexistent/k.asc")).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput);
+        assert!(
+            err.to_string()
+                .starts_with("failed to read OpenPGP keyring at /nonexistent/k.asc"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,519 @@
+//! Downloading one S3 object to a file: ranged parts in parallel, streamed
+//! to disk (memory does not grow with the object), each part retried on its
+//! own with jittered backoff on throttling, 5xx, timeouts and truncated
+//! bodies, all parts pinned to the first part's ETag (`If-Match`) so a
+//! bundle replaced mid-download is never stitched together.
+//!
+//! Failures the caller must tell apart come back as [`Failure`] kinds:
+//! missing object or bucket, access denied / bad credentials, object changed,
+//! everything else.
+
+use super::config::{Checksum, S3Settings};
+use crate::error::{Error, ErrorClass, Result};
+use crate::retry::{Attempt, RetryPolicy, retry};
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{
+    BehaviorVersion, Region, ResponseChecksumValidation, StalledStreamProtectionConfig,
+};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::get_object::{GetObjectError, GetObjectOutput};
+use aws_smithy_types::retry::RetryConfig;
+use aws_smithy_types::timeout::TimeoutConfig;
+use futures_util::{StreamExt, TryStreamExt};
+use sha2::Digest;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+
+/// Builds an S3 client: credentials from the standard AWS chain (env,
+/// profile, web identity, ECS, instance role), region from config or that
+/// chain (which includes instance metadata); the SDK's own retries are off
+/// because every call here goes through [`crate::retry`].
+pub async fn client(s3: &S3Settings) -> Result<Client> {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if let Some(r) = &s3.region {
+        loader = loader.region(Region::new(r.clone()));
+    }
+    let shared = loader.load().await;
+    if shared.region().is_none() {
+        return Err(Error::config(
+            "no S3 region: set assets.s3.region (none came from AWS_REGION, the AWS profile or instance metadata)",
+        ));
+    }
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(10).min(s3.request_timeout))
+        .read_timeout(s3.request_timeout)
+        .build();
+    let mut b = aws_sdk_s3::config::Builder::from(&shared)
+        .force_path_style(s3.force_path_style)
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(timeouts)
+        .stalled_stream_protection(
+            StalledStreamProtectionConfig::enabled()
+                .grace_period(s3.request_timeout)
+                .build(),
+        )
+        .response_checksum_validation(ResponseChecksumValidation::WhenRequired);
+    if let Some(e) = &s3.endpoint {
+        b = b.endpoint_url(e);
+    }
+    Ok(Client::from_conf(b.build()))
+}
+
+/// Why a download did not succeed, as far as the caller's decisions go.
+#[derive(Debug)]
+pub enum Failure {
+    /// The bucket or object does not exist (yet).
+    Missing(Error),
+    /// Access denied or the credentials are not accepted.
+    Denied(Error),
+    /// The object changed between parts (ETag no longer matches).
+    Changed(Error),
+    /// Anything else (already retried where retrying made sense).
+    Other(Error),
+}
+
+impl Failure {
+    pub fn into_error(self) -> Error {
+        match self {
+            Failure::Missing(e) | Failure::Denied(e) | Failure::Changed(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+/// The outcome of one download.
+#[derive(Debug, Clone)]
+pub struct Downloaded {
+    pub size: u64,
+    pub etag: Option<String>,
+    /// Checksums found in the object's user metadata (`x-amz-meta-sha256`,
+    /// `x-amz-meta-sha512`).
+    pub metadata_checksums: Vec<Checksum>,
+    pub parts: u64,
+    /// Requests that were retried (over all parts).
+    pub retries: u64,
+}
+
+enum Kind {
+    Missing,
+    Denied,
+    Changed,
+    Empty,
+    Transient(Option<Duration>),
+    Fatal,
+}
+
+fn classify(err: &SdkError<GetObjectError>) -> Kind {
+    match err {
+        SdkError::ServiceError(ctx) => {
+            let status = ctx.raw().status().as_u16();
+            let code = ctx.err().code().unwrap_or("");
+            let retry_after = ctx
+                .raw()
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            match (status, code) {
+                (_, "NoSuchKey" | "NoSuchBucket") | (404, _) => Kind::Missing,
+                (_, "PreconditionFailed") | (412, _) => Kind::Changed,
+                (_, "InvalidRange") | (416, _) => Kind::Empty,
+                (
+                    _,
+                    "SlowDown"
+                    | "Throttling"
+                    | "ThrottlingException"
+                    | "RequestTimeout"
+                    | "InternalError"
+                    | "ServiceUnavailable"
+                    | "RequestTimeTooSkewed",
+                ) => Kind::Transient(retry_after),
+                (403, _)
+                | (
+                    _,
+                    "AccessDenied"
+                    | "InvalidAccessKeyId"
+                    | "SignatureDoesNotMatch"
+                    | "ExpiredToken"
+                    | "InvalidToken",
+                ) => Kind::Denied,
+                (429 | 500..=599, _) => Kind::Transient(retry_after),
+                _ => Kind::Fatal,
+            }
+        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            Kind::Transient(None)
+        }
+        SdkError::ConstructionFailure(_) => Kind::Fatal,
+        _ => Kind::Transient(None),
+    }
+}
+
+fn describe(err: &SdkError<GetObjectError>) -> String {
+    match err {
+        SdkError::ServiceError(ctx) => {
+            let status = ctx.raw().status().as_u16();
+            let code = ctx.err().code().unwrap_or("no error code");
+            match ctx.err().message() {
+                Some(m) => format!("HTTP {status} {code}: {m}"),
+                None => format!("HTTP {status} {code}"),
+            }
+        }
+        other => DisplayErrorContext(other).to_string(),
+    }
+}
+
+/// A part failure, before the retry loop decides.
+enum PartError {
+    Sdk(Kind, String),
+    Truncated(String),
+    Io(Error),
+}
+
+struct Ctx<'a> {
+    client: &'a Client,
+    s3: &'a S3Settings,
+    retries: &'a AtomicU64,
+}
+
+impl Ctx<'_> {
+    fn policy(&self) -> RetryPolicy {
+        RetryPolicy::new(
+            self.s3.retry_initial,
+            self.s3.retry_max,
+            self.s3.max_attempts,
+        )
+    }
+
+    async fn get(
+        &self,
+        start: u64,
+        end: u64,
+        if_match: Option<&str>,
+    ) -> std::result::Result<GetObjectOutput, PartError> {
+        let mut req = self
+            .client
+            .get_object()
+            .bucket(&self.s3.bucket)
+            .key(&self.s3.key)
+            .range(format!("bytes={start}-{end}"));
+        if let Some(etag) = if_match {
+            req = req.if_match(etag);
+        }
+        req.send()
+            .await
+            .map_err(|e| PartError::Sdk(classify(&e), describe(&e)))
+    }
+
+    /// Streams `out`'s body into `path` at `offset`; exactly `expected`
+    /// bytes must arrive.
+    async fn write_body(
+        &self,
+        out: GetObjectOutput,
+        path: &Path,
+        offset: u64,
+        expected: u64,
+    ) -> std::result::Result<(), PartError> {
+        let io = |e: std::io::Error| {
+            PartError::Io(Error::internal(format!(
+                "failed to write the download to {}: {e}",
+                path.display()
+            )))
+        };
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .await
+            .map_err(io)?;
+        file.seek(std::io::SeekFrom::Start(offset))
+            .await
+            .map_err(io)?;
+        let mut body = out.body;
+        let mut got = 0u64;
+        loop {
+            let next = tokio::time::timeout(self.s3.request_timeout, body.try_next()).await;
+            match next {
+                Err(_) => {
+                    return Err(PartError::Truncated(format!(
+                        "no data for {}s after {got} of {expected} bytes",
+                        self.s3.request_timeout.as_secs()
+                    )));
+                }
+                Ok(Err(e)) => {
+                    return Err(PartError::Truncated(format!(
+                        "body broke off after {got} of {expected} bytes: {}",
+                        DisplayErrorContext(&e)
+                    )));
+                }
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => {
+                    got += chunk.len() as u64;
+                    if got > expected {
+                        return Err(PartError::Truncated(format!(
+                            "body is longer than the {expected} bytes announced"
+                        )));
+                    }
+                    file.write_all(&chunk).await.map_err(io)?;
+                }
+            }
+        }
+        if got != expected {
+            return Err(PartError::Truncated(format!(
+                "body ended after {got} of {expected} bytes"
+            )));
+        }
+        file.flush().await.map_err(io)?;
+        Ok(())
+    }
+
+    fn to_attempt(&self, what: &str, e: PartError) -> Attempt {
+        let uri = self.s3.uri();
+        match e {
+            PartError::Sdk(Kind::Transient(after), msg) => {
+                self.retries.fetch_add(1, Ordering::Relaxed);
+                Attempt::Retry {
+                    error: Error::retryable(format!("GET {uri} ({what}): {msg}")),
+                    after,
+                }
+            }
+            PartError::Truncated(msg) => {
+                self.retries.fetch_add(1, Ordering::Relaxed);
+                Attempt::retry(Error::retryable(format!(
+                    "GET {uri} ({what}): truncated: {msg}"
+                )))
+            }
+            PartError::Io(e) => Attempt::Fail(e),
+            PartError::Sdk(kind, msg) => Attempt::Fail(kinded(kind, &uri, &msg)),
+        }
+    }
+}
+
+/// Marker text the caller uses to recover the failure kind from an error.
+const MISSING: &str = "does not exist";
+const DENIED: &str = "access denied";
+const CHANGED: &str = "changed during the download";
+
+fn kinded(kind: Kind, uri: &str, msg: &str) -> Error {
+    match kind {
+        Kind::Missing => Error::bad_input(format!("asset bundle {uri} {MISSING} ({msg})")),
+        Kind::Denied => Error::config(format!(
+            "{DENIED} to asset bundle {uri} ({msg}): check the node's credentials (instance role or AWS_* environment) and the bucket policy"
+        )),
+        Kind::Changed => Error::retryable(format!("asset bundle {uri} {CHANGED} ({msg})")),
+        Kind::Empty => Error::bad_input(format!("asset bundle {uri} is empty ({msg})")),
+        Kind::Transient(_) => Error::retryable(format!("GET {uri}: {msg}")),
+        Kind::Fatal => Error::bad_input(format!("GET {uri} failed: {msg}")),
+    }
+}
+
+fn to_failure(e: Error) -> Failure {
+    let root = e.root_cause();
+    if root.contains(MISSING) {
+        Failure::Missing(e)
+    } else if root.starts_with(DENIED) {
+        Failure::Denied(e)
+    } else if root.contains(CHANGED) {
+        Failure::Changed(e)
+    } else {
+        Failure::Other(e)
+    }
+}
+
+/// `bytes 0-99/1234` -> 1234.
+fn total_from_content_range(v: &str) -> Option<u64> {
+    v.rsplit('/').next()?.trim().parse().ok()
+}
+
+fn metadata_checksums(out: &GetObjectOutput) -> Vec<Checksum> {
+    let mut v = Vec::new();
+    if let Some(md) = out.metadata() {
+        for (alg, key) in [("sha256", "sha256"), ("sha512", "sha512")] {
+            if let Some(h) = md.get(key) {
+                match Checksum::parse(&format!("x-amz-meta-{key}"), alg, h) {
+                    Ok(c) => v.push(c),
+                    Err(e) => {
+                        tracing::warn!(phase = "assets", field = %e.field, error = %e.message,
+                        "ignoring malformed checksum in the object's metadata")
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Downloads the object into `dest` (created or truncated).
+pub async fn download(
+    client: &Client,
+    s3: &S3Settings,
+    dest: &Path,
+) -> std::result::Result<Downloaded, Failure> {
+    let retries = AtomicU64::new(0);
+    let ctx = Ctx {
+        client,
+        s3,
+        retries: &retries,
+    };
+    let uri = s3.uri();
+    tokio::fs::File::create(dest).await.map_err(|e| {
+        Failure::Other(Error::internal(format!(
+            "failed to create {}: {e}",
+            dest.display()
+        )))
+    })?;
+
+    // Part 0 also tells the size, ETag and metadata.
+    let first_end = s3.part_size - 1;
+    let ctx_ref = &ctx;
+    let uri = &uri;
+    let (size, etag, md, whole) = retry(ctx.policy(), &format!("GET {uri}"), |_| async move {
+        let out = ctx_ref
+            .get(0, first_end, None)
+            .await
+            .map_err(|e| ctx_ref.to_attempt("part 1", e))?;
+        let size = out
+            .content_range()
+            .and_then(total_from_content_range)
+            .or(out.content_length().map(|l| l.max(0) as u64))
+            .ok_or_else(|| {
+                Attempt::Fail(Error::bad_input(format!(
+                    "GET {uri}: the response says neither Content-Range nor Content-Length"
+                )))
+            })?;
+        if size > s3.max_size {
+            return Err(Attempt::Fail(Error::bad_input(format!(
+                "asset bundle {uri} is {size} bytes, more than the {} byte limit (assets.s3.max_size_mib)",
+                s3.max_size
+            ))));
+        }
+        let etag = out.e_tag().map(str::to_string);
+        let md = metadata_checksums(&out);
+        // A server that ignores Range sends the whole object at once.
+        let whole = out.content_range().is_none();
+        let expected = if whole { size } else { size.min(s3.part_size) };
+        ctx_ref
+            .write_body(out, dest, 0, expected)
+            .await
+            .map_err(|e| ctx_ref.to_attempt("part 1", e))?;
+        Ok((size, etag, md, whole))
+    })
+    .await
+    .map_err(to_failure)?;
+
+    let parts = if whole {
+        1
+    } else {
+        size.div_ceil(s3.part_size).max(1)
+    };
+    if parts > 1 {
+        let etag = Arc::new(etag.clone());
+        futures_util::stream::iter(1..parts)
+            .map(|i| {
+                let etag = etag.clone();
+                let ctx = &ctx;
+                async move {
+                    let start = i * s3.part_size;
+                    let end = (start + s3.part_size).min(size) - 1;
+                    let what = format!("part {} of {parts}", i + 1);
+                    let what_ref = &what;
+                    retry(ctx.policy(), &format!("GET {} {what}", s3.uri()), |_| {
+                        let etag = etag.clone();
+                        async move {
+                            let out = ctx
+                                .get(start, end, etag.as_deref())
+                                .await
+                                .map_err(|e| ctx.to_attempt(what_ref, e))?;
+                            ctx.write_body(out, dest, start, end - start + 1)
+                                .await
+                                .map_err(|e| ctx.to_attempt(what_ref, e))
+                        }
+                    })
+                    .await
+                }
+            })
+            .buffer_unordered(s3.concurrency)
+            .try_collect::<Vec<()>>()
+            .await
+            .map_err(to_failure)?;
+    }
+    // The file must be exactly the announced size (nothing beyond it).
+    let len = tokio::fs::metadata(dest)
+        .await
+        .map(|m| m.len())
+        .unwrap_or(u64::MAX);
+    if len != size {
+        return Err(Failure::Other(Error::internal(format!(
+            "downloaded file {} is {len} bytes, expected {size}",
+            dest.display()
+        ))));
+    }
+    Ok(Downloaded {
+        size,
+        etag,
+        metadata_checksums: md,
+        parts,
+        retries: retries.load(Ordering::Relaxed),
+    })
+}
+
+/// SHA-256 and SHA-512 of a file (each only if asked for; empty if not),
+/// read in 1 MiB blocks.
+pub async fn hash_file(path: &Path, sha256: bool, sha512: bool) -> Result<(String, String)> {
+    let p = path.to_path_buf();
+    tokio::task::spawn_blocking(move || -> Result<(String, String)> {
+        use crate::error::Context as _;
+        use std::io::Read;
+        let mut f = std::fs::File::open(&p).ctx(ErrorClass::Internal, || {
+            format!("failed to open {}", p.display())
+        })?;
+        let mut s256 = sha2::Sha256::new();
+        let mut s512 = sha2::Sha512::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = f.read(&mut buf).ctx(ErrorClass::Internal, || {
+                format!("failed to read {}", p.display())
+            })?;
+            if n == 0 {
+                break;
+            }
+            if sha256 {
+                s256.update(&buf[..n]);
+            }
+            if sha512 {
+                s512.update(&buf[..n]);
+            }
+        }
+        let hex_if = |on: bool, d: Vec<u8>| if on { hex::encode(d) } else { String::new() };
+        Ok((
+            hex_if(sha256, s256.finalize().to_vec()),
+            hex_if(sha512, s512.finalize().to_vec()),
+        ))
+    })
+    .await
+    .map_err(|e| Error::internal(format!("hashing task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range_total() {
+        assert_eq!(total_from_content_range("bytes 0-99/1234"), Some(1234));
+        assert_eq!(total_from_content_range("bytes 0-99/*"), None);
+    }
+
+    #[test]
+    fn kinds_round_trip_through_errors() {
+        let e = kinded(Kind::Missing, "s3://b/k", "HTTP 404 NoSuchKey");
+        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert!(matches!(to_failure(e), Failure::Missing(_)));
+        let e = kinded(Kind::Denied, "s3://b/k", "HTTP 403 AccessDenied");
+        assert_eq!(e.class(), ErrorClass::Config);
+        assert!(matches!(to_failure(e), Failure::Denied(_)));
+        let e = kinded(Kind::Changed, "s3://b/k", "HTTP 412");
+        assert!(matches!(to_failure(e), Failure::Changed(_)));
+    }
+}

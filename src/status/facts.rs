@@ -1,0 +1,369 @@
+//! What `status` read from the node: plain data, serialized as the body of
+//! `status --json` (docs/status-json.md). Built by [`super::probe`], judged
+//! by [`super::verdict`].
+
+use crate::config::Role;
+use crate::error::ErrorClass;
+use crate::journal::{StateJournal, StepStatus};
+use crate::systemd::units::UnitState;
+use serde::Serialize;
+
+/// The flow's steps in the state journal, in the order `run` takes them.
+pub const FLOW_STEPS: &[&str] = &[
+    crate::flow::plan::Step::Assets.name(),
+    crate::flow::plan::Step::ClusterVersion.name(),
+    crate::flow::plan::Step::OsUpdate.name(),
+    crate::flow::plan::Step::DockerAddon.name(),
+    crate::flow::plan::Step::Reboot.name(),
+    crate::flow::plan::Step::KubeletEnv.name(),
+];
+pub const HELPER_STEPS: &[&str] = &["helper/bootkube", "helper/tectonic"];
+
+pub const KNB: &str = "k8s-node-bootstrap.service";
+pub const KUBELET: &str = "kubelet.service";
+pub const BOOTKUBE_PATH: &str = "bootkube.path";
+pub const BOOTKUBE: &str = "bootkube.service";
+pub const TECTONIC_PATH: &str = "tectonic.path";
+pub const TECTONIC: &str = "tectonic.service";
+pub const INIT_ASSETS: &str = "init-assets.service";
+pub const DOCKER: &str = "docker.service";
+
+/// The units `status` asks systemd about (init-assets only shown when it exists).
+pub const FLOW_UNITS: &[&str] = &[
+    KNB,
+    KUBELET,
+    BOOTKUBE_PATH,
+    BOOTKUBE,
+    TECTONIC_PATH,
+    TECTONIC,
+    INIT_ASSETS,
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Facts {
+    pub node: NodeFacts,
+    /// `None`: systemd could not be reached (see `unreachable`).
+    pub units: Option<Vec<UnitFacts>>,
+    pub state_journal: JournalFacts,
+    /// The flow's phases and helpers; `None` when the journal is missing or corrupt.
+    pub phases: Option<Vec<Phase>>,
+    pub kubelet_env: KubeletEnv,
+    pub assets: Assets,
+    pub torcx: Option<Torcx>,
+    pub docker: Option<DockerInfo>,
+    pub update_engine: Option<UpdateEngine>,
+    /// Sources that could not be read, and why.
+    pub unreachable: Vec<Unreachable>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeFacts {
+    pub role: Role,
+    /// `config`, `inferred` (config unreadable; bootkube.path enabled) or `default`.
+    pub role_source: &'static str,
+    pub config: String,
+    /// This boot's id as the agent recorded it (`None`: no agent ran this boot).
+    pub boot_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitFacts {
+    #[serde(flatten)]
+    pub state: UnitState,
+    /// Conditions were checked and failed: the unit was skipped.
+    pub condition_skipped: bool,
+    /// RFC 3339 of the last ActiveState change (`None`: never).
+    pub since: Option<String>,
+}
+
+impl UnitFacts {
+    pub fn new(state: UnitState) -> Self {
+        UnitFacts {
+            condition_skipped: state.condition_skipped(),
+            since: rfc3339_us(state.state_change_timestamp_us),
+            state,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum JournalFacts {
+    Present { path: String },
+    Missing { path: String },
+    Corrupt { path: String, error: String },
+}
+
+impl JournalFacts {
+    pub fn readable(&self) -> bool {
+        matches!(self, JournalFacts::Present { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseState {
+    Done,
+    Running,
+    Failed,
+    Pending,
+    /// Never ran and will not: disabled in config (`docker-addon` with
+    /// `addon.enabled` off), or not needed (`reboot` when kubelet.env was
+    /// written without one).
+    Skipped,
+    /// Running in an earlier boot that ended (crash, power loss) before it finished.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub name: String,
+    pub state: PhaseState,
+    /// Whether the latest attempt ran in this boot (`None`: never ran).
+    pub this_boot: Option<bool>,
+    pub attempts: u32,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub error_class: Option<ErrorClass>,
+    /// Whether running again can help (from the error class).
+    pub retryable: Option<bool>,
+    pub log_tail: Vec<String>,
+}
+
+impl Phase {
+    fn never_ran(name: &str, state: PhaseState) -> Phase {
+        Phase {
+            name: name.to_string(),
+            state,
+            this_boot: None,
+            attempts: 0,
+            started_at: None,
+            ended_at: None,
+            result: None,
+            error: None,
+            error_class: None,
+            retryable: None,
+            log_tail: Vec::new(),
+        }
+    }
+}
+
+/// The journal's steps as phases: the flow's steps in order, the helpers
+/// (on the bootkube master, or whenever recorded), then any other step.
+/// `disabled` names flow steps turned off in config.
+pub fn phases(
+    j: &StateJournal,
+    boot_id: Option<&str>,
+    master: bool,
+    disabled: &[&str],
+) -> Vec<Phase> {
+    let committed = j
+        .step(crate::flow::plan::Step::KubeletEnv.name())
+        .is_some_and(|r| r.status == StepStatus::Done);
+    let mut names: Vec<&str> = FLOW_STEPS.to_vec();
+    for h in HELPER_STEPS {
+        if master || j.steps.contains_key(*h) {
+            names.push(h);
+        }
+    }
+    for k in j.steps.keys() {
+        if !names.contains(&k.as_str()) {
+            names.push(k);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| match j.step(name) {
+            None if disabled.contains(&name) => Phase::never_ran(name, PhaseState::Skipped),
+            None if committed && FLOW_STEPS.contains(&name) => {
+                Phase::never_ran(name, PhaseState::Skipped)
+            }
+            None => Phase::never_ran(name, PhaseState::Pending),
+            Some(r) => {
+                let this_boot = boot_id == Some(r.boot_id.as_str());
+                let state = match r.status {
+                    StepStatus::Done => PhaseState::Done,
+                    StepStatus::Failed => PhaseState::Failed,
+                    // The reboot step stays Running across the reboot it asked for.
+                    StepStatus::Running if this_boot || name == "reboot" => PhaseState::Running,
+                    StepStatus::Running => PhaseState::Interrupted,
+                };
+                Phase {
+                    name: name.to_string(),
+                    state,
+                    this_boot: Some(this_boot),
+                    attempts: r.attempts,
+                    started_at: Some(r.started_at.clone()),
+                    ended_at: r.ended_at.clone(),
+                    result: r.result.clone(),
+                    error: r.error.clone(),
+                    error_class: r.error_class,
+                    retryable: r.error_class.map(|c| c.is_retryable()),
+                    log_tail: r.log_tail.clone(),
+                }
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KubeletEnv {
+    pub path: String,
+    pub present: bool,
+    /// `KEY=value` pairs in file order; secret-looking values are `<redacted>`.
+    pub values: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Assets {
+    pub dir: String,
+    /// `push` (terraform over SSH) or `pull` (from S3).
+    pub mode: &'static str,
+    pub bootkube_script: String,
+    pub bootkube_script_present: bool,
+    pub tectonic_script: String,
+    pub tectonic_script_present: bool,
+    pub bootkube_done: bool,
+    pub tectonic_done: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Torcx {
+    /// Content of `/etc/torcx/next-profile` (`None`: no such file).
+    pub next_profile: Option<String>,
+    /// `name:reference` of the next profile's images (`None`: profile not found).
+    pub next_images: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DockerInfo {
+    pub version: String,
+    pub api_version: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdateEngine {
+    pub current_operation: String,
+    pub progress: f64,
+    pub new_version: String,
+    pub new_size: i64,
+    pub last_checked_time: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreachable {
+    /// `config`, `systemd`, `state-journal`, `kubelet-env`, `torcx`, `docker`, `update-engine`.
+    pub source: &'static str,
+    pub error: String,
+}
+
+impl Facts {
+    pub fn unit(&self, name: &str) -> Option<&UnitState> {
+        self.units
+            .as_ref()?
+            .iter()
+            .map(|u| &u.state)
+            .find(|u| u.name == name)
+    }
+
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.as_ref()?.iter().find(|p| p.name == name)
+    }
+
+    pub fn systemd_reachable(&self) -> bool {
+        self.units.is_some()
+    }
+}
+
+/// systemd µs timestamp -> RFC 3339 UTC (second precision), `None` for 0.
+pub fn rfc3339_us(us: u64) -> Option<String> {
+    if us == 0 {
+        return None;
+    }
+    let t = time::OffsetDateTime::from_unix_timestamp((us / 1_000_000) as i64).ok()?;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn phases_follow_the_flow_order_and_tell_interrupted_from_running() {
+        let mut j = StateJournal::default();
+        j.begin("old", "assets");
+        j.finish("old", "assets", serde_json::json!({}));
+        j.begin("old", "cluster-version");
+        j.begin("old", "reboot");
+        j.begin("now", "os-update");
+        j.fail("now", "os-update", &Error::config("bad"), vec![]);
+        j.begin("now", "custom");
+        let p = phases(&j, Some("now"), false, &[]);
+        let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "assets",
+                "cluster-version",
+                "os-update",
+                "docker-addon",
+                "reboot",
+                "kubelet-env",
+                "custom"
+            ]
+        );
+        let st: Vec<PhaseState> = p.iter().map(|p| p.state).collect();
+        assert_eq!(
+            st,
+            vec![
+                PhaseState::Done,
+                PhaseState::Interrupted,
+                PhaseState::Failed,
+                PhaseState::Pending,
+                PhaseState::Running,
+                PhaseState::Pending,
+                PhaseState::Running
+            ]
+        );
+        assert_eq!(p[2].retryable, Some(false));
+        assert_eq!(p[4].this_boot, Some(false));
+        // The helpers show on the master even before they ran.
+        let p = phases(&j, Some("now"), true, &[]);
+        assert!(p.iter().any(|p| p.name == "helper/tectonic"));
+    }
+
+    #[test]
+    fn disabled_and_unneeded_steps_are_skipped_not_pending() {
+        let mut j = StateJournal::default();
+        let state = |p: &[Phase], n: &str| p.iter().find(|p| p.name == n).unwrap().state;
+        j.begin("now", "assets");
+        let p = phases(&j, Some("now"), false, &["docker-addon"]);
+        assert_eq!(state(&p, "docker-addon"), PhaseState::Skipped);
+        assert_eq!(
+            state(&p, "reboot"),
+            PhaseState::Pending,
+            "a reboot may still come"
+        );
+        j.begin("now", "kubelet-env");
+        j.finish("now", "kubelet-env", serde_json::json!({}));
+        let p = phases(&j, Some("now"), false, &[]);
+        assert_eq!(
+            state(&p, "reboot"),
+            PhaseState::Skipped,
+            "kubelet.env written without a reboot"
+        );
+    }
+
+    #[test]
+    fn timestamps_render_as_utc() {
+        assert_eq!(rfc3339_us(0), None);
+        assert_eq!(
+            rfc3339_us(1_700_000_000_123_456).as_deref(),
+            Some("2023-11-14T22:13:20Z")
+        );
+    }
+}

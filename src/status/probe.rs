@@ -1,0 +1,451 @@
+//! Reading the node: systemd (D-Bus), the state journal, kubelet.env,
+//! markers and assets, torcx, Docker, update_engine. Every probe is bounded
+//! by a short timeout and, when it cannot read its source, records
+//! "could not reach X: why" in `unreachable` instead of failing.
+
+use super::facts::*;
+use crate::config::{Config, Role};
+use crate::journal::JournalFile;
+use crate::systemd::units::{self, Units};
+use std::path::Path;
+use std::time::Duration;
+
+/// Default bound of each probe that talks to another process.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How the config was obtained.
+pub struct LoadedConfig {
+    pub config: Config,
+    /// `None` when read fine; the error otherwise (defaults are used).
+    pub error: Option<String>,
+}
+
+impl LoadedConfig {
+    pub fn load(path: &Path) -> LoadedConfig {
+        match Config::load(path) {
+            Ok(config) => LoadedConfig {
+                config,
+                error: None,
+            },
+            Err(e) => {
+                let mut config = Config::defaults();
+                config.source = path.to_path_buf();
+                LoadedConfig {
+                    config,
+                    error: Some(e.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// Reads everything `status` shows.
+pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
+    let config = &loaded.config;
+    let paths = &config.paths;
+    let mut unreachable = Vec::new();
+    if let Some(e) = &loaded.error {
+        unreachable.push(Unreachable {
+            source: "config",
+            error: format!("{e} (showing defaults)"),
+        });
+    }
+
+    // systemd and update_engine share one bus connection.
+    let bus = units::system_bus(timeout).await;
+    let (units, update_engine) = match &bus {
+        Ok(conn) => {
+            let u = Units::new(conn.clone());
+            let mut names: Vec<&str> = FLOW_UNITS.to_vec();
+            names.push(DOCKER);
+            let (states, ue) = tokio::join!(u.units(&names), update_engine_status(conn, timeout));
+            let mut list = Vec::new();
+            let mut failed = None;
+            for s in states {
+                match s {
+                    Ok(s) => list.push(s),
+                    Err(e) => failed = Some(e.to_string()),
+                }
+            }
+            let units = match failed {
+                Some(e) => {
+                    unreachable.push(Unreachable {
+                        source: "systemd",
+                        error: e,
+                    });
+                    None
+                }
+                None => Some(list),
+            };
+            (units, ue)
+        }
+        Err(e) => {
+            unreachable.push(Unreachable {
+                source: "systemd",
+                error: e.to_string(),
+            });
+            (None, Err("the system bus is unreachable".to_string()))
+        }
+    };
+    let update_engine = match update_engine {
+        Ok(s) => Some(s),
+        Err(e) => {
+            unreachable.push(Unreachable {
+                source: "update-engine",
+                error: e,
+            });
+            None
+        }
+    };
+
+    // Docker: asked only when docker.service runs (asking a socket-activated
+    // docker would start it), or when systemd cannot say.
+    let docker_unit = units
+        .as_ref()
+        .and_then(|us| us.iter().find(|u| u.name == DOCKER));
+    let docker = match docker_unit {
+        Some(u) if !u.is_active() => {
+            unreachable.push(Unreachable {
+                source: "docker",
+                error: format!(
+                    "{DOCKER} is {} (not asked, to avoid starting it)",
+                    u.active_state
+                ),
+            });
+            None
+        }
+        _ => match docker_version(&paths.docker_socket, timeout).await {
+            Ok(d) => Some(d),
+            Err(e) => {
+                unreachable.push(Unreachable {
+                    source: "docker",
+                    error: e,
+                });
+                None
+            }
+        },
+    };
+
+    let boot_id = std::fs::read_to_string(paths.run_dir.join("boot-id"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+
+    let (role, role_source) = if loaded.error.is_none() {
+        (config.role, "config")
+    } else if units.as_ref().is_some_and(|us| {
+        us.iter()
+            .any(|u| u.name == BOOTKUBE_PATH && u.unit_file_state == "enabled")
+    }) {
+        (Role::BootkubeMaster, "inferred")
+    } else {
+        (config.role, "default")
+    };
+    let master = role.is_bootkube_master();
+
+    let jpath = paths.state_journal();
+    let jp = jpath.display().to_string();
+    let (state_journal, phases) = match JournalFile::new(&jpath).load() {
+        Ok(Some(j)) => (
+            JournalFacts::Present { path: jp },
+            Some(super::facts::phases(
+                &j,
+                boot_id.as_deref(),
+                master,
+                &disabled_steps(config),
+            )),
+        ),
+        Ok(None) => {
+            unreachable.push(Unreachable {
+                source: "state-journal",
+                error: format!(
+                    "no state journal at {jp} (the agent has not recorded anything yet)"
+                ),
+            });
+            (JournalFacts::Missing { path: jp }, None)
+        }
+        Err(e) => {
+            unreachable.push(Unreachable {
+                source: "state-journal",
+                error: e.to_string(),
+            });
+            (
+                JournalFacts::Corrupt {
+                    path: jp,
+                    error: e.to_string(),
+                },
+                None,
+            )
+        }
+    };
+
+    let kubelet_env = match crate::fsutil::read_optional(&paths.kubelet_env) {
+        Ok(text) => KubeletEnv {
+            path: paths.kubelet_env.display().to_string(),
+            present: text.is_some(),
+            values: text.as_deref().map(parse_env).unwrap_or_default(),
+        },
+        Err(e) => {
+            unreachable.push(Unreachable {
+                source: "kubelet-env",
+                error: format!("cannot read {}: {e}", paths.kubelet_env.display()),
+            });
+            KubeletEnv {
+                path: paths.kubelet_env.display().to_string(),
+                // It exists (we could not read it); kubelet.service decides.
+                present: paths.kubelet_env.exists(),
+                values: vec![],
+            }
+        }
+    };
+
+    let bk = config
+        .helpers
+        .bootkube
+        .script_path(&paths.assets_dir, "bootkube.sh");
+    let tc = config
+        .helpers
+        .tectonic
+        .script_path(&paths.assets_dir, "tectonic-wrapper.sh");
+    let assets = Assets {
+        dir: paths.assets_dir.display().to_string(),
+        mode: match config.assets.mode {
+            crate::assets::config::AssetsMode::Push => "push",
+            crate::assets::config::AssetsMode::Pull => "pull",
+        },
+        bootkube_script_present: bk.exists(),
+        bootkube_script: bk.display().to_string(),
+        tectonic_script_present: tc.exists(),
+        tectonic_script: tc.display().to_string(),
+        bootkube_done: paths.bootkube_done().exists(),
+        tectonic_done: paths.tectonic_done().exists(),
+    };
+
+    let torcx = match read_torcx(&paths.torcx_config_dir) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            unreachable.push(Unreachable {
+                source: "torcx",
+                error: e,
+            });
+            None
+        }
+    };
+
+    Facts {
+        node: NodeFacts {
+            role,
+            role_source,
+            config: config.source.display().to_string(),
+            boot_id,
+        },
+        units: units.map(|us| {
+            us.into_iter()
+                .filter(|u| u.name != DOCKER && (u.name != INIT_ASSETS || u.exists()))
+                .map(UnitFacts::new)
+                .collect()
+        }),
+        state_journal,
+        phases,
+        kubelet_env,
+        assets,
+        torcx,
+        docker,
+        update_engine,
+        unreachable,
+    }
+}
+
+/// Whether a kubelet.env key looks like it holds a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_uppercase();
+    ["TOKEN", "SECRET", "PASSWORD", "KEY"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+/// systemd `EnvironmentFile=` lines -> pairs, secret values redacted. A
+/// file that does not parse gives no values (status reports it present).
+pub fn parse_env(text: &str) -> Vec<(String, String)> {
+    let Ok(env) = crate::kubeletenv::EnvFile::parse(text, Path::new("kubelet.env")) else {
+        return Vec::new();
+    };
+    env.entries()
+        .iter()
+        .map(|(k, v)| {
+            let v = if is_secret_key(k) {
+                "<redacted>".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// `/etc/torcx/next-profile` and the images of that profile (searched in
+/// `/etc/torcx/profiles`, then the vendor and OEM profile dirs).
+fn read_torcx(config_dir: &Path) -> Result<Torcx, String> {
+    let np = config_dir.join("next-profile");
+    let name = match crate::fsutil::read_optional(&np) {
+        Ok(Some(s)) => s.trim().to_string(),
+        Ok(None) => {
+            return Ok(Torcx {
+                next_profile: None,
+                next_images: None,
+            });
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", np.display())),
+    };
+    let dirs = [
+        config_dir.join("profiles"),
+        Path::new("/usr/share/oem/torcx/profiles").to_path_buf(),
+        Path::new("/usr/share/torcx/profiles").to_path_buf(),
+    ];
+    let mut images = None;
+    for d in dirs {
+        let p = d.join(format!("{name}.json"));
+        if let Ok(Some(text)) = crate::fsutil::read_optional(&p) {
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| format!("torcx profile {} is not valid JSON: {e}", p.display()))?;
+            let list = v["value"]["images"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|i| {
+                            format!(
+                                "{}:{}",
+                                i["name"].as_str().unwrap_or("?"),
+                                i["reference"].as_str().unwrap_or("?")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            images = Some(list);
+            break;
+        }
+    }
+    Ok(Torcx {
+        next_profile: Some(name),
+        next_images: images,
+    })
+}
+
+async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, String> {
+    if !socket.exists() {
+        return Err(format!("no Docker socket at {}", socket.display()));
+    }
+    let d = crate::helper::docker::connect(socket, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(timeout, d.version()).await {
+        Ok(Ok(v)) => Ok(DockerInfo {
+            version: v.version.unwrap_or_default(),
+            api_version: v.api_version.unwrap_or_default(),
+        }),
+        Ok(Err(e)) => Err(format!("Docker at {}: {e}", socket.display())),
+        Err(_) => Err(format!(
+            "Docker at {} did not answer within {}ms",
+            socket.display(),
+            timeout.as_millis()
+        )),
+    }
+}
+
+/// Flow steps the config turns off (shown as skipped, not pending).
+fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
+    let mut off = Vec::new();
+    if !config.addon.enabled {
+        off.push(crate::flow::plan::Step::DockerAddon.name());
+    }
+    off
+}
+
+/// update_engine's `GetStatus` (FORMATS.md §7) through the updater's client.
+pub async fn update_engine_status(
+    conn: &zbus::Connection,
+    timeout: Duration,
+) -> Result<UpdateEngine, String> {
+    let ask = async {
+        let engine = crate::updater::UpdateEngine::new(conn).await?;
+        engine.get_status().await
+    };
+    let r = match tokio::time::timeout(timeout, ask).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Err(format!("GetStatus on com.coreos.update1: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "com.coreos.update1 did not answer within {}ms",
+                timeout.as_millis()
+            ));
+        }
+    };
+    Ok(UpdateEngine {
+        current_operation: r.current_operation.as_str().to_string(),
+        progress: r.progress,
+        new_version: r.new_version,
+        new_size: r.new_size,
+        last_checked_time: r.last_checked_time,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubelet_env_is_parsed_and_secrets_redacted() {
+        let text = "# written by node-bootstrap\n\
+                    KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\n\
+                    KUBELET_IMAGE_TAG='v1.9.6_coreos.0'\n\
+                    \n\
+                    BOOTSTRAP_TOKEN=abcdef.0123456789abcdef\n\
+                    aws_secret_access=xyz\n\
+                    API_KEY=k\n\
+                    DB_PASSWORD = hunter2\n\
+                    PLAIN=a=b\n";
+        let v = parse_env(text);
+        assert_eq!(
+            v,
+            vec![
+                (
+                    "KUBELET_IMAGE_URL".into(),
+                    "quay.io/coreos/hyperkube".into()
+                ),
+                ("KUBELET_IMAGE_TAG".into(), "v1.9.6_coreos.0".into()),
+                ("BOOTSTRAP_TOKEN".into(), "<redacted>".into()),
+                ("aws_secret_access".into(), "<redacted>".into()),
+                ("API_KEY".into(), "<redacted>".into()),
+                ("DB_PASSWORD".into(), "<redacted>".into()),
+                ("PLAIN".into(), "a=b".into()),
+            ]
+        );
+        let joined = format!("{v:?}");
+        for secret in ["abcdef", "xyz", "hunter2"] {
+            assert!(!joined.contains(secret), "{secret} leaked");
+        }
+    }
+
+    #[test]
+    fn torcx_next_profile_and_its_images() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(read_torcx(d.path()).unwrap().next_profile, None);
+        std::fs::write(d.path().join("next-profile"), "docker-1703\n").unwrap();
+        let t = read_torcx(d.path()).unwrap();
+        assert_eq!(t.next_profile.as_deref(), Some("docker-1703"));
+        assert_eq!(t.next_images, None);
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        std::fs::write(
+            d.path().join("profiles/docker-1703.json"),
+            r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"17.03"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_torcx(d.path()).unwrap().next_images,
+            Some(vec!["docker:17.03".to_string()])
+        );
+        std::fs::write(d.path().join("profiles/docker-1703.json"), "{").unwrap();
+        assert!(read_torcx(d.path()).unwrap_err().contains("not valid JSON"));
+    }
+}

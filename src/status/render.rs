@@ -1,0 +1,216 @@
+//! The human-readable report: one screen, verdict first.
+
+use super::Report;
+use super::facts::{JournalFacts, PhaseState};
+use std::fmt::Write;
+
+fn ago(rfc: &str, now: time::OffsetDateTime) -> String {
+    let Ok(t) = time::OffsetDateTime::parse(rfc, &time::format_description::well_known::Rfc3339)
+    else {
+        return rfc.to_string();
+    };
+    let secs = (now - t).whole_seconds();
+    let rel = match secs {
+        s if s < 0 => "in the future".to_string(),
+        s if s < 120 => format!("{s}s ago"),
+        s if s < 7200 => format!("{}m ago", s / 60),
+        s if s < 172_800 => format!("{}h ago", s / 3600),
+        s => format!("{}d ago", s / 86_400),
+    };
+    format!("{rfc} ({rel})")
+}
+
+/// Renders the report as text (no colours, so it reads the same in a log).
+pub fn text(r: &Report) -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let f = &r.facts;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "node-bootstrap status: {}",
+        r.assessment.verdict.as_str().to_uppercase()
+    );
+    let _ = writeln!(
+        o,
+        "role: {} ({}; config {})   boot: {}",
+        serde_json::to_value(f.node.role)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        f.node.role_source,
+        f.node.config,
+        f.node
+            .boot_id
+            .as_deref()
+            .unwrap_or("no agent run this boot")
+    );
+    if !r.assessment.reasons.is_empty() {
+        let _ = writeln!(o, "\nWhy:");
+        for reason in &r.assessment.reasons {
+            let _ = writeln!(o, "  - {reason}");
+        }
+    }
+    if !r.assessment.waiting_for.is_empty() {
+        let _ = writeln!(o, "\nWaiting for:");
+        for w in &r.assessment.waiting_for {
+            let _ = writeln!(o, "  - {w}");
+        }
+    }
+
+    let _ = writeln!(o, "\nUnits (systemd):");
+    match &f.units {
+        None => {
+            let _ = writeln!(o, "  (could not reach systemd; see below)");
+        }
+        Some(units) => {
+            let _ = writeln!(
+                o,
+                "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  SINCE",
+                "UNIT", "LOAD", "ACTIVE", "SUB", "RESULT", "RESTARTS"
+            );
+            for u in units {
+                let s = &u.state;
+                let mut since = u.since.as_deref().map(|t| ago(t, now)).unwrap_or_default();
+                if u.condition_skipped {
+                    since.push_str("  [skipped: condition not met]");
+                }
+                let _ = writeln!(
+                    o,
+                    "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  {}",
+                    s.name,
+                    s.load_state,
+                    s.active_state,
+                    s.sub_state,
+                    s.result.as_deref().unwrap_or("-"),
+                    s.n_restarts.map(|n| n.to_string()).unwrap_or("-".into()),
+                    since
+                );
+            }
+        }
+    }
+
+    match &f.state_journal {
+        JournalFacts::Present { path } => {
+            let _ = writeln!(o, "\nPhases (state journal {path}):");
+        }
+        JournalFacts::Missing { path } => {
+            let _ = writeln!(o, "\nPhases: no state journal at {path}");
+        }
+        JournalFacts::Corrupt { path, .. } => {
+            let _ = writeln!(
+                o,
+                "\nPhases: state journal {path} is unreadable (see below)"
+            );
+        }
+    }
+    for p in f.phases.iter().flatten() {
+        let state = serde_json::to_value(p.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let when = match (p.state, &p.started_at, &p.ended_at) {
+            (PhaseState::Pending, _, _) => String::new(),
+            (PhaseState::Skipped, _, _) => String::new(),
+            (_, _, Some(end)) => ago(end, now),
+            (_, Some(start), None) => format!("since {}", ago(start, now)),
+            _ => String::new(),
+        };
+        let boot = match p.this_boot {
+            Some(false) if p.state != PhaseState::Done => " [earlier boot]",
+            _ => "",
+        };
+        let mut detail = String::new();
+        if let Some(res) = p.result.as_ref().filter(|_| p.state != PhaseState::Failed)
+            && let Some(obj) = res.as_object()
+        {
+            let parts: Vec<String> = obj
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v.as_str() {
+                    Some(s) => format!("{k}={s}"),
+                    None => format!("{k}={v}"),
+                })
+                .collect();
+            detail = parts.join(" ");
+        }
+        let _ = writeln!(
+            o,
+            "  {:<16} {:<11} {}{}{}",
+            p.name,
+            state,
+            when,
+            boot,
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!("  {detail}")
+            }
+        );
+        if p.attempts > 1 {
+            let _ = writeln!(o, "  {:<16} attempts: {}", "", p.attempts);
+        }
+        if let Some(e) = &p.error {
+            let _ = writeln!(o, "  {:<16} error: {e}", "");
+        }
+        if p.state == PhaseState::Failed {
+            for l in &p.log_tail {
+                let _ = writeln!(o, "  {:<16} | {l}", "");
+            }
+        }
+    }
+
+    let k = &f.kubelet_env;
+    if k.present {
+        let _ = writeln!(o, "\nkubelet.env ({}): present", k.path);
+        for (key, v) in &k.values {
+            let _ = writeln!(o, "  {key}={v}");
+        }
+    } else {
+        let _ = writeln!(o, "\nkubelet.env ({}): not written yet", k.path);
+    }
+    let a = &f.assets;
+    let yn = |b: bool| if b { "present" } else { "absent" };
+    let _ = writeln!(
+        o,
+        "assets ({} mode, {}): bootkube.sh {}, tectonic-wrapper.sh {}; init_bootkube.done {}, init_tectonic.done {}",
+        a.mode,
+        a.dir,
+        yn(a.bootkube_script_present),
+        yn(a.tectonic_script_present),
+        yn(a.bootkube_done),
+        yn(a.tectonic_done)
+    );
+    if let Some(t) = &f.torcx {
+        match (&t.next_profile, &t.next_images) {
+            (None, _) => {
+                let _ = writeln!(o, "torcx: no next profile set");
+            }
+            (Some(p), Some(imgs)) => {
+                let _ = writeln!(o, "torcx: next profile {p} ({})", imgs.join(", "));
+            }
+            (Some(p), None) => {
+                let _ = writeln!(o, "torcx: next profile {p} (profile file not found)");
+            }
+        }
+    }
+    if let Some(d) = &f.docker {
+        let _ = writeln!(o, "docker: {} (API {})", d.version, d.api_version);
+    }
+    if let Some(u) = &f.update_engine {
+        let mut s = u.current_operation.clone();
+        if u.current_operation.ends_with("DOWNLOADING") {
+            s.push_str(&format!(" {}%", (u.progress * 100.0).round() as i64));
+        }
+        if !u.new_version.is_empty() {
+            s.push_str(&format!(", new version {}", u.new_version));
+        }
+        let _ = writeln!(o, "update-engine: {s}");
+    }
+    if !f.unreachable.is_empty() {
+        let _ = writeln!(o, "\nCould not reach:");
+        for u in &f.unreachable {
+            let _ = writeln!(o, "  - {}: {}", u.source, u.error);
+        }
+    }
+    o
+}

@@ -1,0 +1,736 @@
+//! The verdict: a pure function of the [`Facts`] (rules in the module docs
+//! of [`crate::status`]), plus what the node is waiting for, in words.
+
+use super::facts::*;
+use crate::error::exit;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Complete,
+    InProgress,
+    Failed,
+    Unknown,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Complete => exit::SUCCESS,
+            Verdict::InProgress => exit::STATUS_IN_PROGRESS,
+            Verdict::Failed => exit::STATUS_FAILED,
+            Verdict::Unknown => exit::STATUS_UNKNOWN,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Complete => "complete",
+            Verdict::InProgress => "in-progress",
+            Verdict::Failed => "failed",
+            Verdict::Unknown => "unknown",
+        }
+    }
+    /// `--wait` stops here.
+    pub fn is_final(self) -> bool {
+        matches!(self, Verdict::Complete | Verdict::Failed)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Assessment {
+    pub verdict: Verdict,
+    /// Why this verdict (failures for `failed`, the facts for `complete`, what
+    /// could not be read for `unknown`).
+    pub reasons: Vec<String>,
+    /// What the node is waiting for, in words (empty when complete).
+    pub waiting_for: Vec<String>,
+}
+
+impl Assessment {
+    /// One line: the verdict and its first reason or wait.
+    pub fn summary(&self) -> String {
+        let first = match self.verdict {
+            Verdict::InProgress => self.waiting_for.first().or(self.reasons.first()),
+            _ => self.reasons.first().or(self.waiting_for.first()),
+        };
+        match first {
+            Some(r) => format!("{}: {r}", self.verdict.as_str()),
+            None => self.verdict.as_str().to_string(),
+        }
+    }
+}
+
+fn describe(u: &crate::systemd::units::UnitState) -> String {
+    let mut s = format!("{} ({}", u.active_state, u.sub_state);
+    if let Some(r) = u.result.as_deref().filter(|r| *r != "success") {
+        s.push_str(&format!(", result {r}"));
+    }
+    if let Some(code) = u.exec_main_status.filter(|c| *c != 0) {
+        s.push_str(&format!(", exit status {code}"));
+    }
+    s.push(')');
+    s
+}
+
+fn last_error(p: Option<&Phase>) -> Option<String> {
+    let p = p?;
+    let mut s = p.error.clone()?;
+    if let Some(l) = p.log_tail.iter().rev().find(|l| !l.trim().is_empty())
+        && !s.contains(l.as_str())
+    {
+        s.push_str(&format!(" (last output: {l})"));
+    }
+    Some(s)
+}
+
+/// The flow step that failed most recently, for crash-loop explanations.
+fn flow_failure(f: &Facts) -> Option<&Phase> {
+    f.phases
+        .as_ref()?
+        .iter()
+        .find(|p| FLOW_STEPS.contains(&p.name.as_str()) && p.state == PhaseState::Failed)
+}
+
+fn running_or_starting(u: Option<&crate::systemd::units::UnitState>) -> bool {
+    u.is_some_and(|u| {
+        matches!(
+            u.active_state.as_str(),
+            "activating" | "active" | "reloading"
+        )
+    })
+}
+
+/// Judges the facts (see the rules in [`crate::status`]).
+pub fn assess(f: &Facts) -> Assessment {
+    let master = f.node.role.is_bootkube_master();
+    let mut failures = Vec::new();
+
+    // F1: the bootstrap unit failed for good (a unit waiting to restart is
+    // `activating/auto-restart`, not `failed`).
+    if let Some(knb) = f.unit(KNB).filter(|u| u.is_failed()) {
+        let mut r = format!("{KNB} failed and is not restarting: {}", describe(knb));
+        if let Some(e) = last_error(flow_failure(f)) {
+            r.push_str(&format!("; last error: {e}"));
+        }
+        failures.push(r);
+    }
+    // F4: without systemd, a journal error where a retry cannot help.
+    if !f.systemd_reachable() && !f.kubelet_env.present {
+        for p in f.phases.iter().flatten() {
+            if FLOW_STEPS.contains(&p.name.as_str())
+                && p.state == PhaseState::Failed
+                && p.retryable == Some(false)
+            {
+                failures.push(format!(
+                    "step {} failed and a retry cannot help: {}",
+                    p.name,
+                    p.error.as_deref().unwrap_or("no error recorded")
+                ));
+            }
+        }
+    }
+    // F2/F3: a helper failed and nothing is retrying it.
+    if master {
+        for (svc, path, step, done) in [
+            (
+                BOOTKUBE,
+                BOOTKUBE_PATH,
+                "helper/bootkube",
+                f.assets.bootkube_done,
+            ),
+            (
+                TECTONIC,
+                TECTONIC_PATH,
+                "helper/tectonic",
+                f.assets.tectonic_done,
+            ),
+        ] {
+            if done {
+                continue;
+            }
+            let unit = f.unit(svc);
+            let phase = f.phase(step);
+            let err = last_error(phase);
+            if let Some(u) = unit.filter(|u| u.is_failed()) {
+                let mut r = format!("{svc} failed: {}", describe(u));
+                if let Some(e) = &err {
+                    r.push_str(&format!("; {e}"));
+                }
+                failures.push(r);
+            } else if phase.is_some_and(|p| p.state == PhaseState::Failed)
+                && !running_or_starting(unit)
+            {
+                failures.push(format!(
+                    "{step} failed: {}",
+                    err.unwrap_or_else(|| "no error recorded".into())
+                ));
+            }
+            if let Some(p) = f.unit(path).filter(|u| u.is_failed()) {
+                let result = p.result.as_deref().unwrap_or("");
+                let mut r = format!(
+                    "{path} failed: {} and will not trigger {svc} again",
+                    p.active_state
+                );
+                if !result.is_empty() {
+                    r = format!("{path} failed ({result}) and will not trigger {svc} again");
+                }
+                r.push_str(&format!(
+                    " until the next boot or `systemctl reset-failed {svc} {path} && systemctl start {path}`"
+                ));
+                failures.push(r);
+            }
+        }
+    }
+    if !failures.is_empty() {
+        return Assessment {
+            verdict: Verdict::Failed,
+            reasons: failures,
+            waiting_for: Vec::new(),
+        };
+    }
+
+    let kubelet = f.unit(KUBELET);
+    let kubelet_active = kubelet.is_some_and(|u| u.is_active());
+    let helpers_done = !master || (f.assets.bootkube_done && f.assets.tectonic_done);
+    if f.kubelet_env.present && kubelet_active && helpers_done {
+        let mut reasons = vec![
+            format!("{} present", f.kubelet_env.path),
+            format!("{KUBELET} active"),
+        ];
+        if master {
+            reasons.push("bootkube and tectonic done".into());
+        }
+        return Assessment {
+            verdict: Verdict::Complete,
+            reasons,
+            waiting_for: Vec::new(),
+        };
+    }
+
+    let waiting_for = waits(f);
+    if !f.systemd_reachable() && !f.state_journal.readable() {
+        let mut reasons: Vec<String> = f
+            .unreachable
+            .iter()
+            .filter(|u| matches!(u.source, "systemd" | "state-journal"))
+            .map(|u| format!("could not read {}: {}", u.source, u.error))
+            .collect();
+        reasons.push("without systemd or the state journal the bootstrap cannot be judged".into());
+        return Assessment {
+            verdict: Verdict::Unknown,
+            reasons,
+            waiting_for,
+        };
+    }
+    let mut reasons = Vec::new();
+    if !f.systemd_reachable() {
+        reasons.push(
+            "systemd could not be reached: completion cannot be confirmed (kubelet state unknown)"
+                .into(),
+        );
+    }
+    Assessment {
+        verdict: Verdict::InProgress,
+        reasons,
+        waiting_for,
+    }
+}
+
+fn assets_wait(f: &Facts, script: &str) -> String {
+    let how = if f.unit(INIT_ASSETS).is_some_and(|u| u.exists()) {
+        "pulled by init-assets.service".to_string()
+    } else if f.assets.mode == "pull" {
+        "pulled from S3 by the agent".to_string()
+    } else {
+        "pushed by terraform".to_string()
+    };
+    format!("waiting for assets at {script}, {how}")
+}
+
+fn update_engine_words(f: &Facts) -> Option<String> {
+    let ue = f.update_engine.as_ref()?;
+    let op = ue.current_operation.trim_start_matches("UPDATE_STATUS_");
+    Some(match op {
+        "DOWNLOADING" => format!(
+            "update-engine downloading {}% of {}",
+            (ue.progress * 100.0).round() as i64,
+            if ue.new_version.is_empty() {
+                "the update"
+            } else {
+                ue.new_version.as_str()
+            }
+        ),
+        "UPDATED_NEED_REBOOT" => format!(
+            "update-engine: OS {} downloaded, reboot needed",
+            ue.new_version
+        ),
+        "IDLE" => "update-engine idle".to_string(),
+        other => format!("update-engine: {}", other.to_lowercase().replace('_', " ")),
+    })
+}
+
+fn waits(f: &Facts) -> Vec<String> {
+    let mut w = Vec::new();
+    let master = f.node.role.is_bootkube_master();
+    let running_phase = f.phases.as_ref().and_then(|ps| {
+        ps.iter()
+            .filter(|p| FLOW_STEPS.contains(&p.name.as_str()))
+            .find(|p| p.state == PhaseState::Running)
+    });
+    if !f.kubelet_env.present {
+        let knb = f.unit(KNB);
+        match knb {
+            Some(u) if !u.exists() => w.push(format!("{KNB} is not installed")),
+            Some(u) if u.auto_restarting() => {
+                let mut s = format!(
+                    "{KNB} is crash-looping (restart {} pending)",
+                    u.n_restarts.unwrap_or(0) + 1
+                );
+                if let Some(e) = last_error(flow_failure(f)) {
+                    s.push_str(&format!("; last error: {e}"));
+                }
+                w.push(s);
+            }
+            Some(u) if u.condition_skipped() => w.push(format!(
+                "{KNB} was skipped by its condition although {} is missing",
+                f.kubelet_env.path
+            )),
+            Some(u) if u.active_state == "inactive" && u.exec_main_start_us.unwrap_or(0) == 0 => {
+                w.push(format!("{KNB} has not started yet"))
+            }
+            _ => {}
+        }
+        match running_phase {
+            Some(p) if p.name == "assets" => w.push(assets_wait(f, &f.assets.bootkube_script)),
+            Some(p) if p.name == "reboot" => {
+                let reason = p
+                    .result
+                    .as_ref()
+                    .and_then(|r| r["reason"].as_str())
+                    .unwrap_or("reason not recorded");
+                if p.this_boot == Some(true) {
+                    w.push(format!("reboot pending: {reason}"));
+                } else {
+                    w.push(format!(
+                        "rebooted ({reason}); waiting for the flow to resume"
+                    ));
+                }
+            }
+            Some(p) if p.name == "os-update" => w.push(
+                update_engine_words(f).unwrap_or_else(|| "OS update in progress".to_string()),
+            ),
+            Some(p) => w.push(format!("{KNB} is running step {}", p.name)),
+            None if running_or_starting(knb) && !knb.is_some_and(|u| u.auto_restarting()) => {
+                w.push(format!("{KNB} is running"))
+            }
+            None => {}
+        }
+    } else if let Some(k) = f.unit(KUBELET).filter(|u| !u.is_active()) {
+        w.push(format!(
+            "waiting for {KUBELET} to start: {} with {} restarts",
+            describe(k),
+            k.n_restarts.unwrap_or(0)
+        ));
+    } else if !f.systemd_reachable() {
+        w.push(format!(
+            "{} present; kubelet state unknown",
+            f.kubelet_env.path
+        ));
+    }
+    if let Some(ue) = &f.update_engine
+        && ue.current_operation.ends_with("UPDATED_NEED_REBOOT")
+        && !w.iter().any(|s| s.starts_with("reboot pending"))
+    {
+        w.extend(update_engine_words(f));
+    }
+    if master {
+        // Tectonic follows bootkube: only the first step not done is said.
+        let next = if !f.assets.bootkube_done {
+            Some((
+                BOOTKUBE,
+                BOOTKUBE_PATH,
+                &f.assets.bootkube_script,
+                f.assets.bootkube_script_present,
+            ))
+        } else if !f.assets.tectonic_done {
+            Some((
+                TECTONIC,
+                TECTONIC_PATH,
+                &f.assets.tectonic_script,
+                f.assets.tectonic_script_present,
+            ))
+        } else {
+            None
+        };
+        if let Some((svc, path, script, present)) = next {
+            let unit = f.unit(svc);
+            if !present {
+                let s = assets_wait(f, script);
+                if !w.contains(&s) {
+                    w.push(s);
+                }
+            } else if let Some(u) = unit.filter(|u| u.active_state == "activating") {
+                let since = rfc3339_us(u.inactive_exit_timestamp_us)
+                    .map(|t| format!(" since {t}"))
+                    .unwrap_or_default();
+                w.push(format!("{svc} is running{since}"));
+            } else if f.kubelet_env.present {
+                let p = f
+                    .unit(path)
+                    .map(|p| format!(" ({path} {})", p.active_state))
+                    .unwrap_or_default();
+                w.push(format!("{svc} has not been triggered yet{p}"));
+            }
+        }
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Role;
+    use crate::systemd::units::UnitState;
+
+    fn unit(name: &str, active: &str, sub: &str) -> UnitFacts {
+        UnitFacts::new(UnitState {
+            name: name.into(),
+            load_state: "loaded".into(),
+            active_state: active.into(),
+            sub_state: sub.into(),
+            unit_file_state: "enabled".into(),
+            result: name.ends_with(".service").then(|| "success".into()),
+            n_restarts: name.ends_with(".service").then_some(0),
+            exec_main_status: None,
+            exec_main_start_us: Some(if active == "inactive" { 0 } else { 1 }),
+            condition_result: true,
+            condition_timestamp_us: 1,
+            active_enter_timestamp_us: 1,
+            inactive_exit_timestamp_us: 1,
+            state_change_timestamp_us: 1,
+        })
+    }
+
+    /// A bootkube master before anything happened, systemd reachable.
+    fn facts() -> Facts {
+        Facts {
+            node: NodeFacts {
+                role: Role::BootkubeMaster,
+                role_source: "config",
+                config: "/etc/node-bootstrap/config.json".into(),
+                boot_id: Some("b2".into()),
+            },
+            units: Some(vec![
+                unit(KNB, "activating", "start"),
+                unit(KUBELET, "inactive", "dead"),
+                unit(BOOTKUBE_PATH, "active", "waiting"),
+                unit(BOOTKUBE, "inactive", "dead"),
+                unit(TECTONIC_PATH, "active", "waiting"),
+                unit(TECTONIC, "inactive", "dead"),
+            ]),
+            state_journal: JournalFacts::Missing {
+                path: "/var/lib/node-bootstrap/state.json".into(),
+            },
+            phases: None,
+            kubelet_env: KubeletEnv {
+                path: "/etc/kubernetes/kubelet.env".into(),
+                present: false,
+                values: vec![],
+            },
+            assets: Assets {
+                dir: "/opt/tectonic".into(),
+                mode: "push",
+                bootkube_script: "/opt/tectonic/bootkube.sh".into(),
+                bootkube_script_present: false,
+                tectonic_script: "/opt/tectonic/tectonic-wrapper.sh".into(),
+                tectonic_script_present: false,
+                bootkube_done: false,
+                tectonic_done: false,
+            },
+            torcx: None,
+            docker: None,
+            update_engine: None,
+            unreachable: vec![],
+        }
+    }
+
+    fn set<'a>(f: &'a mut Facts, name: &str, active: &str, sub: &str) -> &'a mut UnitState {
+        let u = f
+            .units
+            .as_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|u| u.state.name == name)
+            .unwrap();
+        u.state.active_state = active.into();
+        u.state.sub_state = sub.into();
+        &mut u.state
+    }
+
+    fn with_journal(f: &mut Facts, j: &crate::journal::StateJournal) {
+        f.state_journal = JournalFacts::Present {
+            path: "/var/lib/node-bootstrap/state.json".into(),
+        };
+        f.phases = Some(phases(j, f.node.boot_id.as_deref(), true, &[]));
+    }
+
+    fn kubelet_running(f: &mut Facts) {
+        f.kubelet_env.present = true;
+        set(f, KNB, "active", "exited");
+        set(f, KUBELET, "active", "running");
+    }
+
+    #[test]
+    fn before_assets_the_master_waits_for_them() {
+        let mut f = facts();
+        kubelet_running(&mut f);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::InProgress);
+        assert_eq!(
+            a.waiting_for,
+            vec!["waiting for assets at /opt/tectonic/bootkube.sh, pushed by terraform"]
+        );
+        assert_eq!(a.verdict.exit_code(), 10);
+        f.assets.mode = "pull";
+        assert_eq!(
+            assess(&f).waiting_for,
+            vec!["waiting for assets at /opt/tectonic/bootkube.sh, pulled from S3 by the agent"]
+        );
+    }
+
+    #[test]
+    fn worker_is_complete_with_kubelet_env_and_kubelet_active() {
+        let mut f = facts();
+        f.node.role = Role::Worker;
+        kubelet_running(&mut f);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::Complete);
+        assert!(a.waiting_for.is_empty());
+        assert_eq!(a.verdict.exit_code(), 0);
+        // kubelet crash-looping after kubelet.env: still in progress.
+        set(&mut f, KUBELET, "activating", "auto-restart").n_restarts = Some(4);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::InProgress);
+        assert_eq!(
+            a.waiting_for,
+            vec!["waiting for kubelet.service to start: activating (auto-restart) with 4 restarts"]
+        );
+    }
+
+    #[test]
+    fn master_is_complete_only_with_both_markers() {
+        let mut f = facts();
+        kubelet_running(&mut f);
+        f.assets.bootkube_script_present = true;
+        f.assets.tectonic_script_present = true;
+        f.assets.bootkube_done = true;
+        set(&mut f, TECTONIC, "activating", "start");
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::InProgress);
+        assert_eq!(a.waiting_for.len(), 1);
+        assert!(
+            a.waiting_for[0].starts_with("tectonic.service is running since "),
+            "{a:?}"
+        );
+        f.assets.tectonic_done = true;
+        assert_eq!(assess(&f).verdict, Verdict::Complete);
+    }
+
+    #[test]
+    fn crash_loop_is_in_progress_with_the_last_error() {
+        let mut f = facts();
+        set(&mut f, KNB, "activating", "auto-restart").n_restarts = Some(2);
+        let mut j = crate::journal::StateJournal::default();
+        j.begin("b2", "cluster-version");
+        j.fail(
+            "b2",
+            "cluster-version",
+            &crate::error::Error::retryable("GET https://api:443/version: connection refused"),
+            vec![],
+        );
+        with_journal(&mut f, &j);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::InProgress);
+        assert_eq!(
+            a.waiting_for[0],
+            "k8s-node-bootstrap.service is crash-looping (restart 3 pending); last error: GET https://api:443/version: connection refused"
+        );
+    }
+
+    #[test]
+    fn bootstrap_unit_failed_for_good_is_failed() {
+        let mut f = facts();
+        let u = set(&mut f, KNB, "failed", "failed");
+        u.result = Some("exit-code".into());
+        u.exec_main_status = Some(4);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::Failed);
+        assert_eq!(
+            a.reasons,
+            vec![
+                "k8s-node-bootstrap.service failed and is not restarting: failed (failed, result exit-code, exit status 4)"
+            ]
+        );
+        assert_eq!(a.verdict.exit_code(), 11);
+    }
+
+    #[test]
+    fn failed_helper_is_failed_unless_it_is_being_retried() {
+        let mut f = facts();
+        kubelet_running(&mut f);
+        f.assets.bootkube_script_present = true;
+        f.assets.tectonic_script_present = true;
+        f.assets.bootkube_done = true;
+        let mut j = crate::journal::StateJournal::default();
+        j.begin("b2", "helper/tectonic");
+        j.fail(
+            "b2",
+            "helper/tectonic",
+            &crate::error::Error::retryable(
+                "tectonic step (tectonic-wrapper.sh) exited with code 1",
+            ),
+            vec!["applying manifests".into(), "error: timeout".into()],
+        );
+        with_journal(&mut f, &j);
+        set(&mut f, TECTONIC, "failed", "failed").result = Some("exit-code".into());
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::Failed);
+        assert_eq!(
+            a.reasons,
+            vec![
+                "tectonic.service failed: failed (failed, result exit-code); tectonic step (tectonic-wrapper.sh) exited with code 1 (last output: error: timeout)"
+            ]
+        );
+        // The path unit re-triggered it: retrying, so in progress.
+        set(&mut f, TECTONIC, "activating", "start");
+        assert_eq!(assess(&f).verdict, Verdict::InProgress);
+        // No systemd: the journal alone says it failed.
+        f.units = None;
+        assert_eq!(assess(&f).verdict, Verdict::Failed);
+    }
+
+    #[test]
+    fn no_systemd_and_no_journal_is_unknown_but_a_journal_is_enough_for_in_progress() {
+        let mut f = facts();
+        f.units = None;
+        f.unreachable.push(Unreachable {
+            source: "systemd",
+            error: "cannot connect to the system bus".into(),
+        });
+        f.unreachable.push(Unreachable {
+            source: "state-journal",
+            error: "no state journal".into(),
+        });
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::Unknown);
+        assert_eq!(a.verdict.exit_code(), 12);
+        assert_eq!(
+            a.reasons[0],
+            "could not read systemd: cannot connect to the system bus"
+        );
+        // Still says what it knows.
+        assert!(
+            a.waiting_for[0].starts_with("waiting for assets at"),
+            "{a:?}"
+        );
+        // Corrupt journal: same.
+        f.state_journal = JournalFacts::Corrupt {
+            path: "/s".into(),
+            error: "bad".into(),
+        };
+        assert_eq!(assess(&f).verdict, Verdict::Unknown);
+        // Even a complete-looking node is not complete without systemd.
+        f.kubelet_env.present = true;
+        f.assets.bootkube_done = true;
+        f.assets.tectonic_done = true;
+        assert_eq!(assess(&f).verdict, Verdict::Unknown);
+        let mut j = crate::journal::StateJournal::default();
+        j.begin("b2", "kubelet-env");
+        j.finish("b2", "kubelet-env", serde_json::json!({}));
+        with_journal(&mut f, &j);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::InProgress);
+        assert!(a.reasons[0].contains("completion cannot be confirmed"));
+    }
+
+    #[test]
+    fn non_retryable_journal_error_without_systemd_is_failed() {
+        let mut f = facts();
+        f.units = None;
+        let mut j = crate::journal::StateJournal::default();
+        j.begin("b2", "docker-addon");
+        j.fail(
+            "b2",
+            "docker-addon",
+            &crate::error::Error::bad_input("runtime mappings: no entry for 1.11"),
+            vec![],
+        );
+        with_journal(&mut f, &j);
+        let a = assess(&f);
+        assert_eq!(a.verdict, Verdict::Failed);
+        assert_eq!(
+            a.reasons,
+            vec![
+                "step docker-addon failed and a retry cannot help: runtime mappings: no entry for 1.11"
+            ]
+        );
+        // A retryable one is not a failure.
+        j.fail(
+            "b2",
+            "docker-addon",
+            &crate::error::Error::retryable("download timed out"),
+            vec![],
+        );
+        with_journal(&mut f, &j);
+        assert_eq!(assess(&f).verdict, Verdict::InProgress);
+    }
+
+    #[test]
+    fn reboot_pending_and_update_progress_are_said_in_words() {
+        let mut f = facts();
+        f.node.role = Role::Worker;
+        let mut j = crate::journal::StateJournal::default();
+        j.begin("b2", "reboot");
+        if let Some(r) = j.steps.get_mut("reboot") {
+            r.result = Some(serde_json::json!({"reason": "docker 1.12 -> 17.03"}));
+        }
+        with_journal(&mut f, &j);
+        assert_eq!(
+            assess(&f).waiting_for,
+            vec!["reboot pending: docker 1.12 -> 17.03"]
+        );
+        // After the reboot (new boot id) it is no longer pending.
+        f.node.boot_id = Some("b3".into());
+        with_journal(&mut f, &j);
+        assert_eq!(
+            assess(&f).waiting_for,
+            vec!["rebooted (docker 1.12 -> 17.03); waiting for the flow to resume"]
+        );
+
+        let mut j = crate::journal::StateJournal::default();
+        j.begin("b3", "os-update");
+        with_journal(&mut f, &j);
+        f.update_engine = Some(UpdateEngine {
+            current_operation: "UPDATE_STATUS_DOWNLOADING".into(),
+            progress: 0.42,
+            new_version: "1576.4.0".into(),
+            new_size: 1,
+            last_checked_time: 1,
+        });
+        assert_eq!(
+            assess(&f).waiting_for,
+            vec!["update-engine downloading 42% of 1576.4.0"]
+        );
+    }
+
+    #[test]
+    fn summary_leads_with_the_verdict() {
+        let mut f = facts();
+        kubelet_running(&mut f);
+        assert_eq!(
+            assess(&f).summary(),
+            "in-progress: waiting for assets at /opt/tectonic/bootkube.sh, pushed by terraform"
+        );
+    }
+}
