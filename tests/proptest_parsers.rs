@@ -62,8 +62,11 @@ fn json_with(floats: bool) -> impl Strategy<Value = Value> {
     })
 }
 
-/// Keys of the config file: sections and the fields in them (as of this
-/// branch; a field added later only widens what is valid).
+/// Keys of the config file: sections (dotted for nested ones) and the
+/// fields in them (as of this branch; a field added later only widens what
+/// is valid). The trust settings (`allow_unsigned`, `keyring`, checksums)
+/// are among them: a typo there must never leave the default in force
+/// silently.
 const SECTIONS: &[(&str, &[&str])] = &[
     (
         "paths",
@@ -100,8 +103,60 @@ const SECTIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("reboot", &["wait_secs"]),
-    ("addon", &["enabled"]),
+    (
+        "addon",
+        &[
+            "enabled",
+            "backend",
+            "package_source",
+            "manifest_url",
+            "manifest_file",
+            "mappings_file",
+            "keyring",
+            "allow_unsigned",
+            "profile_name",
+            "download_attempts",
+            "max_package_bytes",
+        ],
+    ),
+    (
+        "sources",
+        &[
+            "local_dir",
+            "url",
+            "use_cluster_bucket",
+            "default_url",
+            "use_default",
+            "allow_unsigned",
+            "keyring",
+            "dev_dir",
+            "attempts",
+        ],
+    ),
+    ("assets", &["mode", "marker", "s3", "limits"]),
+    (
+        "assets.s3",
+        &[
+            "bucket",
+            "key",
+            "region",
+            "endpoint",
+            "checksum_sha256",
+            "checksum_sha512",
+            "concurrency",
+            "max_attempts",
+        ],
+    ),
+    ("assets.limits", &["max_total_mib", "max_entry_mib", "max_entries"]),
+    ("helpers.bootkube", &["mode", "script", "timeout_secs", "docker"]),
 ];
+
+/// `{"a": {"b": inner}}` for the dotted section `a.b`.
+fn nest(section: &str, inner: Value) -> Value {
+    section
+        .rsplit('.')
+        .fold(inner, |acc, part| json!({ part: acc }))
+}
 
 const KNOWN_KEYS: &[&str] = &[
     "role",
@@ -177,7 +232,7 @@ proptest! {
         section in prop::sample::select(SECTIONS.iter().map(|(s, _)| *s).collect::<Vec<_>>()),
         body in any_json(),
     ) {
-        let text = json!({ section: body }).to_string();
+        let text = nest(section, body).to_string();
         if let Err(e) = load(&text) {
             assert_config_error(&e);
             let msg = e.to_string();
@@ -195,7 +250,7 @@ proptest! {
         value in prop_oneof![Just(json!(true)), Just(json!(1)), Just(json!("/x"))],
     ) {
         prop_assume!(!all_known_fields().contains(&typo.as_str()));
-        let e = load(&json!({ section: { typo.clone(): value } }).to_string()).unwrap_err();
+        let e = load(&nest(section, json!({ typo.clone(): value })).to_string()).unwrap_err();
         assert_config_error(&e);
         let msg = e.to_string();
         prop_assert!(msg.contains(&typo), "error must name the unknown field {typo:?}: {msg}");
