@@ -29,12 +29,33 @@ fn text_or_yaml() -> impl Strategy<Value = String> {
             (
                 0usize..4,
                 prop::sample::select(vec![
-                    "kind", "versions", "k8s", "docker", "data", "\"1.9\"", "1.10", "1.9",
-                    "runtime-mappings.yaml", "VersionManifestV1", "- 17.03", "- 1.12",
-                    "[\"17.03\", \"1.12\"]", "[]", "{}", "null", "|", "1.1",
+                    "kind",
+                    "versions",
+                    "k8s",
+                    "docker",
+                    "data",
+                    "\"1.9\"",
+                    "1.10",
+                    "1.9",
+                    "runtime-mappings.yaml",
+                    "VersionManifestV1",
+                    "- 17.03",
+                    "- 1.12",
+                    "[\"17.03\", \"1.12\"]",
+                    "[]",
+                    "{}",
+                    "null",
+                    "|",
+                    "1.1",
                 ]),
                 prop::option::of(prop::sample::select(vec![
-                    "VersionManifestV1", "17.03", "[17.03, 1.12]", "{}", "\"x\"", "1.10", "~",
+                    "VersionManifestV1",
+                    "17.03",
+                    "[17.03, 1.12]",
+                    "{}",
+                    "\"x\"",
+                    "1.10",
+                    "~",
                 ])),
             ),
             0..14
@@ -399,7 +420,10 @@ proptest! {
 fn a_plain_bundle_unpacks() {
     let d = tempfile::tempdir().unwrap();
     let bytes = tar_bytes(&[
-        ("bootkube.sh".into(), Kind::File(b"#!/bin/sh\n".to_vec(), 0o755)),
+        (
+            "bootkube.sh".into(),
+            Kind::File(b"#!/bin/sh\n".to_vec(), 0o755),
+        ),
         ("tls".into(), Kind::Dir),
         ("tls/ca.crt".into(), Kind::File(b"pem".to_vec(), 0o644)),
         ("link".into(), Kind::Symlink("bootkube.sh".into())),

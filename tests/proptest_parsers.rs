@@ -147,8 +147,14 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "max_attempts",
         ],
     ),
-    ("assets.limits", &["max_total_mib", "max_entry_mib", "max_entries"]),
-    ("helpers.bootkube", &["mode", "script", "timeout_secs", "docker"]),
+    (
+        "assets.limits",
+        &["max_total_mib", "max_entry_mib", "max_entries"],
+    ),
+    (
+        "helpers.bootkube",
+        &["mode", "script", "timeout_secs", "docker"],
+    ),
 ];
 
 /// `{"a": {"b": inner}}` for the dotted section `a.b`.

@@ -163,8 +163,14 @@ pub fn critical_path_us(n: &SimNode) -> Result<u64> {
 /// Microseconds the bootstrap unit's main process (`ExecStart=`, the
 /// agent) ran, from systemd's timestamps.
 pub fn agent_runtime_us(n: &SimNode) -> Result<u64> {
-    let start = n.timestamp_us("k8s-node-bootstrap.service", "ExecMainStartTimestampMonotonic")?;
-    let end = n.timestamp_us("k8s-node-bootstrap.service", "ExecMainExitTimestampMonotonic")?;
+    let start = n.timestamp_us(
+        "k8s-node-bootstrap.service",
+        "ExecMainStartTimestampMonotonic",
+    )?;
+    let end = n.timestamp_us(
+        "k8s-node-bootstrap.service",
+        "ExecMainExitTimestampMonotonic",
+    )?;
     if start == 0 || end < start {
         bail!("unusable timestamps: ExecMainStart={start}, ExecMainExit={end}");
     }

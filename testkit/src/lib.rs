@@ -9,6 +9,7 @@ pub mod bench_powerloss;
 pub mod bench_report;
 pub mod docker;
 pub mod fake_update_engine;
+pub mod faults;
 pub mod pkgserver;
 pub mod s3;
 pub mod simnode;

@@ -7,6 +7,7 @@
 //! nb-bench critical-path --agent BIN [--runs N]
 //! nb-bench fleet --agent BIN [--nodes N]
 //! nb-bench run-rss --agent BIN
+//! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
 //! ```
 
 use anyhow::{Context as _, Result, bail};
@@ -20,6 +21,7 @@ struct Args {
     agent: Option<PathBuf>,
     runs: usize,
     nodes: usize,
+    ours_ms: Option<f64>,
 }
 
 fn parse() -> Result<Args> {
@@ -32,6 +34,7 @@ fn parse() -> Result<Args> {
         agent: None,
         runs: 5,
         nodes: 300,
+        ours_ms: None,
     };
     while let Some(flag) = it.next() {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -39,6 +42,7 @@ fn parse() -> Result<Args> {
             "--agent" => a.agent = Some(val()?.into()),
             "--runs" => a.runs = val()?.parse().context("--runs")?,
             "--nodes" => a.nodes = val()?.parse().context("--nodes")?,
+            "--ours-ms" => a.ours_ms = Some(val()?.parse().context("--ours-ms")?),
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -62,6 +66,7 @@ fn main() -> Result<()> {
         "critical-path" => critical_path(&args),
         "fleet" => fleet(&args),
         "run-rss" => run_rss(&args),
+        "docker-run" => docker_run(&args),
         other => bail!("unknown command {other:?}"),
     }
 }
@@ -243,66 +248,128 @@ fn fleet(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `node-bootstrap run` on the host, in a temp dir of its own: a private
+/// system bus with the fake update_engine (no update) on it, the API server
+/// stand-in on loopback, seed, os-release and kubeconfig.
+struct HostRun {
+    dir: tempfile::TempDir,
+    bus: testkit::bench_fleet::FleetBus,
+    update_engine: std::process::Child,
+    _api: testkit::apiserver::FakeApiServer,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl HostRun {
+    /// `cluster`: the config's `cluster` section (e.g. a forced version).
+    fn start(cluster: serde_json::Value, os_update: bool) -> Result<HostRun> {
+        use testkit::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
+        let dir = tempfile::Builder::new().prefix("nb-hostrun-").tempdir()?;
+        let d = dir.path();
+        let bus = testkit::bench_fleet::FleetBus::start(d)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let pki = Pki::generate();
+        let api = rt.block_on(FakeApiServer::start(&pki, ApiServerOptions::default()))?;
+        std::fs::create_dir_all(d.join("installer"))?;
+        std::fs::write(d.join("installer/kubelet.env"), an::SEED_KUBELET_ENV)?;
+        std::fs::write(d.join("os-release"), an::OS_RELEASE)?;
+        pki.write_kubeconfig(&d.join("kubeconfig"), &api.url(), &KubeAuth::ClientCert)?;
+        let p = |s: &str| d.join(s).display().to_string();
+        let config = serde_json::json!({
+            "role": "worker",
+            "paths": {
+                "kubelet_env": p("kubelet.env"), "seed_dir": p("installer"), "kubeconfig": p("kubeconfig"),
+                "state_dir": p("state"), "run_dir": p("run"), "os_release": p("os-release"),
+            },
+            "cluster": cluster,
+            "os_update": {"enabled": os_update, "timeout_secs": 60, "poll_interval_secs": 1},
+        });
+        std::fs::write(d.join("config.json"), config.to_string())?;
+        let update_engine = std::process::Command::new(sibling("fake-update-engine")?)
+            .args([
+                "--address",
+                bus.address(),
+                "--scenario",
+                "no-update",
+                "--step-ms",
+                "20",
+            ])
+            .arg("--state-dir")
+            .arg(d.join("ue-state"))
+            .arg("--run-dir")
+            .arg(d.join("ue-run"))
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(HostRun {
+            dir,
+            bus,
+            update_engine,
+            _api: api,
+            _rt: rt,
+        })
+    }
+
+    /// `node-bootstrap run` (optionally under a wrapper such as
+    /// /usr/bin/time), from a fresh state: no kubelet.env, no journal.
+    fn command(&self, wrapper: &[&str], agent: &std::path::Path) -> Result<std::process::Command> {
+        let d = self.dir.path();
+        for f in ["kubelet.env", "state", "run"] {
+            let p = d.join(f);
+            let _ = std::fs::remove_file(&p);
+            let _ = std::fs::remove_dir_all(&p);
+        }
+        let mut c = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = std::process::Command::new(w);
+                c.args(rest).arg(agent);
+                c
+            }
+            None => std::process::Command::new(agent),
+        };
+        c.arg("run")
+            .env("NODE_BOOTSTRAP_CONFIG", d.join("config.json"))
+            .env("NODE_BOOTSTRAP_LOG_FORMAT", "text")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", self.bus.address())
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("RUST_LOG");
+        Ok(c)
+    }
+
+    fn wrote_kubelet_env(&self) -> bool {
+        self.dir.path().join("kubelet.env").exists()
+    }
+}
+
+impl Drop for HostRun {
+    fn drop(&mut self) {
+        let _ = self.update_engine.kill();
+        let _ = self.update_engine.wait();
+    }
+}
+
 /// Peak RSS (KiB) of a full `node-bootstrap run` on the host: cluster
 /// version from the API server stand-in over TLS, update_engine asked
 /// (no update) on a private bus, kubelet.env written.
 fn run_rss(args: &Args) -> Result<()> {
-    use testkit::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
     let agent = args
         .agent
         .clone()
         .context("run-rss needs --agent <node-bootstrap binary>")?;
-    let dir = tempfile::Builder::new().prefix("nb-rss-").tempdir()?;
-    let d = dir.path();
-    let bus = testkit::bench_fleet::FleetBus::start(d)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let pki = Pki::generate();
-    let api = rt.block_on(FakeApiServer::start(&pki, ApiServerOptions::default()))?;
-    std::fs::create_dir_all(d.join("installer"))?;
-    std::fs::write(d.join("installer/kubelet.env"), an::SEED_KUBELET_ENV)?;
-    std::fs::write(d.join("os-release"), an::OS_RELEASE)?;
-    pki.write_kubeconfig(&d.join("kubeconfig"), &api.url(), &KubeAuth::ClientCert)?;
-    let p = |s: &str| d.join(s).display().to_string();
-    let config = serde_json::json!({
-        "role": "worker",
-        "paths": {
-            "kubelet_env": p("kubelet.env"), "seed_dir": p("installer"), "kubeconfig": p("kubeconfig"),
-            "state_dir": p("state"), "run_dir": p("run"), "os_release": p("os-release"),
-        },
-        "os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1},
-    });
-    std::fs::write(d.join("config.json"), config.to_string())?;
-    let mut ue = std::process::Command::new(sibling("fake-update-engine")?)
-        .args(["--address", bus.address(), "--scenario", "no-update", "--step-ms", "20"])
-        .arg("--state-dir")
-        .arg(d.join("ue-state"))
-        .arg("--run-dir")
-        .arg(d.join("ue-run"))
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    std::thread::sleep(Duration::from_millis(300));
-    let out = std::process::Command::new("/usr/bin/time")
-        .args(["-f", "RSS_KIB=%M WALL_S=%e"])
-        .arg(&agent)
-        .arg("run")
-        .env("NODE_BOOTSTRAP_CONFIG", d.join("config.json"))
-        .env("NODE_BOOTSTRAP_LOG_FORMAT", "text")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
-        .env_remove("JOURNAL_STREAM")
+    let h = HostRun::start(serde_json::json!({}), true)?;
+    let out = h
+        .command(&["/usr/bin/time", "-f", "RSS_KIB=%M WALL_S=%e"], &agent)?
         .output()
         .context("running /usr/bin/time (package time)")?;
-    let _ = ue.kill();
-    let _ = ue.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stderr
         .lines()
         .rev()
         .find(|l| l.starts_with("RSS_KIB="))
         .with_context(|| format!("no /usr/bin/time output: {stderr}"))?;
-    if !d.join("kubelet.env").exists() {
+    if !h.wrote_kubelet_env() {
         bail!("the run did not write kubelet.env: {stderr}");
     }
     let kib: u64 = line
@@ -326,6 +393,92 @@ fn run_rss(args: &Args) -> Result<()> {
         }
         .line()
     );
-    drop(api);
+    Ok(())
+}
+
+/// `docker run --rm` of an imported do-nothing image against a private
+/// dockerd: the least the original containerized bootstrapper paid per
+/// boot, before any image pull. Compared with `--ours-ms` (the critical
+/// path measured by `critical-path`).
+fn docker_run(args: &Args) -> Result<()> {
+    let agent = args
+        .agent
+        .clone()
+        .context("docker-run needs --agent <node-bootstrap binary>")?;
+    // Ours: a whole `run` (forced version, update_engine asked, journal,
+    // kubelet.env) from a fresh state, on the same host as the container.
+    let h = HostRun::start(
+        serde_json::json!({"forced_version": "v1.9.6+coreos.0", "check_forced_skew": false}),
+        false,
+    )?;
+    let mut ours_t = Vec::new();
+    for i in 0..=args.runs {
+        let mut c = h.command(&[], &agent)?;
+        let t = std::time::Instant::now();
+        let out = c.output()?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if !out.status.success() || !h.wrote_kubelet_env() {
+            bail!(
+                "node-bootstrap run failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if i > 0 {
+            ours_t.push(ms);
+        }
+    }
+    drop(h);
+    let d = testkit::docker::PrivateDockerd::start()?;
+    d.import_busybox_image("nb-bench/noop", &[])?;
+    let mut times = Vec::new();
+    for i in 0..=args.runs {
+        let t = std::time::Instant::now();
+        d.docker(&["run", "--rm", "nb-bench/noop", "/bin/true"])?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if i > 0 {
+            times.push(ms);
+        }
+    }
+    let ours = median(&ours_t);
+    let theirs = median(&times);
+    eprintln!(
+        "docker-run: `node-bootstrap run` {ours:.1} ms, `docker run --rm` {theirs:.1} ms (medians of {}); critical path on the node {}",
+        times.len(),
+        args.ours_ms
+            .map_or("not given".into(), |m| format!("{m:.1} ms"))
+    );
+    let ratio = theirs / ours;
+    println!(
+        "{}",
+        Row {
+            name: format!(
+                "whole `run` vs `docker run --rm` of a no-op image, same host, ms (median of {})",
+                times.len()
+            ),
+            ours: format!("{ours:.1}"),
+            theirs: format!("{theirs:.1}"),
+            theirs_label: "docker run --rm".into(),
+            ratio: format!("{ratio:.1}x faster"),
+            target: ">= 5x faster".into(),
+            met: ratio >= 5.0,
+        }
+        .line()
+    );
+    if let Some(cp) = args.ours_ms {
+        let r = theirs / cp;
+        println!(
+            "{}",
+            Row {
+                name: "critical path on the node (incl. systemd) vs `docker run --rm`, ms".into(),
+                ours: format!("{cp:.1}"),
+                theirs: format!("{theirs:.1}"),
+                theirs_label: "docker run --rm".into(),
+                ratio: format!("{r:.1}x faster"),
+                target: "(context)".into(),
+                met: true,
+            }
+            .line()
+        );
+    }
     Ok(())
 }
