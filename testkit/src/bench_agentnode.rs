@@ -57,6 +57,9 @@ pub struct AgentNodeSpec {
     pub update_engine: Option<UpdateEngineUnit>,
     /// Drop-ins: (unit, name, contents).
     pub drop_ins: Vec<(String, String, String)>,
+    /// More unit files to install, and units to enable.
+    pub extra_units: Vec<PathBuf>,
+    pub extra_enable: Vec<String>,
 }
 
 impl AgentNodeSpec {
@@ -68,6 +71,8 @@ impl AgentNodeSpec {
             kubeconfig: None,
             update_engine: None,
             drop_ins: Vec::new(),
+            extra_units: Vec::new(),
+            extra_enable: Vec::new(),
         }
     }
 }
@@ -121,6 +126,8 @@ pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
         n.write("/etc/systemd/system/update-engine.service", unit, 0o644)?;
         enable.push("update-engine.service");
     }
+    n.install_units(&spec.extra_units)?;
+    enable.extend(spec.extra_enable.iter().map(String::as_str));
     for (unit, name, contents) in &spec.drop_ins {
         n.drop_in(unit, name, contents)?;
     }

@@ -1,7 +1,11 @@
 //! Power loss over a full first boot, on a simulated node running the real
-//! agent: the API server stand-in on the host's loopback (the node shares
-//! the host network), the fake update_engine offering an update (so the
-//! first boot updates the OS and reboots), kubelet-wrapper stand-in.
+//! agent, with every part of the flow in it: init-assets.service pulling
+//! the asset bundle from the S3 stand-in (moto), the API server stand-in
+//! (both on the host's loopback; the node shares the host network), the
+//! fake update_engine offering an OS update, the docker addon (torcx: the
+//! OS image ships docker 1.12, the cluster wants 17.03, so a package is
+//! downloaded from the package server and the reboot wipes docker's
+//! datadir), one reboot for both, kubelet.env, kubelet-wrapper stand-in.
 //!
 //! A cut point is a stage of the first boot ([`Stage`]: agent starting,
 //! cluster version, OS update in progress, reboot requested, second boot,
@@ -13,9 +17,11 @@
 //! node dies at once); then it is booted again and followed until kubelet
 //! runs. Then the checks
 //! a paged operator would make: kubelet running with the right image,
-//! kubelet.env complete and valid, the OS update in effect, the state
-//! journal readable (never moved aside as corrupt) with every step done,
-//! no `.done` marker for work that is not there.
+//! kubelet.env complete and valid, the OS update in effect, docker 17.03
+//! running from a store file identical to the published package, docker's
+//! old datadir gone, the assets complete and identical to the bundle, the
+//! state journal readable (never moved aside as corrupt) with every step
+//! done, no `.done` marker for work that is not there.
 //!
 //! The cut kills processes, not the disk: files written but not yet fsynced
 //! survive (the overlay's upper dir is on the host's filesystem, whose page
@@ -30,14 +36,24 @@
 use crate::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
 use crate::bench_agentnode::{self as an, AgentNodeSpec, UpdateEngineUnit};
 use crate::simnode::{BootEnd, SimNode};
+use crate::torcx_fixtures::{AddonRig, docker_archive, os_release, runtime_mappings_yaml};
 use anyhow::{Context as _, Result, bail};
+use sha2::Digest as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The version the API server stand-in reports.
 pub const CLUSTER_VERSION: &str = "v1.9.6+coreos.0";
+/// The OS version the node starts on.
+pub const OLD_OS_VERSION: &str = "1520.3.0";
 /// The OS version the fake update_engine installs.
 pub const NEW_OS_VERSION: &str = "1632.3.0";
+const BUCKET: &str = "cluster-assets";
+const BUNDLE_KEY: &str = "assets/bundle.tar.gz";
+/// The docker package's store file for the new OS.
+const STORE_FILE: &str = "/var/lib/torcx/store/1632.3.0/docker:17.03.torcx.tgz";
+/// A file of docker's old datadir, which the docker change must wipe.
+const DOCKER_DATA_MARKER: &str = "/var/lib/docker/image/marker";
 
 /// How long a node may take to converge after a cut.
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -48,6 +64,43 @@ pub struct PowerLossRig {
     kubeconfig: String,
     agent: PathBuf,
     fake_update_engine: PathBuf,
+    addon: AddonRig,
+    package: Vec<u8>,
+    s3: crate::s3::S3Server,
+    bundle: Vec<(String, Vec<u8>)>,
+    bundle_sha256: String,
+}
+
+/// The asset bundle: a few scripts and manifests and one bigger file, so
+/// the pull takes long enough to be cut in the middle.
+fn bundle_files() -> Vec<(String, Vec<u8>)> {
+    let big: Vec<u8> = (0..6_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    vec![
+        (
+            "bootkube.sh".into(),
+            b"#!/bin/bash\necho bootkube\n".to_vec(),
+        ),
+        (
+            "manifests/kube-apiserver.yaml".into(),
+            b"kind: DaemonSet\n".to_vec(),
+        ),
+        ("manifests/blob.bin".into(), big),
+    ]
+}
+
+fn targz(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = tar::Builder::new(gz);
+    for (path, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, path, &data[..]).expect("tar");
+    }
+    b.into_inner().expect("tar").finish().expect("gzip")
 }
 
 /// Instants of a boot without a cut, from the first boot's start.
@@ -74,6 +127,8 @@ pub struct PointReport {
     pub converged_in: Duration,
     /// Violated checks (empty = the point passed).
     pub problems: Vec<String>,
+    /// Left-overs that break nothing (stale staging, partial downloads).
+    pub warnings: Vec<String>,
 }
 
 impl PointReport {
@@ -101,8 +156,12 @@ impl PointReport {
                 String::new()
             } else {
                 format!(": {}", self.problems.join("; "))
-            }
-        )
+            },
+        ) + &if self.warnings.is_empty() {
+            String::new()
+        } else {
+            format!(" [warning: {}]", self.warnings.join("; "))
+        }
     }
 }
 
@@ -128,22 +187,53 @@ impl PowerLossRig {
             },
         ))?;
         let kubeconfig = pki.kubeconfig(&api.url(), &KubeAuth::ClientCert);
+        // Docker packages for both OS versions; the download is slowed so
+        // it can be cut half-way.
+        let addon = AddonRig::new(NEW_OS_VERSION);
+        let package = docker_archive("17.03.2");
+        let entries = [
+            addon.publish_package("1.12", &docker_archive("1.12.2")),
+            addon.publish_package("17.03", &package),
+        ];
+        addon.publish_manifest(NEW_OS_VERSION, &entries);
+        addon.publish_manifest(OLD_OS_VERSION, &entries);
+        addon
+            .server
+            .set_rate(&addon.package_path("17.03", &package), Some(128 * 1024));
+        let s3 = crate::s3::S3Server::start()?;
+        s3.create_bucket(BUCKET)?;
+        let bundle = bundle_files();
+        let tgz = targz(&bundle);
+        s3.put_object(BUCKET, BUNDLE_KEY, &tgz, &[])?;
         Ok(PowerLossRig {
             _rt: rt,
             _api: api,
             kubeconfig,
             agent: agent.to_path_buf(),
             fake_update_engine: fake_update_engine.to_path_buf(),
+            addon,
+            package,
+            s3,
+            bundle,
+            bundle_sha256: hex::encode(sha2::Sha256::digest(&tgz)),
         })
     }
 
     /// A fresh node (not booted) for a full first boot with an OS update.
     pub fn node(&self, name: &str) -> Result<SimNode> {
+        let full: serde_json::Value =
+            serde_json::from_str(&self.addon.config_json_for_root("", serde_json::json!({})))?;
         let config = serde_json::json!({
             "role": "worker",
             "paths": {"os_release": an::OS_RELEASE_PATH},
             "os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1},
             "reboot": {"wait_secs": 30},
+            "addon": full["addon"],
+            "assets": {"mode": "pull", "s3": {
+                "bucket": BUCKET, "key": BUNDLE_KEY, "region": "us-east-1",
+                "endpoint": self.s3.endpoint(), "checksum_sha256": self.bundle_sha256,
+                "retry_initial_secs": 0, "retry_max_secs": 1,
+            }},
         })
         .to_string();
         let mut spec = AgentNodeSpec::new(name, &self.agent, config);
@@ -164,13 +254,122 @@ impl PowerLossRig {
             .map(|s| s.to_string())
             .collect(),
         });
-        // The unit's own RestartSec (10 s) only slows the test down.
+        // The units' own RestartSec (10 s) only slows the test down.
+        for unit in ["k8s-node-bootstrap.service", "init-assets.service"] {
+            spec.drop_ins.push((
+                unit.into(),
+                "10-test-restart".into(),
+                "[Service]\nRestartSec=1\n".into(),
+            ));
+        }
+        // Credentials as the standard chain reads them (the instance role on AWS).
         spec.drop_ins.push((
-            "k8s-node-bootstrap.service".into(),
-            "10-test-restart".into(),
-            "[Service]\nRestartSec=1\n".into(),
+            "init-assets.service".into(),
+            "20-test-credentials".into(),
+            "[Service]\nEnvironment=AWS_ACCESS_KEY_ID=AKIAEXAMPLEEXAMPLE00 AWS_SECRET_ACCESS_KEY=secret AWS_EC2_METADATA_DISABLED=true\n".into(),
         ));
-        an::agent_node(&spec)
+        spec.extra_units = vec![crate::unit_file("init-assets.service")];
+        spec.extra_enable = vec!["init-assets.service".into()];
+        let n = an::agent_node(&spec)?;
+        // The OS image: os-release, its vendor docker 1.12 (torcx), and
+        // docker's datadir from running it.
+        n.write(
+            an::OS_RELEASE_PATH,
+            os_release(OLD_OS_VERSION, &self.addon.board),
+            0o644,
+        )?;
+        n.install_file(
+            &crate::standin("torcx-generator"),
+            "/etc/systemd/system-generators/torcx-generator",
+            0o755,
+        )?;
+        n.write(
+            "/etc/kubernetes/installer/runtime-mappings.yaml",
+            runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
+            0o644,
+        )?;
+        n.write(
+            "/etc/kubernetes/installer/keyring.asc",
+            self.addon.key.public_armored(),
+            0o644,
+        )?;
+        n.write(
+            "/usr/share/torcx/profiles/vendor.json",
+            r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
+            0o644,
+        )?;
+        n.write(
+            "/usr/share/torcx/store/docker:1.12.torcx.tgz",
+            docker_archive("1.12.2"),
+            0o644,
+        )?;
+        n.write(DOCKER_DATA_MARKER, "old docker data\n", 0o644)?;
+        Ok(n)
+    }
+
+    /// The checks of [`check`] plus this rig's addon and assets.
+    pub fn check(&self, n: &SimNode) -> Vec<String> {
+        let mut p = check(n);
+        match std::fs::read(n.path(STORE_FILE)) {
+            Ok(b) if b == self.package => {}
+            Ok(b) => p.push(format!(
+                "{STORE_FILE} is not the published package ({} bytes, want {})",
+                b.len(),
+                self.package.len()
+            )),
+            Err(e) => p.push(format!("{STORE_FILE}: {e}")),
+        }
+        let running = n
+            .read("/run/torcx/profile.json")
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| {
+                v["value"]["images"].as_array().and_then(|imgs| {
+                    imgs.iter()
+                        .find(|i| i["name"] == "docker")
+                        .and_then(|i| i["reference"].as_str().map(str::to_string))
+                })
+            });
+        if running.as_deref() != Some("17.03") {
+            p.push(format!(
+                "docker 17.03 is not running: /run/torcx/profile.json says {running:?}"
+            ));
+        }
+        if n.exists(DOCKER_DATA_MARKER) {
+            p.push(format!(
+                "docker changed 1.12 -> 17.03 but its old datadir survived ({DOCKER_DATA_MARKER})"
+            ));
+        }
+        for (path, data) in &self.bundle {
+            let at = format!("/opt/tectonic/{path}");
+            match std::fs::read(n.path(&at)) {
+                Ok(b) if &b == data => {}
+                Ok(_) => p.push(format!("{at} differs from the bundle")),
+                Err(e) => p.push(format!("{at}: {e}")),
+            }
+        }
+        p
+    }
+
+    /// Left-overs that waste space but break nothing.
+    pub fn warnings(&self, n: &SimNode) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(n.path("/opt")) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(".tectonic.pull-") {
+                    w.push(format!("stale staging dir /opt/{name}"));
+                }
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(n.path("/var/lib/torcx/store/1632.3.0")) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.contains(".part-") {
+                    w.push(format!("partial download left: {name}"));
+                }
+            }
+        }
+        w
     }
 
     /// A full first boot without a cut; checks it like any point.
@@ -184,6 +383,23 @@ impl PowerLossRig {
             Follow::Cut { .. } => unreachable!("no cut instant"),
         }
         let kubelet_active = t0.elapsed();
+        if std::env::var("NB_POWERLOSS_VERBOSE").is_ok_and(|v| !v.is_empty()) {
+            let out = n.exec(&[
+                "journalctl",
+                "--no-pager",
+                "-o",
+                "short-monotonic",
+                "-u",
+                "init-assets.service",
+                "-u",
+                "k8s-node-bootstrap.service",
+                "-u",
+                "update-engine.service",
+                "-u",
+                "kubelet.service",
+            ])?;
+            eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+        }
         let report = PointReport {
             point: CutPoint {
                 stage: Stage::Boot1,
@@ -194,7 +410,8 @@ impl PowerLossRig {
             state_at_cut: String::new(),
             boots_after: n.boots(),
             converged_in: kubelet_active,
-            problems: check(&n),
+            problems: self.check(&n),
+            warnings: self.warnings(&n),
         };
         let _ = n.shutdown();
         Ok((
@@ -237,7 +454,7 @@ impl PowerLossRig {
             ));
         }
         if problems.is_empty() {
-            problems = check(&n);
+            problems = self.check(&n);
         }
         let report = PointReport {
             point,
@@ -247,6 +464,7 @@ impl PowerLossRig {
             boots_after: n.boots() - boots_before,
             converged_in: t1.elapsed(),
             problems,
+            warnings: self.warnings(&n),
         };
         if n.is_running() {
             let _ = n.shutdown();
@@ -314,7 +532,7 @@ fn follow(
     let mut stage_began: Option<Instant> = None;
     loop {
         if let Some(c) = cut {
-            if stage_began.is_none() && c.stage.reached(n.boots(), &journal_steps(n)) {
+            if stage_began.is_none() && c.stage.reached(n, &journal_steps(n)) {
                 stage_began = Some(Instant::now());
             }
             if let Some(b) = stage_began
@@ -355,6 +573,17 @@ fn follow(
     }
 }
 
+/// Whether an asset pull's staging dir exists (the pull is under way).
+fn pulling(n: &SimNode) -> bool {
+    std::fs::read_dir(n.path("/opt")).is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".tectonic.pull-")
+        })
+    })
+}
+
 /// The steps present in the state journal (any status).
 fn journal_steps(n: &SimNode) -> Vec<String> {
     let Some(text) = n.read("/var/lib/node-bootstrap/state.json") else {
@@ -369,12 +598,16 @@ fn journal_steps(n: &SimNode) -> Vec<String> {
 /// A stage of the first boot, as seen from outside the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// The first boot is up (the agent starts, runs preflight).
+    /// The first boot is up (init-assets.service starts pulling).
     Boot1,
+    /// The asset pull is under way (its staging dir exists).
+    AssetsPull,
     /// The cluster-version step began (asking the API server).
     ClusterVersion,
     /// The os-update step began (update_engine downloading, ~1 s).
     OsUpdate,
+    /// The docker-addon step began (the package download, ~2 s).
+    DockerAddon,
     /// The reboot was requested (journal written, logind asked).
     Reboot,
     /// The second boot is up (update_engine switches the OS, the agent
@@ -385,10 +618,12 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 8] = [
         Stage::Boot1,
+        Stage::AssetsPull,
         Stage::ClusterVersion,
         Stage::OsUpdate,
+        Stage::DockerAddon,
         Stage::Reboot,
         Stage::Boot2,
         Stage::KubeletEnv,
@@ -397,8 +632,10 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::Boot1 => "boot-1",
+            Stage::AssetsPull => "assets-pull",
             Stage::ClusterVersion => "cluster-version",
             Stage::OsUpdate => "os-update",
+            Stage::DockerAddon => "docker-addon",
             Stage::Reboot => "reboot",
             Stage::Boot2 => "boot-2",
             Stage::KubeletEnv => "kubelet-env",
@@ -409,21 +646,26 @@ impl Stage {
     /// `0..span`.
     pub fn span(self) -> Duration {
         Duration::from_millis(match self {
-            Stage::Boot1 => 1500,
+            Stage::Boot1 => 1000,
+            Stage::AssetsPull => 2000,
             Stage::ClusterVersion => 300,
             Stage::OsUpdate => 1500,
+            Stage::DockerAddon => 2500,
             Stage::Reboot => 400,
             Stage::Boot2 => 800,
             Stage::KubeletEnv => 40,
         })
     }
 
-    fn reached(self, boots: u32, steps: &[String]) -> bool {
+    fn reached(self, n: &SimNode, steps: &[String]) -> bool {
+        let boots = n.boots();
         let has = |s: &str| steps.iter().any(|x| x == s);
         match self {
             Stage::Boot1 => boots >= 1,
+            Stage::AssetsPull => boots == 1 && pulling(n),
             Stage::ClusterVersion => boots == 1 && has("cluster-version"),
             Stage::OsUpdate => boots == 1 && has("os-update"),
+            Stage::DockerAddon => boots == 1 && has("docker-addon"),
             Stage::Reboot => boots == 1 && has("reboot"),
             Stage::Boot2 => boots >= 2,
             Stage::KubeletEnv => has("kubelet-env"),
@@ -576,7 +818,7 @@ mod tests {
 
     #[test]
     fn cut_points_visit_every_stage_and_spread_the_delays() {
-        let v = cut_points(12, 0.5);
+        let v = cut_points(2 * Stage::ALL.len(), 0.5);
         for st in Stage::ALL {
             let d: Vec<Duration> = v
                 .iter()
