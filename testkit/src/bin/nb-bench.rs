@@ -8,6 +8,7 @@
 //! nb-bench fleet --agent BIN [--nodes N]
 //! nb-bench run-rss --agent BIN
 //! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
+//! nb-bench soak --agent BIN [--points N]
 //! ```
 
 use anyhow::{Context as _, Result, bail};
@@ -22,6 +23,7 @@ struct Args {
     runs: usize,
     nodes: usize,
     ours_ms: Option<f64>,
+    points: usize,
 }
 
 fn parse() -> Result<Args> {
@@ -35,6 +37,7 @@ fn parse() -> Result<Args> {
         runs: 5,
         nodes: 300,
         ours_ms: None,
+        points: 32,
     };
     while let Some(flag) = it.next() {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -43,6 +46,7 @@ fn parse() -> Result<Args> {
             "--runs" => a.runs = val()?.parse().context("--runs")?,
             "--nodes" => a.nodes = val()?.parse().context("--nodes")?,
             "--ours-ms" => a.ours_ms = Some(val()?.parse().context("--ours-ms")?),
+            "--points" => a.points = val()?.parse().context("--points")?,
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -67,6 +71,7 @@ fn main() -> Result<()> {
         "fleet" => fleet(&args),
         "run-rss" => run_rss(&args),
         "docker-run" => docker_run(&args),
+        "soak" => soak(&args),
         other => bail!("unknown command {other:?}"),
     }
 }
@@ -481,4 +486,83 @@ fn docker_run(args: &Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The soak: power cuts at many points of a full first boot (see
+/// `testkit::bench_powerloss`); one line per point and a summary. Exits
+/// non-zero if any point failed.
+fn soak(args: &Args) -> Result<()> {
+    use testkit::bench_powerloss::{PowerLossRig, Stage, cut_points};
+    let agent = args
+        .agent
+        .clone()
+        .context("soak needs --agent <node-bootstrap binary>")?;
+    let rig = PowerLossRig::new(&agent, &sibling("fake-update-engine")?)?;
+    let t0 = std::time::Instant::now();
+    let (timeline, reference) = rig.reference("soak-ref")?;
+    println!(
+        "reference (no cut): reboot at {}, kubelet active at {:.2}s: {}",
+        timeline
+            .reboots
+            .iter()
+            .map(|d| format!("{:.2}s", d.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        timeline.kubelet_active.as_secs_f64(),
+        if reference.ok() {
+            "ok".to_string()
+        } else {
+            reference.problems.join("; ")
+        }
+    );
+    let offset = fastrand_f64();
+    let points = cut_points(args.points, offset);
+    println!(
+        "{} cut points over {} stages ({}), delay offset {offset:.3}",
+        points.len(),
+        Stage::ALL.len(),
+        Stage::ALL.map(|s| s.name()).join(", ")
+    );
+    let mut failed = 0;
+    let mut by_problem = std::collections::BTreeMap::<String, usize>::new();
+    let mut warnings = 0;
+    let mut skipped = 0;
+    for (i, p) in points.into_iter().enumerate() {
+        let r = rig.run_point(&format!("soak-{i}"), p)?;
+        println!("point {:>2}/{}: {}", i + 1, args.points, r.line());
+        if r.skipped() {
+            skipped += 1;
+        }
+        if !r.ok() {
+            failed += 1;
+            for pr in &r.problems {
+                *by_problem.entry(pr.clone()).or_default() += 1;
+            }
+        }
+        if !r.warnings.is_empty() {
+            warnings += 1;
+        }
+    }
+    println!(
+        "soak: {} points cut, {} converged cleanly, {failed} failed, {skipped} not cut (the node was faster), {warnings} with warnings; {:.0} s",
+        args.points - skipped,
+        args.points - skipped - failed,
+        t0.elapsed().as_secs_f64()
+    );
+    for (p, n) in &by_problem {
+        println!("soak: {n} x {p}");
+    }
+    if failed > 0 || !reference.ok() {
+        bail!("{failed} of {} power-cut points failed", args.points);
+    }
+    Ok(())
+}
+
+/// A random number in [0, 1) without another dependency.
+fn fastrand_f64() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (nanos % 1_000_000) as f64 / 1_000_000.0
 }
