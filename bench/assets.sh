@@ -13,6 +13,8 @@
 #
 #   BIN=target/bench/release/node-bootstrap bench/assets.sh
 #   RUNS=3 (default)  SIZES="64 1024" (MiB, default)
+#   EXTRA_S3='"concurrency": 8, "part_size_mib": 8'   tuning experiments
+#   (the table is made with the product's defaults)
 #
 # Prints `ROW\t…` lines (bench/run.sh makes the table) and details on stderr.
 # Garage is installed once into $BENCH_CACHE/tools (cargo install, ~10 min).
@@ -64,7 +66,7 @@ g() { "$GARAGE" -c "$W/garage.toml" "$@"; }
 "$GARAGE" -c "$W/garage.toml" server >"$W/garage.log" 2>&1 &
 GPID=$!
 for _ in $(seq 100); do g status >/dev/null 2>&1 && break; sleep 0.1; done
-NODE=$(g status 2>/dev/null | awk '/^[0-9a-f]{16}/ {print $1; exit}')
+NODE=$(g status 2>/dev/null | grep -Eo '^[0-9a-f]{16}' | head -1)
 [ -n "$NODE" ] || { log "garage did not start:"; cat "$W/garage.log" >&2; exit 1; }
 g layout assign -z dc1 -c 10G "$NODE" >/dev/null
 g layout apply --version 1 >/dev/null
@@ -107,12 +109,31 @@ for MIB in $SIZES; do
 {"paths": {"assets_dir": "$A/assets", "run_dir": "$A/run", "state_dir": "$A/state"},
  "assets": {"mode": "pull", "limits": {"max_total_mib": 2048, "max_entry_mib": 2048},
    "s3": {"bucket": "nb-bench", "key": "bundle-$MIB.tar", "region": "garage", "endpoint": "$EP",
-          "force_path_style": true, "checksum_sha256": "$SHA"}}}
+          "force_path_style": true, "checksum_sha256": "$SHA"${EXTRA_S3:+, $EXTRA_S3}}}}
 EOF
         NODE_BOOTSTRAP_LOG_FORMAT=text /usr/bin/time -f '%e %M' -o "$W/t" \
             "$BIN" --config "$A/config.json" assets pull >"$A/out" 2>&1 \
             || { log "assets pull failed:"; cat "$A/out" >&2; exit 1; }
         cat "$W/t" >> "$W/ours.times"
+        # Where the time went, from the agent's own log timestamps.
+        python3 - "$A/out" >&2 <<'PY' || true
+import re, sys, datetime
+marks = {"pulling the asset bundle": "start", "asset bundle downloaded and verified": "downloaded+hashed",
+         "assets in place": "unpacked+synced+renamed"}
+t0 = None
+out = []
+for line in open(sys.argv[1], errors="replace"):
+    line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+    m = re.match(r"(\S+Z)\s", line)
+    if not m:
+        continue
+    for k, v in marks.items():
+        if k in line:
+            t = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00"))
+            t0 = t0 or t
+            out.append("%s at %.2fs" % (v, (t - t0).total_seconds()))
+print("assets: assets pull: " + ", ".join(out))
+PY
         [ -f "$A/assets/payload.bin" ] || { log "assets pull put nothing in place"; cat "$A/out" >&2; exit 1; }
         rm -rf "$A"
         sync

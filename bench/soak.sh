@@ -9,11 +9,11 @@
 # final name, no `.done` marker for unfinished work. Prints one line per
 # point and a summary; exits non-zero if any point failed.
 #
-#   sudo bench/soak.sh              SOAK_POINTS=32 (at least 30 for the record)
+#   sudo bench/soak.sh              SOAK_POINTS=40 (at least 30 for the record)
 #   BIN=target/bench/release/node-bootstrap bench/soak.sh   the agent to test
 set -euo pipefail
 cd "$(dirname "$0")/.."
-POINTS=${SOAK_POINTS:-32}
+POINTS=${SOAK_POINTS:-40}
 [ "$(id -u)" = 0 ] || { echo "soak: needs root (simulated nodes)" >&2; exit 1; }
 cargo build --quiet --workspace --bins
 BIN=${BIN:-$PWD/target/debug/node-bootstrap}
