@@ -95,7 +95,11 @@ where
         }
         let mut delay = policy.delay(attempt);
         if let Some(after) = after {
-            delay = delay.max(after.min(policy.max_delay));
+            // The server's Retry-After is a floor, with the jitter kept on
+            // top: a fleet told "come back in 3 s" must not come back in
+            // one wave (tests/fleet_retries.rs).
+            let jitter = delay.saturating_sub(policy.step(attempt) / 2);
+            delay = delay.max(after.min(policy.max_delay) + jitter);
         }
         if let Some(deadline) = policy.deadline
             && start.elapsed() + delay > deadline
@@ -191,5 +195,31 @@ mod tests {
         })
         .await;
         assert!(t0.elapsed() >= Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_keeps_the_jitter_on_top() {
+        let policy = RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(10), 2);
+        let mut waits = Vec::new();
+        for _ in 0..50 {
+            let t0 = tokio::time::Instant::now();
+            let _ = retry(policy, "x", |a| async move {
+                if a == 1 {
+                    Err(Attempt::Retry {
+                        error: Error::retryable("429"),
+                        after: Some(Duration::from_secs(3)),
+                    })
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+            waits.push(t0.elapsed());
+        }
+        let min = *waits.iter().min().unwrap();
+        let max = *waits.iter().max().unwrap();
+        assert!(min >= Duration::from_secs(3), "{min:?}");
+        assert!(max <= Duration::from_secs(4), "{max:?}");
+        assert!(max - min >= Duration::from_millis(500), "{min:?}..{max:?}");
     }
 }

@@ -3,8 +3,13 @@
 
 pub mod agentnode;
 pub mod apiserver;
+pub mod bench_agentnode;
+pub mod bench_fleet;
+pub mod bench_powerloss;
+pub mod bench_report;
 pub mod docker;
 pub mod fake_update_engine;
+pub mod faults;
 pub mod pkgserver;
 pub mod s3;
 pub mod simnode;

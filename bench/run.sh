@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# THE benchmark command: measures the whole product side by side with what
+# it replaces or competes with, and prints one table (name, ours,
+# theirs/floor, ratio, target, met?). Not a test: nothing here fails the
+# build; a missed target says NO in the table and docs/benchmarks.md says why.
+#
+#   sudo bench/run.sh                 everything (needs root: simulated nodes, dockerd)
+#   ONLY="footprint critical" bench/run.sh   some sections only
+#   RUNS=9 FLEET=300 bench/run.sh     repetitions, fleet size
+#
+# Sections: footprint (binary size, dynamic deps, peak RSS of a full run),
+# critical (critical path to kubelet on a simulated node vs the no-op floor;
+# whole run vs `docker run --rm`), status (bench/status.sh), assets
+# (bench/assets.sh: assets pull vs aws s3 cp on Garage), fleet (hundreds of
+# agents retrying a failing API server: request-rate histogram).
+#
+# Builds what it needs: the workspace's debug binaries (harness
+# `nb-bench`, `fake-update-engine`) and a release build of node-bootstrap
+# into $BENCH_CACHE (default target/bench), plus Garage there on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export BENCH_CACHE=${BENCH_CACHE:-$ROOT/target/bench}
+RUNS=${RUNS:-7}
+FLEET=${FLEET:-300}
+ONLY=${ONLY:-footprint critical status assets fleet}
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+log() { echo "bench: $*" >&2; }
+
+[ "$(id -u)" = 0 ] || { log "needs root (simulated nodes, a private dockerd)"; exit 1; }
+for t in /usr/bin/time ldd column; do
+    command -v "$t" >/dev/null || { log "$t is missing (apt-get install time bsdextrautils)"; exit 1; }
+done
+
+log "building (debug workspace binaries; release node-bootstrap into $BENCH_CACHE)"
+cargo build --quiet --workspace --bins
+cargo build --quiet --release --bin node-bootstrap --target-dir "$BENCH_CACHE"
+BIN=$BENCH_CACHE/release/node-bootstrap
+H=$ROOT/target/debug/nb-bench
+
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+ROWS=$OUT/rows
+: > "$ROWS"
+row() { printf 'ROW\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$ROWS"; }
+collect() { tee -a "$OUT/raw" | grep '^ROW' >> "$ROWS" || true; }
+
+if want footprint; then
+    log "footprint"
+    SIZE=$(stat -c %s "$BIN")
+    MIB=$(awk -v s="$SIZE" 'BEGIN {printf "%.1f", s / 1048576}')
+    STRIPPED=$(file -b "$BIN" | grep -q 'not stripped' && echo "not stripped" || echo "stripped")
+    row "release binary size ($STRIPPED), MiB" "$MIB" "15 (limit)" \
+        "$(awk -v s="$SIZE" 'BEGIN {printf "%.2fx", s / 1048576 / 15}')" "< 15 MiB" \
+        "$(awk -v s="$SIZE" 'BEGIN {print (s < 15 * 1048576) ? "yes" : "NO"}')"
+    LIBS=$(ldd "$BIN" | awk '{print $1}' | sed 's#.*/##' | sort | tr '\n' ' ')
+    # glibc's own libraries, the kernel's vDSO, and GCC's unwinder (part of
+    # every glibc system's base; Rust's std links it for stack unwinding).
+    OTHER=$(for l in $LIBS; do
+        case "$l" in
+            linux-vdso.so.*|ld-linux-*.so.*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libgcc_s.so.*) ;;
+            *) echo "$l" ;;
+        esac
+    done | tr '\n' ' ')
+    SSL=$(echo "$LIBS" | grep -Eo 'lib(ssl|crypto)[^ ]*' || true)
+    row "dynamic dependencies" "${LIBS% }" "glibc (+libgcc_s)" "-" "glibc only, no OpenSSL" \
+        "$([ -z "$OTHER" ] && [ -z "$SSL" ] && echo yes || echo "NO: ${OTHER}${SSL}")"
+    "$H" run-rss --agent "$BIN" 2>>"$OUT/log" | collect
+fi
+
+CP_MS=
+if want critical; then
+    log "critical path on simulated nodes ($RUNS runs each, after a warm-up)"
+    "$H" critical-path --agent "$BIN" --runs "$RUNS" 2> >(tee -a "$OUT/log" | grep -E 'medians' >&2) | collect
+    CP_MS=$(awk -F'\t' '$1 == "DATA" && $2 == "critical_path_ms" {print $3}' "$OUT/raw" | tail -1)
+    log "docker run --rm against a private dockerd"
+    "$H" docker-run --agent "$BIN" --runs "$RUNS" ${CP_MS:+--ours-ms "$CP_MS"} 2>>"$OUT/log" | collect
+fi
+
+if want status; then
+    log "status vs systemctl status (bench/status.sh)"
+    BIN="$BIN" N=${STATUS_RUNS:-20} bench/status.sh > "$OUT/status" 2>>"$OUT/log"
+    cat "$OUT/status" >&2
+    # COMMAND RUNS MEDIAN MAX RSS, name up to 34 columns.
+    st() { grep "^$1 " "$OUT/status" | head -1 | awk '{print $(NF-2), $NF}'; }
+    read -r OM OR <<<"$(st 'node-bootstrap status   ')"
+    read -r SM SR <<<"$(st 'systemctl status')"
+    if [ -n "${OM:-}" ] && [ -n "${SM:-}" ]; then
+        row "status: wall time, ms (median of ${STATUS_RUNS:-20})" "$OM" "$SM (systemctl status)" \
+            "$(awk -v o="$OM" -v s="$SM" 'BEGIN {printf "%.2fx", o / s}')" "<= 1x" \
+            "$(awk -v o="$OM" -v s="$SM" 'BEGIN {print (o <= s) ? "yes" : "NO"}')"
+        row "status: peak RSS, MiB" "$(awk -v k="$OR" 'BEGIN {printf "%.1f", k / 1024}')" \
+            "$(awk -v k="$SR" 'BEGIN {printf "%.1f", k / 1024}') (systemctl status)" \
+            "$(awk -v o="$OR" -v s="$SR" 'BEGIN {printf "%.2fx", o / s}')" "(context)" "-"
+    else
+        row "status vs systemctl status" "?" "?" "-" "<= 1x" "NO: bench/status.sh gave no numbers"
+    fi
+fi
+
+if want assets; then
+    log "asset pull vs aws s3 cp on Garage (bench/assets.sh)"
+    BIN="$BIN" RUNS=${ASSET_RUNS:-3} bench/assets.sh 2> >(tee -a "$OUT/log" >&2) | collect
+fi
+
+if want fleet; then
+    log "fleet: $FLEET agents retrying a failing API server"
+    "$H" fleet --agent "$BIN" --nodes "$FLEET" 2>>"$OUT/log" | collect
+fi
+
+echo
+echo "node-bootstrap benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)"
+echo
+{
+    printf 'MEASUREMENT\tOURS\tTHEIRS / FLOOR\tRATIO\tTARGET\tMET\n'
+    cut -f2- "$ROWS"
+} | column -t -s $'\t'
+if grep -q '^HIST' "$OUT/raw" 2>/dev/null; then
+    echo
+    grep '^HIST' "$OUT/raw" | cut -f2- | sed '/^$/d'
+fi
