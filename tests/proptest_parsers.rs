@@ -545,7 +545,6 @@ proptest! {
         for kubelet_env_present in [false, true] {
             let facts = node_bootstrap::flow::plan::Facts {
                 boot_id: "b".repeat(32),
-                os_update_enabled: true,
                 addon_enabled: true,
                 kubelet_env_present,
             };
