@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod fsutil;
+pub mod http;
 pub mod journal;
 pub mod logging;
 pub mod retry;

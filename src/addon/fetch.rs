@@ -190,6 +190,7 @@ impl Fetcher {
             .connect_timeout(s.connect_timeout)
             .read_timeout(s.read_timeout)
             .user_agent(concat!("node-bootstrap/", env!("CARGO_PKG_VERSION")))
+            .redirect(crate::http::redirect_policy())
             .build()
             .map_err(|e| Error::internal(format!("failed to set up the HTTP client: {e}")))?;
         Ok(Fetcher {

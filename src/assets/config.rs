@@ -243,6 +243,21 @@ impl RawS3 {
                     format!("must be http:// or https://, got {e:?}"),
                 ));
             }
+            // The bundle holds private keys: plain http only on loopback.
+            let loopback = match u.host() {
+                Some(url::Host::Ipv4(a)) => a.is_loopback(),
+                Some(url::Host::Ipv6(a)) => a.is_loopback(),
+                Some(url::Host::Domain(d)) => d == "localhost",
+                None => false,
+            };
+            if u.scheme() == "http" && !loopback {
+                return Err(FieldError::new(
+                    "assets.s3.endpoint",
+                    format!(
+                        "must be https:// (plain http only for a loopback endpoint: the bundle holds private keys), got {e:?}"
+                    ),
+                ));
+            }
         }
         let mut checksums = Vec::new();
         if let Some(h) = &self.checksum_sha256 {
@@ -384,6 +399,29 @@ mod tests {
 
     fn load(text: &str) -> crate::error::Result<Config> {
         Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
+    }
+
+    #[test]
+    fn plain_http_endpoints_only_on_loopback() {
+        let cfg = |ep: &str| {
+            load(&format!(
+                r#"{{"assets":{{"mode":"pull","s3":{{"bucket":"b","key":"k","endpoint":"{ep}"}}}}}}"#
+            ))
+        };
+        for ok in [
+            "http://127.0.0.1:9000",
+            "http://localhost:9000",
+            "http://[::1]:9000",
+            "https://s3.example.internal",
+        ] {
+            cfg(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        let err = cfg("http://s3.example.internal").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `assets.s3.endpoint`: must be https://"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 
 /// Version of the on-disk schema. Readers refuse newer versions.
 pub const SCHEMA: u32 = 1;
+/// The journal's file mode: root and its group only, since helper output
+/// tails could carry something a script echoed.
+pub const MODE: u32 = 0o640;
 /// Events kept in `history` (oldest dropped first).
 pub const HISTORY_LIMIT: usize = 200;
 
@@ -240,7 +243,8 @@ impl JournalFile {
         };
         let out = f(&mut journal);
         let text = serde_json::to_vec_pretty(&journal).expect("journal serializes");
-        fsutil::write_file("state journal", &self.path, &text, fsutil::MODE_PUBLIC)?;
+        // Not world-readable: it keeps helpers' last output lines and errors.
+        fsutil::write_file("state journal", &self.path, &text, MODE)?;
         Ok(out)
     }
 }
@@ -312,6 +316,12 @@ mod tests {
         jf.update(|j| j.begin("b2", "os-update")).unwrap();
 
         let j = jf.load().unwrap().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::metadata(jf.path()).unwrap().mode() & 0o777,
+            0o640,
+            "not world-readable"
+        );
         let cv = j.step("cluster-version").unwrap();
         assert_eq!(cv.status, StepStatus::Done);
         assert_eq!(cv.result.as_ref().unwrap()["version"], "v1.9.6+coreos.0");

@@ -44,6 +44,7 @@ fn http_client(timeout: Duration) -> Result<reqwest::Client> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10).min(timeout))
         .read_timeout(timeout)
+        .redirect(crate::http::redirect_policy())
         .build()
         .map_err(|e| Error::internal(format!("failed to build the HTTP client: {e}")))
 }
