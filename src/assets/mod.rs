@@ -16,11 +16,13 @@
 //! 2. Stale staging dirs of crashed runs (`<parent>/.<name>.pull-*`) are removed.
 //! 3. The bundle is downloaded into a staging dir next to the assets dir
 //!    (same filesystem): ranged parts in parallel, streamed to disk.
-//! 4. Its SHA-256/512 is checked against every checksum known: from config
-//!    (`assets.s3.checksum_sha256/512`) and from the object's metadata
-//!    (`x-amz-meta-sha256/512`). With none known the pull is refused.
-//! 5. It is unpacked (see [`unpack`]) into `<staging>/tree`, the marker is
-//!    written, the filesystem is synced, and the tree is renamed to the
+//! 4. One read pass unpacks it (see [`unpack`]) into `<staging>/tree` and
+//!    hashes it. Its SHA-256/512 is checked against every checksum known:
+//!    from config (`assets.s3.checksum_sha256/512`) and from the object's
+//!    metadata (`x-amz-meta-sha256/512`); with none known, or a mismatch,
+//!    nothing is installed (a mismatch is reported as such even when the
+//!    corrupt bytes also broke the archive).
+//! 5. Only then is the marker written, the filesystem synced, and the tree renamed to the
 //!    assets dir in one step. An existing but incomplete assets dir (empty,
 //!    or without the marker) is swapped out atomically
 //!    (`renameat2(RENAME_EXCHANGE)`) and then deleted.
@@ -351,30 +353,37 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     report.parts = dl.parts;
     report.retries = dl.retries;
     let known = s3.checksums.iter().chain(&dl.metadata_checksums);
+    if known.clone().next().is_none() {
+        // Refused before the unpack pass (verify says the same after it).
+        verify(&s3.uri(), "", "", &[], &[])?;
+    }
     let need512 = known.clone().any(|c| matches!(c, Checksum::Sha512(_)));
-    // SHA-256 is always computed: it is reported (and logged) as the bundle's id.
-    let (sha256, sha512) = s3::hash_file(&bundle, true, need512).await?;
-    report.verified = verify(
-        &s3.uri(),
-        &sha256,
-        &sha512,
-        &s3.checksums,
-        &dl.metadata_checksums,
-    )?;
-    report.sha256 = Some(sha256.clone());
-    tracing::info!(phase = "assets", url = %s3.uri(), bytes = dl.size, sha256 = %sha256,
-        verified = %report.verified.join(", "), "asset bundle downloaded and verified");
 
+    // One read pass unpacks into the staging dir and hashes the bundle
+    // (SHA-256 always: it is reported and logged as the bundle's id). The
+    // checksum decides before anything else: nothing unverified is installed,
+    // and a corrupt download is reported as such, not as a bad archive.
     let tree = staging.dir.join("tree");
     fs::create_dir(&tree).ctx(ErrorClass::Internal, || {
         format!("failed to create {}", tree.display())
     })?;
     let limits = config.assets.limits;
     let (b, t) = (bundle.clone(), tree.clone());
-    let unpacked = tokio::task::spawn_blocking(move || unpack::unpack_file(&b, &t, &limits))
-        .await
-        .map_err(|e| Error::internal(format!("unpack task failed: {e}")))?
-        .context(|| format!("unpacking asset bundle {}", s3.uri()))?;
+    let (unpacked, digests) =
+        tokio::task::spawn_blocking(move || unpack::unpack_file_hashing(&b, &t, &limits, need512))
+            .await
+            .map_err(|e| Error::internal(format!("unpack task failed: {e}")))??;
+    report.verified = verify(
+        &s3.uri(),
+        &digests.sha256,
+        &digests.sha512,
+        &s3.checksums,
+        &dl.metadata_checksums,
+    )?;
+    report.sha256 = Some(digests.sha256.clone());
+    tracing::info!(phase = "assets", url = %s3.uri(), bytes = dl.size, sha256 = %digests.sha256,
+        verified = %report.verified.join(", "), "asset bundle downloaded and verified");
+    let unpacked = unpacked.context(|| format!("unpacking asset bundle {}", s3.uri()))?;
     // The bundle is no longer needed; free the space before the rename.
     let _ = fs::remove_file(&bundle);
     report.files = unpacked.files;

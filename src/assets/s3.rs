@@ -9,7 +9,7 @@
 //! everything else.
 
 use super::config::{Checksum, S3Settings};
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{Error, Result};
 use crate::retry::{Attempt, RetryPolicy, retry};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{
@@ -20,7 +20,6 @@ use aws_sdk_s3::operation::get_object::{GetObjectError, GetObjectOutput};
 use aws_smithy_types::retry::RetryConfig;
 use aws_smithy_types::timeout::TimeoutConfig;
 use futures_util::{StreamExt, TryStreamExt};
-use sha2::Digest;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -458,46 +457,10 @@ pub async fn download(
     })
 }
 
-/// SHA-256 and SHA-512 of a file (each only if asked for; empty if not),
-/// read in 1 MiB blocks.
-pub async fn hash_file(path: &Path, sha256: bool, sha512: bool) -> Result<(String, String)> {
-    let p = path.to_path_buf();
-    tokio::task::spawn_blocking(move || -> Result<(String, String)> {
-        use crate::error::Context as _;
-        use std::io::Read;
-        let mut f = std::fs::File::open(&p).ctx(ErrorClass::Internal, || {
-            format!("failed to open {}", p.display())
-        })?;
-        let mut s256 = sha2::Sha256::new();
-        let mut s512 = sha2::Sha512::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf).ctx(ErrorClass::Internal, || {
-                format!("failed to read {}", p.display())
-            })?;
-            if n == 0 {
-                break;
-            }
-            if sha256 {
-                s256.update(&buf[..n]);
-            }
-            if sha512 {
-                s512.update(&buf[..n]);
-            }
-        }
-        let hex_if = |on: bool, d: Vec<u8>| if on { hex::encode(d) } else { String::new() };
-        Ok((
-            hex_if(sha256, s256.finalize().to_vec()),
-            hex_if(sha512, s512.finalize().to_vec()),
-        ))
-    })
-    .await
-    .map_err(|e| Error::internal(format!("hashing task failed: {e}")))?
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorClass;
 
     #[test]
     fn content_range_total() {

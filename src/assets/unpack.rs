@@ -185,13 +185,67 @@ impl<R: Read> Read for Limited<'_, R> {
     }
 }
 
+/// SHA-256 and (when asked for) SHA-512 of every byte of a file, hex.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Digests {
+    pub sha256: String,
+    /// Empty unless asked for.
+    pub sha512: String,
+}
+
+/// A reader that hashes what passes through it.
+struct HashingReader<R> {
+    inner: R,
+    sha256: sha2::Sha256,
+    sha512: Option<sha2::Sha512>,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use sha2::Digest as _;
+        let n = self.inner.read(buf)?;
+        self.sha256.update(&buf[..n]);
+        if let Some(h) = &mut self.sha512 {
+            h.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
 /// Unpacks the archive at `archive` into `dest` (an existing, empty
-/// directory). On error `dest` may hold a partial tree: the caller removes it.
-pub fn unpack_file(archive: &Path, dest: &Path, limits: &UnpackLimits) -> Result<UnpackReport> {
+/// directory) and hashes the whole file in the same read pass (the bytes
+/// the unpacker does not need, such as trailing padding, are read and
+/// hashed after it). The unpack's outcome comes back beside the digests, so
+/// the caller checks the checksum first: a corrupt download is a checksum
+/// error, not an archive error. On error `dest` may hold a partial tree:
+/// the caller removes it, and installs nothing unless the digests match.
+pub fn unpack_file_hashing(
+    archive: &Path,
+    dest: &Path,
+    limits: &UnpackLimits,
+    sha512: bool,
+) -> Result<(Result<UnpackReport>, Digests)> {
+    use sha2::Digest as _;
     let f = fs::File::open(archive).ctx(ErrorClass::Internal, || {
         format!("failed to open downloaded bundle {}", archive.display())
     })?;
-    unpack(f, dest, limits)
+    let mut reader = HashingReader {
+        inner: f,
+        sha256: sha2::Sha256::new(),
+        sha512: sha512.then(sha2::Sha512::new),
+    };
+    let unpacked = unpack(&mut reader, dest, limits);
+    io::copy(&mut reader, &mut io::sink()).ctx(ErrorClass::Internal, || {
+        format!("failed to read downloaded bundle {}", archive.display())
+    })?;
+    let digests = Digests {
+        sha256: hex::encode(reader.sha256.finalize()),
+        sha512: reader
+            .sha512
+            .map(|h| hex::encode(h.finalize()))
+            .unwrap_or_default(),
+    };
+    Ok((unpacked, digests))
 }
 
 /// Unpacks a tar.gz (or plain tar) stream into `dest`; see module docs.
@@ -454,6 +508,46 @@ fn unpack_tar<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(bytes))
+    }
+
+    #[test]
+    fn hashing_covers_every_byte_even_past_the_archive_end_or_a_broken_archive() {
+        let d = tempfile::tempdir().unwrap();
+        let mut tar = tar::Builder::new(Vec::new());
+        let body = b"#!/bin/bash\necho bootkube\n";
+        let mut h = tar::Header::new_ustar();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o755);
+        tar.append_data(&mut h, "bootkube.sh", &body[..]).unwrap();
+        let mut bytes = tar.into_inner().unwrap();
+        bytes.extend_from_slice(&[0u8; 10_000]); // padding the unpacker never reads
+        let archive = d.path().join("bundle");
+        fs::write(&archive, &bytes).unwrap();
+        let tree = d.path().join("tree");
+        fs::create_dir(&tree).unwrap();
+        let (unpacked, digests) =
+            unpack_file_hashing(&archive, &tree, &UnpackLimits::default(), true).unwrap();
+        assert_eq!(unpacked.unwrap().files, 1);
+        assert_eq!(digests.sha256, sha256_hex(&bytes));
+        assert_eq!(digests.sha512.len(), 128);
+        assert_eq!(fs::read(tree.join("bootkube.sh")).unwrap(), body);
+
+        // Garbage: the unpack fails, the digests are still of the whole file
+        // (so the caller reports the checksum mismatch, not the archive).
+        let junk = vec![0x1fu8, 0x8b, 0, 1, 2, 3, 4, 5, 6, 7];
+        fs::write(&archive, &junk).unwrap();
+        let tree2 = d.path().join("tree2");
+        fs::create_dir(&tree2).unwrap();
+        let (unpacked, digests) =
+            unpack_file_hashing(&archive, &tree2, &UnpackLimits::default(), false).unwrap();
+        assert!(unpacked.is_err());
+        assert_eq!(digests.sha256, sha256_hex(&junk));
+        assert_eq!(digests.sha512, "");
+    }
 
     #[test]
     fn secret_rule() {

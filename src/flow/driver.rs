@@ -1,7 +1,11 @@
 //! The driver: asks [`plan::next_action`] what to do, does it through the
 //! [`Seams`], records start/end/result/error of every step in the state
-//! journal (atomically, before and after), and asks again until the plan
-//! says `Done` or a step fails.
+//! journal, and asks again until the plan says `Done` or a step fails.
+//!
+//! Journal writes are durable (fsynced) and few: a step's start is on disk
+//! before the step does anything; its end reaches the disk together with
+//! the next step's start (or the final write), in one atomic replace. A
+//! crash in between costs only redoing that step, which every step allows.
 
 use super::plan::{self, Action, Facts, Step};
 use super::seams::{OsUpdateRecord, Seams};
@@ -29,6 +33,54 @@ pub struct Driver<'a, S: Seams> {
     pub addon_enabled: bool,
 }
 
+type Edit = Box<dyn Fn(&mut StateJournal)>;
+
+/// The state journal as this run sees it: the file as last read or written,
+/// plus the edits not yet written (applied to the view at once, to the file
+/// at the next [`Recorder::flush`], under the journal's lock so a helper's
+/// concurrent record is kept).
+struct Recorder<'j> {
+    file: &'j JournalFile,
+    view: StateJournal,
+    pending: Vec<Edit>,
+}
+
+impl<'j> Recorder<'j> {
+    /// Reads the journal; a corrupt one is moved aside (by `update`) and the
+    /// flow starts afresh from what the node shows.
+    fn open(file: &'j JournalFile) -> Result<Self> {
+        let view = match file.load() {
+            Ok(j) => j.unwrap_or_default(),
+            Err(_) => file.update(|j| j.clone())?,
+        };
+        Ok(Recorder {
+            file,
+            view,
+            pending: Vec::new(),
+        })
+    }
+
+    fn record(&mut self, edit: impl Fn(&mut StateJournal) + 'static) {
+        edit(&mut self.view);
+        self.pending.push(Box::new(edit));
+    }
+
+    /// Writes the pending edits (one atomic, fsynced replace).
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let edits = std::mem::take(&mut self.pending);
+        self.view = self.file.update(|j| {
+            for e in &edits {
+                e(j);
+            }
+            j.clone()
+        })?;
+        Ok(())
+    }
+}
+
 impl<S: Seams> Driver<'_, S> {
     fn facts(&self) -> Facts {
         Facts {
@@ -38,68 +90,68 @@ impl<S: Seams> Driver<'_, S> {
         }
     }
 
-    fn load(&self) -> Result<StateJournal> {
-        // `update` moves a corrupt journal aside and starts a new one.
-        self.journal.update(|j| j.clone())
-    }
-
     /// Runs the flow to its end (or its first failure).
     pub async fn run(&self) -> Result<RunOutcome> {
+        let mut rec = Recorder::open(&self.journal)?;
         for _ in 0..MAX_ACTIONS {
-            let journal = self.load()?;
-            let action = plan::next_action(&journal, &self.facts());
+            let action = plan::next_action(&rec.view, &self.facts());
             match action {
                 Action::Done => {
+                    rec.flush()?;
                     info!(phase = "run", "node bootstrapped: kubelet.env is in place");
                     return Ok(RunOutcome::Complete);
                 }
-                Action::Run(step) => self.run_step(step, &journal).await?,
-                Action::Confirm(step) => self.confirm(step, &journal).await?,
+                Action::Run(step) => self.run_step(&mut rec, step).await?,
+                Action::Confirm(step) => self.confirm(&mut rec, step).await?,
                 Action::Reboot {
                     reason,
                     wipe_docker_datadir,
                 } => {
-                    return Err(self.reboot(&reason, wipe_docker_datadir).await);
+                    return Err(self.reboot(&mut rec, &reason, wipe_docker_datadir).await);
                 }
             }
         }
+        rec.flush()?;
         Err(Error::internal(format!(
             "the flow made no progress after {MAX_ACTIONS} actions; state journal {}",
             self.journal.path().display()
         )))
     }
 
-    fn begin(&self, step: Step) -> Result<()> {
-        info!(phase = step.name(), boot_id = %self.boot_id, "phase started");
-        self.journal.update(|j| j.begin(&self.boot_id, step.name()))
-    }
-
-    fn finish(&self, step: Step, owner_boot: &str, result: Value) -> Result<()> {
+    fn finish(&self, rec: &mut Recorder, step: Step, owner_boot: &str, result: Value) {
         info!(phase = step.name(), result = %result, "phase done");
-        self.journal
-            .update(|j| j.finish(owner_boot, step.name(), result))
+        let owner = owner_boot.to_string();
+        rec.record(move |j| j.finish(&owner, step.name(), result.clone()));
     }
 
-    fn fail(&self, step: Step, err: Error) -> Error {
+    fn fail(&self, rec: &mut Recorder, step: Step, err: Error) -> Error {
         error!(phase = step.name(), error_class = ?err.class(), error = %err, "phase failed");
-        if let Err(e) = self
-            .journal
-            .update(|j| j.fail(&self.boot_id, step.name(), &err, Vec::new()))
-        {
+        let boot = self.boot_id.clone();
+        let (class, message) = (err.class(), err.to_string());
+        rec.record(move |j| {
+            let recorded = Error::new(class, message.clone());
+            j.fail(&boot, step.name(), &recorded, Vec::new())
+        });
+        if let Err(e) = rec.flush() {
             warn!(phase = step.name(), error = %e, "could not record the failure in the state journal");
         }
         err
     }
 
-    async fn run_step(&self, step: Step, journal: &StateJournal) -> Result<()> {
-        self.begin(step)?;
-        let result = match self.execute(step, journal).await {
+    async fn run_step(&self, rec: &mut Recorder<'_>, step: Step) -> Result<()> {
+        info!(phase = step.name(), boot_id = %self.boot_id, "phase started");
+        let boot = self.boot_id.clone();
+        rec.record(move |j| j.begin(&boot, step.name()));
+        rec.flush()?;
+        let result = match self.execute(step, &rec.view).await {
             Ok(v) => v,
-            Err(e) => return Err(self.fail(step, e.context(format!("{} failed", step.name())))),
+            Err(e) => {
+                return Err(self.fail(rec, step, e.context(format!("{} failed", step.name()))));
+            }
         };
-        self.finish(step, &self.boot_id, result)
+        self.finish(rec, step, &self.boot_id, result);
+        Ok(())
     }
-
     async fn execute(&self, step: Step, journal: &StateJournal) -> Result<Value> {
         let s = self.seams;
         match step {
@@ -126,20 +178,18 @@ impl<S: Seams> Driver<'_, S> {
         }
     }
 
-    async fn confirm(&self, step: Step, journal: &StateJournal) -> Result<()> {
-        let rec = journal
+    async fn confirm(&self, rec: &mut Recorder<'_>, step: Step) -> Result<()> {
+        let record = rec
+            .view
             .step(step.name())
             .expect("the plan confirms recorded steps");
-        let owner = rec.boot_id.clone();
-        let mut result = rec.result.clone().unwrap_or_else(|| json!({}));
+        let owner = record.boot_id.clone();
+        let mut result = record.result.clone().unwrap_or_else(|| json!({}));
         let ok = match step {
             Step::Reboot => {
                 info!(phase = "reboot", "the node rebooted");
-                self.finish(
-                    Step::Reboot,
-                    &self.boot_id,
-                    json!({"rebooted": true, "reason": result.get("reason")}),
-                )?;
+                let done = json!({"rebooted": true, "reason": result.get("reason")});
+                self.finish(rec, Step::Reboot, &self.boot_id, done);
                 return Ok(());
             }
             Step::OsUpdate => {
@@ -186,31 +236,39 @@ impl<S: Seams> Driver<'_, S> {
             Ok(()) => {
                 result["confirmed_in_boot"] = json!(self.boot_id);
                 info!(phase = step.name(), "change confirmed after the reboot");
-                self.finish(step, &owner, result)
+                self.finish(rec, step, &owner, result);
+                Ok(())
             }
-            Err(e) => Err(self.fail(step, e)),
+            Err(e) => Err(self.fail(rec, step, e)),
         }
     }
 
     /// Asks for the reboot and returns the error to exit with: the process is
     /// normally stopped by the shutdown before this returns.
-    async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Error {
+    async fn reboot(
+        &self,
+        rec: &mut Recorder<'_>,
+        reason: &str,
+        wipe_docker_datadir: bool,
+    ) -> Error {
         info!(
             phase = "reboot",
             reason, wipe_docker_datadir, "rebooting to apply changes"
         );
-        if let Err(e) = self.journal.update(|j| {
-            j.begin(&self.boot_id, Step::Reboot.name());
+        let boot = self.boot_id.clone();
+        let intent = json!({"reason": reason, "wipe_docker_datadir": wipe_docker_datadir});
+        rec.record(move |j| {
+            j.begin(&boot, Step::Reboot.name());
             if let Some(r) = j.steps.get_mut(Step::Reboot.name()) {
-                r.result =
-                    Some(json!({"reason": reason, "wipe_docker_datadir": wipe_docker_datadir}));
+                r.result = Some(intent.clone());
             }
-        }) {
+        });
+        if let Err(e) = rec.flush() {
             return e;
         }
         match self.seams.reboot(reason, wipe_docker_datadir).await {
             Ok(never) => match never {},
-            Err(e) => self.fail(Step::Reboot, e),
+            Err(e) => self.fail(rec, Step::Reboot, e),
         }
     }
 }
@@ -257,6 +315,10 @@ mod tests {
         fail_version: bool,
         version_error: Option<ErrorClass>,
         reboot_happens: bool,
+        /// When set, `discover_version` records what the journal file on
+        /// disk says at that moment.
+        journal_file: Option<std::path::PathBuf>,
+        on_disk_during_version: RefCell<Option<StateJournal>>,
     }
 
     impl Seams for FakeNode {
@@ -269,6 +331,9 @@ mod tests {
         }
         async fn discover_version(&self) -> Result<Value> {
             self.calls.borrow_mut().push("version".into());
+            if let Some(p) = &self.journal_file {
+                *self.on_disk_during_version.borrow_mut() = JournalFile::new(p).load().unwrap();
+            }
             if let Some(class) = self.version_error {
                 return Err(Error::new(class, "scripted"));
             }
@@ -344,6 +409,39 @@ mod tests {
             os_update_enabled: true,
             addon_enabled: true,
         }
+    }
+
+    #[tokio::test]
+    async fn a_step_starts_on_disk_before_it_runs_and_the_last_end_is_written() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            journal_file: Some(d.path().join("state.json")),
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap();
+        // While the version was being discovered, the file already said so,
+        // and the step before it had its end recorded.
+        let during = node.on_disk_during_version.borrow().clone().unwrap();
+        let status = |j: &StateJournal, s: &str| j.step(s).map(|r| r.status);
+        assert_eq!(
+            status(&during, "cluster-version"),
+            Some(crate::journal::StepStatus::Running)
+        );
+        assert_eq!(
+            status(&during, "assets"),
+            Some(crate::journal::StepStatus::Done)
+        );
+        assert_eq!(status(&during, "os-update"), None);
+        // After the run, the final step's end is on disk too.
+        let after = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            status(&after, "kubelet-env"),
+            Some(crate::journal::StepStatus::Done)
+        );
     }
 
     #[tokio::test]
