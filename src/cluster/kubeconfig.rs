@@ -106,7 +106,7 @@ impl fmt::Debug for Kubeconfig {
 
 // ---- the file as written ----
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 struct RawKubeconfig {
     #[serde(default)]
     clusters: Option<Vec<NamedCluster>>,
@@ -126,7 +126,7 @@ struct NamedCluster {
     cluster: Option<RawCluster>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 struct NamedUser {
     #[serde(default)]
     name: Option<String>,
@@ -166,7 +166,7 @@ struct RawCluster {
     proxy_url: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 struct RawUser {
     #[serde(rename = "client-certificate", default)]
     client_certificate: Option<String>,
@@ -188,6 +188,20 @@ struct RawUser {
     exec: Option<IgnoredAny>,
     #[serde(rename = "auth-provider", default)]
     auth_provider: Option<IgnoredAny>,
+}
+
+/// A URL as written, for an error message, with any `user:password@`
+/// replaced by `***@` (a URL that does not parse may still carry them).
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 /// Reads and resolves the kubeconfig at `path`.
@@ -282,14 +296,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
     let server = url::Url::parse(server_s.trim()).map_err(|e| {
         bad(
             &format!("{cf}.server"),
-            &format!("{server_s:?} is not a URL: {e}"),
+            &format!("{:?} is not a URL: {e}", without_userinfo(server_s)),
         )
     })?;
     if server.scheme() != "https" {
         return Err(bad(
             &format!("{cf}.server"),
             &format!(
-                "{server_s:?} is not an https URL; node-bootstrap only talks to the API server over TLS"
+                "{:?} is not an https URL; node-bootstrap only talks to the API server over TLS",
+                without_userinfo(server_s)
             ),
         ));
     }
@@ -357,7 +372,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
         Some(p) => Some(url::Url::parse(p).map_err(|e| {
             bad(
                 &format!("{cf}.proxy-url"),
-                &format!("{p:?} is not a URL: {e}"),
+                &format!("{:?} is not a URL: {e}", without_userinfo(p)),
             )
         })?),
     };
@@ -593,6 +608,34 @@ mod tests {
     use super::*;
     use crate::error::ErrorClass;
     use std::fs;
+
+    #[test]
+    fn urls_in_errors_never_carry_credentials() {
+        assert_eq!(
+            without_userinfo("https://admin:s3cret@10.0.0.1:443/x"),
+            "https://***@10.0.0.1:443/x"
+        );
+        assert_eq!(without_userinfo("admin:s3cret@host"), "***@host");
+        assert_eq!(
+            without_userinfo("https://10.0.0.1/a@b"),
+            "https://10.0.0.1/a@b"
+        );
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("kubeconfig");
+        for server in ["http://admin:s3cret@10.0.0.1", "https://admin:s3cret@[::1"] {
+            fs::write(
+                &p,
+                format!(
+                    "apiVersion: v1\nclusters:\n- name: c\n  cluster:\n    server: {server}\n\
+                     contexts:\n- name: x\n  context:\n    cluster: c\ncurrent-context: x\n"
+                ),
+            )
+            .unwrap();
+            let err = load(&p).err().expect("refused").to_string();
+            assert!(!err.contains("s3cret"), "{err}");
+            assert!(err.contains("***@"), "{err}");
+        }
+    }
 
     struct Pki {
         ca: String,

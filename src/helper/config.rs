@@ -136,7 +136,7 @@ impl StepSettings {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct DockerSettings {
     pub image: String,
     pub entrypoint: Option<Vec<String>>,
@@ -145,6 +145,26 @@ pub struct DockerSettings {
     pub mounts: Option<Vec<String>>,
     pub env: BTreeMap<String, String>,
     pub host_network: bool,
+}
+
+/// `env` values may be tokens: `check-config` (which prints the settings
+/// with `{:#?}`) shows only the names.
+impl std::fmt::Debug for DockerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: BTreeMap<&str, &str> = self
+            .env
+            .keys()
+            .map(|k| (k.as_str(), "<redacted>"))
+            .collect();
+        f.debug_struct("DockerSettings")
+            .field("image", &self.image)
+            .field("entrypoint", &self.entrypoint)
+            .field("args", &self.args)
+            .field("mounts", &self.mounts)
+            .field("env", &env)
+            .field("host_network", &self.host_network)
+            .finish()
+    }
 }
 
 impl DockerSettings {
@@ -336,6 +356,17 @@ mod tests {
             d.binds(Path::new("/opt/tectonic")),
             vec!["/opt/tectonic:/assets", "/etc/kubernetes:/etc/kubernetes"]
         );
+    }
+
+    #[test]
+    fn printed_settings_name_env_variables_but_never_show_their_values() {
+        let c = load(
+            r#"{"helpers":{"tectonic":{"mode":"docker","docker":{"image":"i","env":{"TOKEN":"s3cret-token"}}}}}"#,
+        )
+        .unwrap();
+        let printed = format!("{c:#?}");
+        assert!(printed.contains("\"TOKEN\": \"<redacted>\""), "{printed}");
+        assert!(!printed.contains("s3cret-token"), "{printed}");
     }
 
     #[test]
