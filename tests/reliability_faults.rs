@@ -221,14 +221,8 @@ fn pkg_faults() -> Vec<(NetFault, &'static str)> {
         (NetFault::Status(503, Some(1)), "answered HTTP 503"),
         (NetFault::Status(429, Some(1)), "answered HTTP 429"),
         (NetFault::Status(500, None), "answered HTTP 500"),
-        (
-            NetFault::ResetAfter(2000),
-            "end of file before message length reached",
-        ),
-        (
-            NetFault::Truncate(2000),
-            "end of file before message length reached",
-        ),
+        (NetFault::ResetAfter(2000), "broke off at byte"),
+        (NetFault::Truncate(2000), "broke off at byte"),
         (
             NetFault::StallAfter(2000, Duration::from_secs(4)),
             "timed out",

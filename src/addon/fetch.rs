@@ -436,6 +436,15 @@ impl Fetcher {
                     Ok(None) => break,
                     Err(e) => {
                         let _ = file.sync_data();
+                        if let Some(exp) = expected
+                            && got < exp
+                        {
+                            // Resumed from here by the next attempt.
+                            return Err(Attempt::retry(Error::retryable(format!(
+                                "download of {u} broke off at byte {got} of the {exp} announced: {}",
+                                error_chain(&e)
+                            ))));
+                        }
                         return Err(transport(u, "package", e));
                     }
                 };
@@ -480,17 +489,22 @@ fn transport(u: &url::Url, what: &str, e: reqwest::Error) -> Attempt {
     } else {
         "failed"
     };
-    // reqwest's Display omits the cause chain (e.g. "connection refused").
+    Attempt::retry(Error::retryable(format!(
+        "fetching {what} from {u} {kind}: {}",
+        error_chain(&e)
+    )))
+}
+
+/// reqwest's Display omits the cause chain (e.g. "connection refused").
+fn error_chain(e: &reqwest::Error) -> String {
     let mut msg = e.to_string();
-    let mut src = std::error::Error::source(&e);
+    let mut src = std::error::Error::source(e);
     while let Some(s) = src {
         msg.push_str(": ");
         msg.push_str(&s.to_string());
         src = s.source();
     }
-    Attempt::retry(Error::retryable(format!(
-        "fetching {what} from {u} {kind}: {msg}"
-    )))
+    msg
 }
 
 /// Maps a non-success status: 5xx, 408 and 429 are retried (honouring
