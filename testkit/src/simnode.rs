@@ -37,6 +37,9 @@ pub enum BootEnd {
     Other(Option<i32>, Option<i32>),
 }
 
+/// The longest a command run in a node by [`SimNode::exec`] may take.
+pub const EXEC_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Host units kept out of the node (they would fight over the console).
 const MASKED: &[&str] = &[
     "console-getty.service",
@@ -300,12 +303,55 @@ impl SimNode {
         Ok(c)
     }
 
-    /// Runs a command inside the node (its PID and mount namespaces, its root).
+    /// Runs a command inside the node (its PID and mount namespaces, its
+    /// root), for at most [`EXEC_TIMEOUT`]: a command caught in a node that
+    /// is going down (e.g. `systemctl` waiting on a dying systemd) is killed
+    /// and reported instead of hanging the test.
     pub fn exec(&self, argv: &[&str]) -> Result<Output> {
         let mut c = self.nsenter()?;
-        c.args(argv).stdin(Stdio::null());
-        c.output()
-            .with_context(|| format!("running {argv:?} in node {}", self.name))
+        c.args(argv);
+        self.run_bounded(c, argv)
+    }
+
+    fn run_bounded(&self, mut c: Command, argv: &[&str]) -> Result<Output> {
+        let what = || format!("running {argv:?} in node {}", self.name);
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(what)?;
+        let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
+        let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
+        let deadline = Instant::now() + EXEC_TIMEOUT;
+        let status = loop {
+            if let Some(st) = child.try_wait().with_context(what)? {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "{} did not finish within {EXEC_TIMEOUT:?}; killed (is the node going down?)",
+                    what()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        Ok(Output {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        })
     }
 
     /// Like [`exec`](Self::exec) with extra environment variables.
@@ -313,10 +359,8 @@ impl SimNode {
         let mut c = self.nsenter()?;
         c.arg("env")
             .args(env.iter().map(|(k, v)| format!("{k}={v}")))
-            .args(argv)
-            .stdin(Stdio::null());
-        c.output()
-            .with_context(|| format!("running {argv:?} in node {}", self.name))
+            .args(argv);
+        self.run_bounded(c, argv)
     }
 
     /// Starts a command inside the node without waiting for it.
