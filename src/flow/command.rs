@@ -35,12 +35,15 @@ pub async fn run(config: &Config) -> Result<()> {
             Err(e) => warn!(path = %dir.display(), error = %e, "could not clean temp files"),
         }
     }
-    preflight::first_failure(preflight::run_checks(config).await)?;
+    // One system bus connection for preflight and every step after it.
+    let bus = crate::systemd::manager::system_bus().await;
+    preflight::first_failure(preflight::run_checks_on(config, &bus).await)?;
+    let bus = bus?;
     let boot_id = journal::boot_id(&config.paths.run_dir)?;
     if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
         info!(phase = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
     }
-    let seams = NodeSeams::new(config, &boot_id);
+    let seams = NodeSeams::new(config, &boot_id, bus);
     let driver = Driver {
         seams: &seams,
         journal: JournalFile::new(config.paths.state_journal()),

@@ -2,14 +2,23 @@
 //! [`Seams`], records start/end/result/error of every step in the state
 //! journal, and asks again until the plan says `Done` or a step fails.
 //!
-//! Journal writes are durable (fsynced) and few: a step's start is on disk
-//! before the step does anything; its end reaches the disk together with
-//! the next step's start (or the final write), in one atomic replace. A
-//! crash in between costs only redoing that step, which every step allows.
+//! Journal writes are few and cheap, because they sit on the path between
+//! boot and kubelet: a step's start is in the file before the step does
+//! anything; its end reaches the file together with the next step's start
+//! (or the final write), in one atomic replace. These writes are not
+//! fsynced ([`Durability::AtomicOnly`]): after a power cut the journal may
+//! be older than what happened (or empty, which `run` moves aside), and the
+//! flow then redoes the steps it no longer sees, which every step allows:
+//! each is idempotent and re-derives its result from the node. What must
+//! survive a power cut is made durable where it is written: kubelet.env,
+//! the docker wipe marker, store files, profiles. The record of a failure
+//! and the record written just before a reboot request are fsynced (the
+//! reboot is the one action that cannot be taken back).
 
 use super::plan::{self, Action, Facts, Step};
 use super::seams::{OsUpdateRecord, Seams};
 use crate::error::{Error, Result};
+use crate::fsutil::Durability;
 use crate::journal::{JournalFile, StateJournal};
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
@@ -65,13 +74,13 @@ impl<'j> Recorder<'j> {
         self.pending.push(Box::new(edit));
     }
 
-    /// Writes the pending edits (one atomic, fsynced replace).
-    fn flush(&mut self) -> Result<()> {
+    /// Writes the pending edits (one atomic replace).
+    fn flush(&mut self, durability: Durability) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let edits = std::mem::take(&mut self.pending);
-        self.view = self.file.update(|j| {
+        self.view = self.file.update_with(durability, |j| {
             for e in &edits {
                 e(j);
             }
@@ -97,7 +106,7 @@ impl<S: Seams> Driver<'_, S> {
             let action = plan::next_action(&rec.view, &self.facts());
             match action {
                 Action::Done => {
-                    rec.flush()?;
+                    rec.flush(Durability::AtomicOnly)?;
                     info!(phase = "run", "node bootstrapped: kubelet.env is in place");
                     return Ok(RunOutcome::Complete);
                 }
@@ -111,7 +120,7 @@ impl<S: Seams> Driver<'_, S> {
                 }
             }
         }
-        rec.flush()?;
+        rec.flush(Durability::Durable)?;
         Err(Error::internal(format!(
             "the flow made no progress after {MAX_ACTIONS} actions; state journal {}",
             self.journal.path().display()
@@ -132,7 +141,7 @@ impl<S: Seams> Driver<'_, S> {
             let recorded = Error::new(class, message.clone());
             j.fail(&boot, step.name(), &recorded, Vec::new())
         });
-        if let Err(e) = rec.flush() {
+        if let Err(e) = rec.flush(Durability::Durable) {
             warn!(phase = step.name(), error = %e, "could not record the failure in the state journal");
         }
         err
@@ -142,7 +151,7 @@ impl<S: Seams> Driver<'_, S> {
         info!(phase = step.name(), boot_id = %self.boot_id, "phase started");
         let boot = self.boot_id.clone();
         rec.record(move |j| j.begin(&boot, step.name()));
-        rec.flush()?;
+        rec.flush(Durability::AtomicOnly)?;
         let result = match self.execute(step, &rec.view).await {
             Ok(v) => v,
             Err(e) => {
@@ -263,7 +272,7 @@ impl<S: Seams> Driver<'_, S> {
                 r.result = Some(intent.clone());
             }
         });
-        if let Err(e) = rec.flush() {
+        if let Err(e) = rec.flush(Durability::Durable) {
             return e;
         }
         match self.seams.reboot(reason, wipe_docker_datadir).await {

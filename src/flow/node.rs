@@ -12,13 +12,16 @@ use tracing::{info, warn};
 pub struct NodeSeams<'a> {
     pub config: &'a Config,
     pub boot_id: String,
+    /// The system bus (systemd, logind, update_engine), connected once.
+    pub bus: zbus::Connection,
 }
 
 impl<'a> NodeSeams<'a> {
-    pub fn new(config: &'a Config, boot_id: &str) -> Self {
+    pub fn new(config: &'a Config, boot_id: &str, bus: zbus::Connection) -> Self {
         NodeSeams {
             config,
             boot_id: boot_id.to_string(),
+            bus,
         }
     }
 
@@ -85,8 +88,7 @@ impl Seams for NodeSeams<'_> {
 
     async fn os_update(&self) -> Result<OsUpdateRecord> {
         let current = self.os_version().await?;
-        let conn = crate::systemd::manager::system_bus().await?;
-        let engine = crate::updater::UpdateEngine::new(&conn).await?;
+        let engine = crate::updater::UpdateEngine::new(&self.bus).await?;
         Ok(
             match crate::updater::run_update(&engine, &self.config.os_update).await? {
                 crate::updater::UpdateOutcome::NoUpdate => OsUpdateRecord {
@@ -106,8 +108,7 @@ impl Seams for NodeSeams<'_> {
     async fn os_update_disabled(&self) -> Result<OsUpdateRecord> {
         let current = self.os_version().await?;
         let pending = async {
-            let conn = crate::systemd::manager::system_bus().await?;
-            let engine = crate::updater::UpdateEngine::new(&conn).await?;
+            let engine = crate::updater::UpdateEngine::new(&self.bus).await?;
             crate::updater::pending_reboot(&engine).await
         }
         .await;
@@ -153,8 +154,7 @@ impl Seams for NodeSeams<'_> {
     }
 
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
-        let conn = crate::systemd::manager::system_bus().await?;
-        let systemd = crate::systemd::manager::Systemd::new(conn);
+        let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
         crate::reboot::reboot(
             self.config,
             &systemd,

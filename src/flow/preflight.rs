@@ -59,6 +59,12 @@ pub struct Check {
 
 /// Runs every check (they do not stop at the first failure).
 pub async fn run_checks(config: &Config) -> Vec<Check> {
+    run_checks_on(config, &crate::systemd::manager::system_bus().await).await
+}
+
+/// [`run_checks`] on a system bus connection the caller made (and keeps
+/// using: `run` shares one connection between preflight and its steps).
+pub async fn run_checks_on(config: &Config, bus: &Result<zbus::Connection>) -> Vec<Check> {
     let mut checks = vec![
         Check {
             name: "seed kubelet.env",
@@ -79,7 +85,7 @@ pub async fn run_checks(config: &Config) -> Vec<Check> {
     ];
     checks.push(Check {
         name: "system bus",
-        outcome: system_bus().await,
+        outcome: system_bus(bus).await,
     });
     checks
 }
@@ -199,9 +205,12 @@ fn disk_space(config: &Config) -> Result<String> {
     Ok(report.join(", "))
 }
 
-async fn system_bus() -> Result<String> {
-    let conn = crate::systemd::manager::system_bus().await?;
-    let dbus = zbus::fdo::DBusProxy::new(&conn)
+async fn system_bus(bus: &Result<zbus::Connection>) -> Result<String> {
+    let conn = match bus {
+        Ok(conn) => conn,
+        Err(e) => return Err(Error::new(e.class(), e)),
+    };
+    let dbus = zbus::fdo::DBusProxy::new(conn)
         .await
         .map_err(|e| Error::retryable(format!("the system bus does not answer: {e}")))?;
     let id = dbus

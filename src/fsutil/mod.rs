@@ -3,10 +3,13 @@
 //!
 //! A file that another unit reads (kubelet.env, torcx profiles, store
 //! archives, `.done` markers, the state journal) is only ever replaced
-//! whole: written to a temp file in the same directory, fsynced, given its
-//! mode, renamed over the target, and the directory fsynced. A power loss at
-//! any instant leaves either the old file or the new one, and at worst a
-//! stray temp file (named `.<name>.tmp-*`) that [`remove_stale_temps`] clears.
+//! whole: written to a temp file in the same directory, given its mode and
+//! renamed over the target, so a reader sees the old file or the new one,
+//! never a mix. How much survives a power cut is chosen per write
+//! ([`Durability`]): commit points (kubelet.env, markers, profiles, store
+//! files) are [`Durability::Durable`]: the temp file is fsynced before the
+//! rename and the directory after it. At worst a power cut leaves a stray
+//! temp file (named `.<name>.tmp-*`) that [`remove_stale_temps`] clears.
 
 mod lock;
 
@@ -24,6 +27,20 @@ pub const MODE_PUBLIC: u32 = 0o644;
 pub const MODE_SECRET: u32 = 0o600;
 
 const TEMP_MARK: &str = ".tmp-";
+
+/// What a replace guarantees across a power cut (it is atomic either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file, rename, fsync the directory: once the write returns,
+    /// the new file survives a power cut.
+    Durable,
+    /// Rename only, no fsync: a power cut shortly after may bring back the
+    /// old file (or, on a filesystem that does not write data before a
+    /// rename, an empty one). For records that can be re-derived, written
+    /// on a latency-critical path (the state journal during `run`; a clean
+    /// shutdown or reboot syncs them like everything else).
+    AtomicOnly,
+}
 
 /// A file being written under a temporary name next to its target. It gets
 /// the target's name only on [`AtomicFile::commit`]; dropping it uncommitted
@@ -89,13 +106,25 @@ impl AtomicFile {
     }
 
     /// fsync, set mode, rename over the target, fsync the directory.
-    pub fn commit(mut self) -> io::Result<()> {
+    pub fn commit(self) -> io::Result<()> {
+        self.commit_with(Durability::Durable)
+    }
+
+    /// Set mode, rename over the target; with [`Durability::Durable`] the
+    /// file is fsynced before and the directory after.
+    pub fn commit_with(mut self, durability: Durability) -> io::Result<()> {
         let file = self.file.take().expect("file is present until commit");
-        file.sync_all()?;
+        let durable = durability == Durability::Durable;
+        if durable {
+            file.sync_all()?;
+        }
         file.set_permissions(fs::Permissions::from_mode(self.mode))?;
         drop(file);
         fs::rename(&self.temp, &self.target)?;
-        fsync_dir(parent_dir(&self.target))
+        if durable {
+            fsync_dir(parent_dir(&self.target))?;
+        }
+        Ok(())
     }
 }
 
@@ -128,16 +157,37 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Replaces `target` with `contents` atomically (see module docs).
+/// Replaces `target` with `contents` atomically and durably (see module docs).
 pub fn atomic_write(target: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    atomic_write_with(target, contents, mode, Durability::Durable)
+}
+
+/// Replaces `target` with `contents` atomically, as durable as asked.
+pub fn atomic_write_with(
+    target: &Path,
+    contents: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> io::Result<()> {
     let mut f = AtomicFile::create(target, mode)?;
     f.write_all(contents)?;
-    f.commit()
+    f.commit_with(durability)
 }
 
 /// [`atomic_write`] with an error that names what the file is.
 pub fn write_file(what: &str, target: &Path, contents: &[u8], mode: u32) -> Result<()> {
-    atomic_write(target, contents, mode).ctx(ErrorClass::Internal, || {
+    write_file_with(what, target, contents, mode, Durability::Durable)
+}
+
+/// [`atomic_write_with`] with an error that names what the file is.
+pub fn write_file_with(
+    what: &str,
+    target: &Path,
+    contents: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> Result<()> {
+    atomic_write_with(target, contents, mode, durability).ctx(ErrorClass::Internal, || {
         format!("failed to write {what} at {}", target.display())
     })
 }

@@ -1,9 +1,13 @@
-//! The durable state journal: what each step of the flow did, when, and how
-//! it ended. `run` and the helpers write it; `status` reads it.
+//! The state journal: what each step of the flow did, when, and how it
+//! ended. `run` and the helpers write it; `status` reads it.
 //!
 //! One JSON file (`<state_dir>/state.json`, schema below) replaced atomically
 //! on every change, under an `flock` so `run` and a helper writing at the
-//! same moment never lose each other's update. A step is a phase of `run`
+//! same moment never lose each other's update. It lives on disk, so it
+//! outlives reboots; how durable each write is, the writer chooses
+//! ([`JournalFile::update_with`]): the helpers and the record before a
+//! reboot request are fsynced; `run`'s per-step records are not (see
+//! `flow::driver`), since the flow re-derives a lost record from the node. A step is a phase of `run`
 //! (`cluster-version`, `os-update`, …) or a helper (`helper/bootkube`).
 //!
 //! Each record carries the id of the boot it was written in (a random id kept
@@ -209,10 +213,20 @@ impl JournalFile {
             .transpose()
     }
 
-    /// Read-modify-write under the journal lock, replacing the file atomically.
-    /// A corrupt journal is moved aside (`state.json.corrupt`) and started
-    /// afresh: the flow re-derives what it needs from the node itself.
+    /// Read-modify-write under the journal lock, replacing the file
+    /// atomically and durably. A corrupt journal is moved aside
+    /// (`state.json.corrupt`) and started afresh: the flow re-derives what it
+    /// needs from the node itself.
     pub fn update<T>(&self, f: impl FnOnce(&mut StateJournal) -> T) -> Result<T> {
+        self.update_with(fsutil::Durability::Durable, f)
+    }
+
+    /// [`update`](Self::update), as durable as asked.
+    pub fn update_with<T>(
+        &self,
+        durability: fsutil::Durability,
+        f: impl FnOnce(&mut StateJournal) -> T,
+    ) -> Result<T> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
             format!("failed to create state dir {}", dir.display())
@@ -244,7 +258,7 @@ impl JournalFile {
         let out = f(&mut journal);
         let text = serde_json::to_vec_pretty(&journal).expect("journal serializes");
         // Not world-readable: it keeps helpers' last output lines and errors.
-        fsutil::write_file("state journal", &self.path, &text, MODE)?;
+        fsutil::write_file_with("state journal", &self.path, &text, MODE, durability)?;
         Ok(out)
     }
 }
