@@ -118,8 +118,8 @@ EOF
         # Where the time went, from the agent's own log timestamps.
         python3 - "$A/out" >&2 <<'PY' || true
 import re, sys, datetime
-marks = {"pulling the asset bundle": "start", "asset bundle downloaded and verified": "downloaded+hashed",
-         "assets in place": "unpacked+synced+renamed"}
+marks = {"pulling the asset bundle": "start", "asset bundle fetched": "downloaded",
+         "asset bundle unpacked and verified": "unpacked+hashed", "assets in place": "synced+renamed"}
 t0 = None
 out = []
 for line in open(sys.argv[1], errors="replace"):

@@ -352,6 +352,8 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     report.bytes = dl.size;
     report.parts = dl.parts;
     report.retries = dl.retries;
+    tracing::info!(phase = "assets", url = %s3.uri(), bytes = dl.size, parts = dl.parts,
+        retries = dl.retries, "asset bundle fetched; unpacking and hashing it");
     let known = s3.checksums.iter().chain(&dl.metadata_checksums);
     if known.clone().next().is_none() {
         // Refused before the unpack pass (verify says the same after it).
@@ -382,7 +384,7 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     )?;
     report.sha256 = Some(digests.sha256.clone());
     tracing::info!(phase = "assets", url = %s3.uri(), bytes = dl.size, sha256 = %digests.sha256,
-        verified = %report.verified.join(", "), "asset bundle downloaded and verified");
+        verified = %report.verified.join(", "), "asset bundle unpacked and verified");
     let unpacked = unpacked.context(|| format!("unpacking asset bundle {}", s3.uri()))?;
     // The bundle is no longer needed; free the space before the rename.
     let _ = fs::remove_file(&bundle);
