@@ -110,15 +110,20 @@ impl<S: Seams> Driver<'_, S> {
                     info!(phase = "run", "node bootstrapped: kubelet.env is in place");
                     return Ok(RunOutcome::Complete);
                 }
-                Action::Run(step) => self.run_step(&mut rec, step).await?,
-                Action::Confirm(step) => self.confirm(&mut rec, step).await?,
+                Action::Run(step) => self.run_step(&mut rec, step).await,
+                Action::Confirm(step) => self.confirm(&mut rec, step).await,
                 Action::Reboot {
                     reason,
                     wipe_docker_datadir,
-                } => {
-                    return Err(self.reboot(&mut rec, &reason, wipe_docker_datadir).await);
-                }
+                } => Err(self.reboot(&mut rec, &reason, wipe_docker_datadir).await),
             }
+            .map_err(|e| {
+                // Whatever ended the run, the steps it finished are recorded.
+                if let Err(fe) = rec.flush(Durability::Durable) {
+                    warn!(error = %fe, "could not update the state journal");
+                }
+                e
+            })?;
         }
         rec.flush(Durability::Durable)?;
         Err(Error::internal(format!(
@@ -328,6 +333,8 @@ mod tests {
         /// disk says at that moment.
         journal_file: Option<std::path::PathBuf>,
         on_disk_during_version: RefCell<Option<StateJournal>>,
+        /// `addon_confirm` cannot ask (e.g. Docker's API is down).
+        confirm_error: RefCell<bool>,
     }
 
     impl Seams for FakeNode {
@@ -386,6 +393,9 @@ mod tests {
         }
         async fn addon_confirm(&self, _intended: &Value) -> Result<bool> {
             self.calls.borrow_mut().push("addon-confirm".into());
+            if *self.confirm_error.borrow() {
+                return Err(Error::retryable("(test) docker API unreachable"));
+            }
             Ok(true)
         }
         async fn reboot(&self, reason: &str, wipe: bool) -> Result<Infallible> {
@@ -576,6 +586,33 @@ mod tests {
             driver(&node, d.path(), "b2").run().await.unwrap(),
             RunOutcome::Complete
         );
+    }
+
+    #[tokio::test]
+    async fn steps_finished_before_a_seam_error_are_on_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1520.3.0".into()),
+            update: Some("1576.4.0".into()),
+            docker_change: true,
+            reboot_happens: true,
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        *node.confirm_error.borrow_mut() = true;
+        let err = driver(&node, d.path(), "b2").run().await.unwrap_err();
+        assert_eq!(err.to_string(), "(test) docker API unreachable");
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        let assets = j.step("assets").unwrap();
+        assert_eq!(
+            (assets.status, assets.boot_id.as_str()),
+            (crate::journal::StepStatus::Done, "b2")
+        );
+        let os = j.step("os-update").unwrap().result.clone().unwrap();
+        assert_eq!(os["confirmed_in_boot"], "b2", "{os}");
     }
 
     #[tokio::test]
