@@ -631,7 +631,7 @@ mod tests {
                 ),
             )
             .unwrap();
-            let err = load(&p).err().expect("refused").to_string();
+            let err = load(&p).expect_err("refused").to_string();
             assert!(!err.contains("s3cret"), "{err}");
             assert!(err.contains("***@"), "{err}");
         }

@@ -117,12 +117,11 @@ impl<S: Seams> Driver<'_, S> {
                     wipe_docker_datadir,
                 } => Err(self.reboot(&mut rec, &reason, wipe_docker_datadir).await),
             }
-            .map_err(|e| {
+            .inspect_err(|_| {
                 // Whatever ended the run, the steps it finished are recorded.
                 if let Err(fe) = rec.flush(Durability::Durable) {
                     warn!(error = %fe, "could not update the state journal");
                 }
-                e
             })?;
         }
         rec.flush(Durability::Durable)?;
