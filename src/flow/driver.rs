@@ -503,16 +503,22 @@ mod tests {
         assert!(j.step("reboot").is_none());
     }
 
-    #[tokio::test]
-    async fn os_update_reboots_first_and_kubelet_env_comes_after_confirmation() {
-        let d = tempfile::tempdir().unwrap();
-        let node = FakeNode {
+    /// A node on 1520.3.0 whose update_engine offers 1576.4.0, whose docker
+    /// changes with it, and whose reboot takes effect.
+    fn node_updating_to_1576_with_new_docker() -> FakeNode {
+        FakeNode {
             os_version: RefCell::new("1520.3.0".into()),
             update: Some("1576.4.0".into()),
             docker_change: true,
             reboot_happens: true,
             ..Default::default()
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn os_update_reboots_first_and_kubelet_env_comes_after_confirmation() {
+        let d = tempfile::tempdir().unwrap();
+        let node = node_updating_to_1576_with_new_docker();
         let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
         assert_eq!(err.to_string(), "(test) rebooting");
         assert!(
@@ -590,13 +596,7 @@ mod tests {
     #[tokio::test]
     async fn steps_finished_before_a_seam_error_are_on_disk() {
         let d = tempfile::tempdir().unwrap();
-        let node = FakeNode {
-            os_version: RefCell::new("1520.3.0".into()),
-            update: Some("1576.4.0".into()),
-            docker_change: true,
-            reboot_happens: true,
-            ..Default::default()
-        };
+        let node = node_updating_to_1576_with_new_docker();
         driver(&node, d.path(), "b1").run().await.unwrap_err();
         *node.confirm_error.borrow_mut() = true;
         let err = driver(&node, d.path(), "b2").run().await.unwrap_err();
