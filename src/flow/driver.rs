@@ -118,7 +118,8 @@ impl<S: Seams> Driver<'_, S> {
                 } => Err(self.reboot(&mut rec, &reason, wipe_docker_datadir).await),
             }
             .inspect_err(|_| {
-                // Whatever ended the run, the steps it finished are recorded.
+                // Whatever ended the run, what it recorded (the steps it
+                // finished, the failure) goes to disk, durably.
                 if let Err(fe) = rec.flush(Durability::Durable) {
                     warn!(error = %fe, "could not update the state journal");
                 }
@@ -137,6 +138,8 @@ impl<S: Seams> Driver<'_, S> {
         rec.record(move |j| j.finish(&owner, step.name(), result.clone()));
     }
 
+    /// Logs and records a step's failure; [`Driver::run`] writes it (durably)
+    /// as the run ends.
     fn fail(&self, rec: &mut Recorder, step: Step, err: Error) -> Error {
         error!(phase = step.name(), error_class = ?err.class(), error = %err, "phase failed");
         let boot = self.boot_id.clone();
@@ -145,9 +148,6 @@ impl<S: Seams> Driver<'_, S> {
             let recorded = Error::new(class, message.clone());
             j.fail(&boot, step.name(), &recorded, Vec::new())
         });
-        if let Err(e) = rec.flush(Durability::Durable) {
-            warn!(phase = step.name(), error = %e, "could not record the failure in the state journal");
-        }
         err
     }
 
@@ -198,19 +198,31 @@ impl<S: Seams> Driver<'_, S> {
             .expect("the plan confirms recorded steps");
         let owner = record.boot_id.clone();
         let mut result = record.result.clone().unwrap_or_else(|| json!({}));
-        let ok = match step {
-            Step::Reboot => {
-                info!(phase = "reboot", "the node rebooted");
-                let done = json!({"rebooted": true, "reason": result.get("reason")});
-                self.finish(rec, Step::Reboot, &self.boot_id, done);
-                return Ok(());
+        if step == Step::Reboot {
+            info!(phase = "reboot", "the node rebooted");
+            let done = json!({"rebooted": true, "reason": result.get("reason")});
+            self.finish(rec, Step::Reboot, &self.boot_id, done);
+            return Ok(());
+        }
+        match self.check_in_effect(step, &result).await {
+            Ok(()) => {
+                result["confirmed_in_boot"] = json!(self.boot_id);
+                info!(phase = step.name(), "change confirmed after the reboot");
+                self.finish(rec, step, &owner, result);
+                Ok(())
             }
+            Err(e) => Err(self.fail(rec, step, e)),
+        }
+    }
+
+    /// Whether the change a step recorded before the reboot is in effect now.
+    async fn check_in_effect(&self, step: Step, result: &Value) -> Result<()> {
+        match step {
             Step::OsUpdate => {
                 let want = result
                     .get("new_version")
                     .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
+                    .unwrap_or_default();
                 let before = result
                     .get("current_version")
                     .and_then(Value::as_str)
@@ -230,7 +242,7 @@ impl<S: Seams> Driver<'_, S> {
                 }
             }
             Step::DockerAddon => {
-                if self.seams.addon_confirm(&result).await? {
+                if self.seams.addon_confirm(result).await? {
                     Ok(())
                 } else {
                     let want = result
@@ -244,15 +256,6 @@ impl<S: Seams> Driver<'_, S> {
                 }
             }
             other => unreachable!("{other:?} is never confirmed"),
-        };
-        match ok {
-            Ok(()) => {
-                result["confirmed_in_boot"] = json!(self.boot_id);
-                info!(phase = step.name(), "change confirmed after the reboot");
-                self.finish(rec, step, &owner, result);
-                Ok(())
-            }
-            Err(e) => Err(self.fail(rec, step, e)),
         }
     }
 
@@ -594,7 +597,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn steps_finished_before_a_seam_error_are_on_disk() {
+    async fn a_seam_error_while_confirming_is_recorded_with_the_steps_finished_before_it() {
         let d = tempfile::tempdir().unwrap();
         let node = node_updating_to_1576_with_new_docker();
         driver(&node, d.path(), "b1").run().await.unwrap_err();
@@ -612,6 +615,14 @@ mod tests {
         );
         let os = j.step("os-update").unwrap().result.clone().unwrap();
         assert_eq!(os["confirmed_in_boot"], "b2", "{os}");
+        // The confirmation that could not ask is that step's failure, for
+        // `status` to show.
+        let addon = j.step("docker-addon").unwrap();
+        assert_eq!(addon.status, crate::journal::StepStatus::Failed);
+        assert_eq!(
+            addon.error.as_deref(),
+            Some("(test) docker API unreachable")
+        );
     }
 
     #[tokio::test]
