@@ -18,6 +18,11 @@ command -v dbus-daemon >/dev/null || need_apt+=(dbus)
 # torcx-generator stand-in is a Python script, systemd-sysext merges images.
 command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
+# The real torcx is built from source (Go) for the addon tests; the real
+# simplestreams client verifies signatures with gpg/gpgv.
+command -v go >/dev/null || need_apt+=(golang-go)
+command -v gpgv >/dev/null || need_apt+=(gpgv)
+command -v gpg >/dev/null || need_apt+=(gnupg)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -33,12 +38,18 @@ need_pip=()
 python3 -c 'import moto.server' 2>/dev/null || need_pip+=('moto[server]>=5')
 python3 -c 'import hcl2' 2>/dev/null || need_pip+=('python-hcl2>=4')
 command -v aws >/dev/null || need_pip+=('awscli')
+# Canonical's simplestreams client (sstream-query, sstream-mirror,
+# json2streams): the real reader and writer of the metadata format.
+command -v sstream-query >/dev/null || need_pip+=('python-simplestreams')
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "setup: installing PyPI packages: ${need_pip[*]}"
     python3 -m pip install -q "${need_pip[@]}"
 fi
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext; do
+# The real torcx / torcx-generator (cached; see the script).
+"$(dirname "$0")/build-torcx.sh" >/dev/null
+
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"
