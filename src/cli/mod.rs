@@ -181,15 +181,20 @@ pub enum MetadataCommand {
     /// Look an artifact up along the search path and say where it was found
     /// and why earlier locations did not serve it.
     Find {
-        /// Artifact name (e.g. docker, node-bootstrap).
-        #[arg(long)]
-        name: String,
+        /// Artifact name (e.g. docker-torcx, node-bootstrap); with --series
+        /// and --arch it makes the product id by sources.product_id_template.
+        #[arg(long, required_unless_present = "product_id", requires_all = ["series", "arch"])]
+        name: Option<String>,
         /// OS version or series (e.g. 1520.3.0, flatcar).
-        #[arg(long)]
-        series: String,
+        #[arg(long, requires = "name")]
+        series: Option<String>,
         /// Architecture (e.g. amd64).
-        #[arg(long)]
-        arch: String,
+        #[arg(long, requires = "name")]
+        arch: Option<String>,
+        /// The full product id instead of name, series and arch (e.g.
+        /// com.ubuntu.juju:16.04:amd64 of a Juju agent stream).
+        #[arg(long, conflicts_with = "name")]
+        product_id: Option<String>,
         /// Exactly this version.
         #[arg(long, conflicts_with = "major")]
         version: Option<String>,
@@ -365,6 +370,7 @@ fn metadata_command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
             name,
             series,
             arch,
+            product_id,
             version,
             major,
             dev_dir,
@@ -381,15 +387,17 @@ fn metadata_command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
                 }
                 config.sources.dev_dir = Some(d.clone());
             }
-            let query = metadata::ArtifactQuery {
-                name: name.clone(),
-                series: series.clone(),
-                arch: arch.clone(),
-                version: match (version, major) {
-                    (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
-                    (None, Some(m)) => metadata::format::VersionMatch::Major(*m),
-                    (None, None) => metadata::format::VersionMatch::Latest,
-                },
+            let wanted = match (version, major) {
+                (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
+                (None, Some(m)) => metadata::format::VersionMatch::Major(*m),
+                (None, None) => metadata::format::VersionMatch::Latest,
+            };
+            let query = match (product_id, name, series, arch) {
+                (Some(id), _, _, _) => metadata::ArtifactQuery::by_id(id, wanted),
+                (None, Some(n), Some(s), Some(a)) => {
+                    metadata::ArtifactQuery::new(&config.sources, n, s, a, wanted)
+                }
+                _ => unreachable!("clap requires --product-id or --name, --series and --arch"),
             };
             let rt = runtime()?;
             let found = rt.block_on(metadata::find(&config, &query))?;

@@ -14,22 +14,61 @@ pub struct Keyring {
 }
 
 impl Keyring {
-    /// Reads armored public keys (one or more blocks) from `path`.
+    /// Reads the public keys in `path`: armored (one or more blocks, what
+    /// `gpg --armor --export` writes) or binary (`gpg --export`, the keyring
+    /// files gpgv and simplestreams' `--keyring` take).
     pub fn load(path: &Path) -> Result<Keyring> {
-        let text = std::fs::read_to_string(path).ctx(ErrorClass::Config, || {
+        let bytes = std::fs::read(path).ctx(ErrorClass::Config, || {
             format!("failed to read the metadata keyring {}", path.display())
         })?;
-        Self::parse(&text, &path.display().to_string())
+        Self::from_bytes(&bytes, &path.display().to_string())
     }
 
+    /// Parses armored or binary public keys (see [`Keyring::load`]).
+    pub fn from_bytes(bytes: &[u8], source: &str) -> Result<Keyring> {
+        if bytes.get(8..12) == Some(b"KBXf") {
+            return Err(Error::config(format!(
+                "metadata keyring {source} is a GnuPG keybox (pubring.kbx), not a keyring: \
+                 export the keys with `gpg --export KEYID > keyring.gpg` (or --armor)"
+            )));
+        }
+        let armored = bytes
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .is_some_and(|i| bytes[i..].starts_with(b"-----BEGIN PGP"));
+        let keys: Vec<_> = if armored {
+            let text = std::str::from_utf8(bytes).map_err(|_| {
+                Error::config(format!("metadata keyring {source} is armored but not UTF-8"))
+            })?;
+            let (iter, _) = SignedPublicKey::from_string_many(text).map_err(|e| {
+                Error::config(format!(
+                    "metadata keyring {source} is not an armored OpenPGP public key: {e}"
+                ))
+            })?;
+            iter.collect()
+        } else {
+            <SignedPublicKey as Deserializable>::from_bytes_many(bytes)
+                .map_err(|e| {
+                    Error::config(format!(
+                        "metadata keyring {source} is neither an armored nor a binary OpenPGP keyring: {e}"
+                    ))
+                })?
+                .collect()
+        };
+        Self::from_keys(keys, source)
+    }
+
+    /// Parses armored public keys.
     pub fn parse(text: &str, source: &str) -> Result<Keyring> {
-        let (iter, _) = SignedPublicKey::from_string_many(text).map_err(|e| {
-            Error::config(format!(
-                "metadata keyring {source} is not an armored OpenPGP public key: {e}"
-            ))
-        })?;
+        Self::from_bytes(text.as_bytes(), source)
+    }
+
+    fn from_keys(
+        parsed: Vec<std::result::Result<SignedPublicKey, pgp::errors::Error>>,
+        source: &str,
+    ) -> Result<Keyring> {
         let mut keys = Vec::new();
-        for k in iter {
+        for k in parsed {
             let k = k.map_err(|e| {
                 Error::config(format!(
                     "metadata keyring {source} has an unreadable key: {e}"
