@@ -244,14 +244,16 @@ fn check_template(t: &str) -> FieldResult<()> {
     const FIELD: &str = "sources.product_id_template";
     let mut rest = t;
     while let Some(open) = rest.find('{') {
-        let close = rest[open..].find('}').ok_or_else(|| {
-            FieldError::new(FIELD, format!("has an unclosed {{ in {t:?}"))
-        })?;
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| FieldError::new(FIELD, format!("has an unclosed {{ in {t:?}")))?;
         let name = &rest[open + 1..open + close];
         if !["name", "series", "arch"].contains(&name) {
             return Err(FieldError::new(
                 FIELD,
-                format!("has the placeholder {{{name}}}; only {{name}}, {{series}} and {{arch}} exist"),
+                format!(
+                    "has the placeholder {{{name}}}; only {{name}}, {{series}} and {{arch}} exist"
+                ),
             ));
         }
         rest = &rest[open + close + 1..];

@@ -535,7 +535,11 @@ mod tests {
             r#"{{"format": "products:1.0", "products": {{"p": {{"versions": {{{}}}}}}}}}"#,
             items.join(",")
         );
-        Products::parse(&text).unwrap().products.remove("p").unwrap()
+        Products::parse(&text)
+            .unwrap()
+            .products
+            .remove("p")
+            .unwrap()
     }
 
     #[test]
@@ -546,10 +550,7 @@ mod tests {
         assert_eq!(pick(VersionMatch::Latest), Some("2.0.0"));
         assert_eq!(pick(VersionMatch::Exact("1.2.0".into())), Some("1.2.0"));
         assert_eq!(pick(VersionMatch::Major(3)), None);
-        assert_eq!(
-            p.artifact_versions(),
-            ["1.2.0", "1.9.9", "1.10.1", "2.0.0"]
-        );
+        assert_eq!(p.artifact_versions(), ["1.2.0", "1.9.9", "1.10.1", "2.0.0"]);
     }
 
     #[test]
@@ -592,11 +593,18 @@ mod tests {
         assert_eq!(prod.field("name"), None);
         let pick = select(prod, &VersionMatch::Major(2)).unwrap();
         assert_eq!(pick.version_name, "20190110");
-        let a = pick.item.artifact(pick.item_name, pick.version_name).unwrap();
+        let a = pick
+            .item
+            .artifact(pick.item_name, pick.version_name)
+            .unwrap();
         assert_eq!(a.version, "2.5.0", "the version level's field");
         assert_eq!(a.ftype, "tar.gz", "the file level's field");
         let old = &prod.versions["20180101"].items["2.4.9-xenial-amd64"];
-        assert_eq!(old.ftype.as_deref(), Some("tgz"), "an item's own field wins");
+        assert_eq!(
+            old.ftype.as_deref(),
+            Some("tgz"),
+            "an item's own field wins"
+        );
     }
 
     #[test]
@@ -654,14 +662,19 @@ mod tests {
 
     #[test]
     fn malformed_trees_say_what_is_wrong() {
-        assert!(Products::parse("[]").unwrap_err().contains("not a JSON object"));
+        assert!(
+            Products::parse("[]")
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
         assert!(
             Products::parse(r#"{"format":"products:1.0"}"#)
                 .unwrap_err()
                 .contains("no \"products\"")
         );
-        let e = Products::parse(r#"{"format":"products:1.0","products":{"p":{"versions":{"v":3}}}}"#)
-            .unwrap_err();
+        let e =
+            Products::parse(r#"{"format":"products:1.0","products":{"p":{"versions":{"v":3}}}}"#)
+                .unwrap_err();
         assert_eq!(e, "version \"v\" of product p is not an object");
     }
 }

@@ -625,9 +625,9 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
             .to_string_lossy()
             .into_owned();
         let id = format::product_id(format::DEFAULT_PRODUCT_ID_TEMPLATE, &pname, &series, &arch);
-        let product = products.entry(id).or_insert_with(|| {
-            serde_json::json!({"name": pname, "series": series, "arch": arch, "versions": {}})
-        });
+        let product = products.entry(id).or_insert_with(
+            || serde_json::json!({"name": pname, "series": series, "arch": arch, "versions": {}}),
+        );
         let versions = product["versions"]
             .as_object_mut()
             .expect("made with a versions object");
@@ -655,7 +655,8 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
             }},
         })
     };
-    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).expect("serializes") + "\n";
+    let pretty =
+        |v: &serde_json::Value| serde_json::to_string_pretty(v).expect("serializes") + "\n";
     let products_text = pretty(&serde_json::json!({
         "format": format::PRODUCTS_FORMAT,
         "content_id": format::CONTENT_ID,
@@ -697,29 +698,22 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
     Ok(report)
 }
 
-/// A product in our own namespace whose `name`, `series` and `arch` do not
-/// make its id (foreign products are whatever their writer says).
+/// A product in our own namespace whose `name`, `series` and `arch` (where
+/// it has all three) do not make its id; foreign products are whatever
+/// their writer says.
 fn own_product_mismatch(id: &str, product: &format::Product) -> Option<String> {
     let own = format::product_id(format::DEFAULT_PRODUCT_ID_TEMPLATE, "", "", "");
     let own_prefix = own.split(':').next().unwrap_or_default();
     if !id.starts_with(&format!("{own_prefix}:")) {
         return None;
     }
-    let f = |k| product.field(k).unwrap_or("");
-    let want = format::product_id(
-        format::DEFAULT_PRODUCT_ID_TEMPLATE,
-        f("name"),
-        f("series"),
-        f("arch"),
+    let (name, series, arch) = (
+        product.field("name")?,
+        product.field("series")?,
+        product.field("arch")?,
     );
-    (want != id).then(|| {
-        format!(
-            "product {id} says name={} series={} arch={}",
-            f("name"),
-            f("series"),
-            f("arch")
-        )
-    })
+    let want = format::product_id(format::DEFAULT_PRODUCT_ID_TEMPLATE, name, series, arch);
+    (want != id).then(|| format!("product {id} says name={name} series={series} arch={arch}"))
 }
 
 /// What `metadata validate` found.

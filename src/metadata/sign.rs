@@ -38,7 +38,9 @@ impl Keyring {
             .is_some_and(|i| bytes[i..].starts_with(b"-----BEGIN PGP"));
         let keys: Vec<_> = if armored {
             let text = std::str::from_utf8(bytes).map_err(|_| {
-                Error::config(format!("metadata keyring {source} is armored but not UTF-8"))
+                Error::config(format!(
+                    "metadata keyring {source} is armored but not UTF-8"
+                ))
             })?;
             let (iter, _) = SignedPublicKey::from_string_many(text).map_err(|e| {
                 Error::config(format!(
