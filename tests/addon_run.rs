@@ -21,7 +21,7 @@ const STORE: &str = "/var/lib/torcx/store/1632.3.0";
 const T: Duration = Duration::from_secs(90);
 
 /// An agent node with the addon enabled against the rig's server, the
-/// generator stand-in, and the OS image's vendor docker `vendor_docker`.
+/// real torcx generator, and the OS image's vendor docker `vendor_docker`.
 fn node(name: &str, rig: &AddonRig, vendor_docker: &str) -> SimNode {
     let full: Value = serde_json::from_str(&rig.config_json_for_root("", json!({}))).unwrap();
     let n = AgentNode::new(name)
@@ -38,12 +38,7 @@ fn node(name: &str, rig: &AddonRig, vendor_docker: &str) -> SimNode {
         0o644,
     )
     .unwrap();
-    n.install_file(
-        &testkit::standin("torcx-generator"),
-        "/etc/systemd/system-generators/torcx-generator",
-        0o755,
-    )
-    .unwrap();
+    testkit::torcx::install_generator(&n).unwrap();
     n.write(
         "/etc/kubernetes/installer/runtime-mappings.yaml",
         runtime_mappings_yaml("1.9", &["17.03", "1.12"]),

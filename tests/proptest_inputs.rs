@@ -7,7 +7,7 @@
 
 use node_bootstrap::addon::manifest::PackageManifest;
 use node_bootstrap::addon::mappings::RuntimeMappings;
-use node_bootstrap::addon::torcx::{Image, parse_profile, render_profile};
+use node_bootstrap::addon::torcx::{Image, Profile, parse_profile, render_profile};
 use node_bootstrap::assets::config::UnpackLimits;
 use node_bootstrap::assets::unpack::{is_secret, unpack};
 use node_bootstrap::error::ErrorClass;
@@ -194,9 +194,12 @@ proptest! {
             prop_assert_eq!(e.class(), ErrorClass::BadInput);
             prop_assert!(e.to_string().contains(PROFILE), "{e}");
         }
-        let imgs: Vec<Image> = images.into_iter().map(|(name, reference)| Image { name, reference }).collect();
-        let back = parse_profile(render_profile(&imgs).as_bytes(), Path::new(PROFILE)).unwrap();
-        prop_assert_eq!(back, imgs);
+        let imgs: Vec<Image> = images.iter().map(|(name, reference)| Image::new(name, reference)).collect();
+        for v1 in [false, true] {
+            let profile = Profile { v1, images: imgs.iter().cloned().map(|i| Image { remote: v1.then(String::new), ..i }).collect() };
+            let back = parse_profile(render_profile(&profile).as_bytes(), Path::new(PROFILE)).unwrap();
+            prop_assert_eq!(back, profile);
+        }
     }
 
     // ---- artifact metadata ----

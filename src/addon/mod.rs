@@ -15,7 +15,8 @@
 //! 4. the first preferred version the manifest offers for the board, the
 //!    largest build of it ([`manifest`]);
 //! 5. the package is reused from any store by hash, or downloaded with
-//!    retries and resume, verified by sha512 and only then renamed into
+//!    retries and resume, verified by sha512, checked to be an image torcx
+//!    can apply ([`torcx_image`]), and only then renamed into
 //!    `/var/lib/torcx/store/<os_version>/docker:<version>.torcx.tgz`
 //!    ([`fetch`], [`torcx`]); also for the running OS version when an update
 //!    is pending and its manifest offers the same version (a rollback then
@@ -49,6 +50,7 @@ pub mod metasource;
 pub mod osrelease;
 pub mod sysext;
 pub mod torcx;
+pub mod torcx_image;
 pub mod verify;
 pub mod version;
 
@@ -223,7 +225,8 @@ async fn ensure_torcx(
             c,
             same_build.as_deref(),
         )
-        .await;
+        .await
+        .and_then(|plan| check_applicable(&plan, c, osv).map(|()| plan));
         match res {
             Ok(torcx::PackagePlan::Staged(s)) => staged.push((c.hash, s)),
             Ok(_) => {}
@@ -258,6 +261,28 @@ async fn ensure_torcx(
         Some(profile),
         None,
     ))
+}
+
+/// Refuses a package torcx could not apply ([`torcx_image`]) before it gets
+/// a final name or a profile points at it. A package the next OS image
+/// ships in its own store cannot be read from here: it is the vendor's.
+fn check_applicable(plan: &torcx::PackagePlan, choice: &Choice, os_version: &str) -> Result<()> {
+    let file = match plan {
+        torcx::PackagePlan::InPlace(p) => p.as_path(),
+        torcx::PackagePlan::Staged(s) => s.partial(),
+        torcx::PackagePlan::ShippedWithOs(_) => return Ok(()),
+    };
+    let what = format!(
+        "the docker {} package for OS {os_version} ({}, {:?})",
+        choice.version,
+        choice.archive_name(),
+        choice.hash
+    );
+    let summary = torcx_image::check(file, &what)?;
+    debug!(phase = PHASE, version = %choice.version, os_version,
+        binaries = %summary.binaries.join(","), units = %summary.units.join(","),
+        unpacked_bytes = summary.unpacked_bytes, "torcx can apply the package");
+    Ok(())
 }
 
 /// The build of `choice.version` for the running OS version (which the

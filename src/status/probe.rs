@@ -221,7 +221,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         tectonic_done: paths.tectonic_done().exists(),
     };
 
-    let torcx = match read_torcx(&paths.torcx_config_dir) {
+    let torcx = match read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)) {
         Ok(t) => Some(t),
         Err(e) => {
             unreachable.push(Unreachable {
@@ -283,49 +283,27 @@ pub fn parse_env(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `/etc/torcx/next-profile` and the images of that profile (searched in
-/// `/etc/torcx/profiles`, then the vendor and OEM profile dirs).
-fn read_torcx(config_dir: &Path) -> Result<Torcx, String> {
-    let np = config_dir.join("next-profile");
-    let name = match crate::fsutil::read_optional(&np) {
-        Ok(Some(s)) => s.trim().to_string(),
-        Ok(None) => {
-            return Ok(Torcx {
-                next_profile: None,
-                next_images: None,
-            });
-        }
-        Err(e) => return Err(format!("cannot read {}: {e}", np.display())),
+/// `/etc/torcx/next-profile` and the images of that profile, found the way
+/// torcx finds it (the configured torcx paths; a user profile overrides an
+/// OEM one, which overrides the vendor's).
+fn read_torcx(tp: &crate::addon::torcx::TorcxPaths) -> Result<Torcx, String> {
+    use crate::addon::torcx;
+    let Some(name) = torcx::read_next_profile(tp).map_err(|e| e.to_string())? else {
+        return Ok(Torcx {
+            next_profile: None,
+            next_images: None,
+        });
     };
-    let dirs = [
-        config_dir.join("profiles"),
-        Path::new("/usr/share/oem/torcx/profiles").to_path_buf(),
-        Path::new("/usr/share/torcx/profiles").to_path_buf(),
-    ];
-    let mut images = None;
-    for d in dirs {
-        let p = d.join(format!("{name}.json"));
-        if let Ok(Some(text)) = crate::fsutil::read_optional(&p) {
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| format!("torcx profile {} is not valid JSON: {e}", p.display()))?;
-            let list = v["value"]["images"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|i| {
-                            format!(
-                                "{}:{}",
-                                i["name"].as_str().unwrap_or("?"),
-                                i["reference"].as_str().unwrap_or("?")
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            images = Some(list);
-            break;
-        }
-    }
+    let images = match torcx::list_profiles(tp).get(&name) {
+        Some(p) => torcx::read_images(p)
+            .map_err(|e| e.to_string())?
+            .map(|imgs| {
+                imgs.iter()
+                    .map(|i| format!("{}:{}", i.name, i.reference))
+                    .collect()
+            }),
+        None => None,
+    };
     Ok(Torcx {
         next_profile: Some(name),
         next_images: images,
@@ -430,22 +408,43 @@ mod tests {
     #[test]
     fn torcx_next_profile_and_its_images() {
         let d = tempfile::tempdir().unwrap();
-        assert_eq!(read_torcx(d.path()).unwrap().next_profile, None);
+        let mut paths = crate::config::Config::defaults().paths;
+        paths.torcx_config_dir = d.path().to_path_buf();
+        paths.torcx_vendor_store = d.path().join("usr/store");
+        paths.torcx_oem_store = d.path().join("oem/store");
+        let tp = crate::addon::torcx::TorcxPaths::new(&paths);
+        assert_eq!(read_torcx(&tp).unwrap().next_profile, None);
         std::fs::write(d.path().join("next-profile"), "docker-1703\n").unwrap();
-        let t = read_torcx(d.path()).unwrap();
+        let t = read_torcx(&tp).unwrap();
         assert_eq!(t.next_profile.as_deref(), Some("docker-1703"));
         assert_eq!(t.next_images, None);
-        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        std::fs::create_dir_all(d.path().join("usr/profiles")).unwrap();
         std::fs::write(
-            d.path().join("profiles/docker-1703.json"),
-            r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"17.03"}]}}"#,
+            d.path().join("usr/profiles/docker-1703.json"),
+            r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
         )
         .unwrap();
         assert_eq!(
-            read_torcx(d.path()).unwrap().next_images,
-            Some(vec!["docker:17.03".to_string()])
+            read_torcx(&tp).unwrap().next_images,
+            Some(vec!["docker:1.12".to_string()]),
+            "the vendor's profile of that name"
+        );
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        std::fs::write(
+            d.path().join("profiles/docker-1703.json"),
+            r#"{"kind":"profile-manifest-v1","value":{"images":[{"name":"docker","reference":"17.03","remote":""}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_torcx(&tp).unwrap().next_images,
+            Some(vec!["docker:17.03".to_string()]),
+            "the user's overrides it"
         );
         std::fs::write(d.path().join("profiles/docker-1703.json"), "{").unwrap();
-        assert!(read_torcx(d.path()).unwrap_err().contains("not valid JSON"));
+        assert!(
+            read_torcx(&tp)
+                .unwrap_err()
+                .contains("invalid torcx profile")
+        );
     }
 }
