@@ -1,6 +1,6 @@
 //! `status` probes against real servers started by the test: update_engine's
 //! `GetStatus` served on a private dbus-daemon (the stand-in follows
-//! FORMATS.md §7 exactly), and Docker's version from a private dockerd.
+//! docs/formats.md §7 exactly), and Docker's version from a private dockerd.
 
 use serde_json::Value;
 use std::path::Path;

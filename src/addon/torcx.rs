@@ -1,5 +1,5 @@
 //! torcx as the node sees it: stores, profiles, `next-profile`, and the
-//! running state under `/run/torcx` (FORMATS.md §5, torcx's own code).
+//! running state under `/run/torcx` (docs/formats.md §5).
 //!
 //! - Stores, searched in this order when booting OS version V, the first
 //!   archive for a `name:reference` winning: `/usr/share/torcx/store/` (only

@@ -1,6 +1,6 @@
 //! Cluster version discovery: which Kubernetes version this node joins.
 //!
-//! First hit wins (FORMATS.md section 3):
+//! First hit wins (docs/formats.md §3):
 //! 1. `cluster.forced_version` from the config. On a joining node (not the
 //!    bootkube master) with a kubeconfig, the API server is asked once for
 //!    its version and a forced version that breaks the skew policy is

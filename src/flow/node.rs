@@ -30,7 +30,7 @@ impl<'a> NodeSeams<'a> {
     }
 }
 
-/// VERSION_ID of an os-release file (FORMATS.md §5: not VERSION, which
+/// VERSION_ID of an os-release file (docs/formats.md §5: not VERSION, which
 /// carries a `+date` suffix on dev builds).
 pub fn os_version_id(path: &std::path::Path) -> Result<String> {
     let text = fsutil::read_input("os-release", path)?;

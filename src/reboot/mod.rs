@@ -2,7 +2,7 @@
 //!
 //! When docker's version changes, its data directory must not survive into
 //! the new version: a runtime unit that wipes it during shutdown is
-//! installed first (FORMATS.md §6), and a failure to install it stops the
+//! installed first (docs/formats.md §8), and a failure to install it stops the
 //! reboot. The runtime unit lives in /run and is lost with the power, so a
 //! persistent marker (`<state_dir>/docker-datadir-wipe-pending`, holding the
 //! boot id that asked) is written first; the shutdown unit removes it after

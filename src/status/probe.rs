@@ -340,7 +340,7 @@ fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     off
 }
 
-/// update_engine's `GetStatus` (FORMATS.md §7) through the updater's client.
+/// update_engine's `GetStatus` (docs/formats.md §7) through the updater's client.
 pub async fn update_engine_status(
     conn: &zbus::Connection,
     timeout: Duration,

@@ -2,8 +2,8 @@
 //! sequence: still going, no update, failed, or updated and waiting for a
 //! reboot.
 //!
-//! Facts of the real update_engine (Flatcar `update_attempter.cc`, FORMATS.md
-//! section 7) this relies on:
+//! Facts of the real update_engine (Flatcar `update_attempter.cc`;
+//! docs/formats.md §7) this relies on:
 //! - `AttemptUpdate` does nothing unless the status is IDLE; when it does
 //!   start, the status is CHECKING_FOR_UPDATE before the call returns.
 //! - A successful update check sets `last_checked_time` to the current time;

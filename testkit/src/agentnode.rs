@@ -202,6 +202,20 @@ pub fn kubelet_starts(n: &SimNode) -> Vec<String> {
         .collect()
 }
 
+/// The kubelet-wrapper stand-in's record once it holds `count` starts, or
+/// what it holds after 30 s: systemd reports kubelet.service active as soon
+/// as the wrapper is forked, a moment before it writes its record.
+pub fn wait_kubelet_starts(n: &SimNode, count: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let starts = kubelet_starts(n);
+        if starts.len() >= count || std::time::Instant::now() > deadline {
+            return starts;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The state journal the agent keeps on the node, parsed.
 pub fn state_journal(n: &SimNode) -> Option<Value> {
     n.read("/var/lib/node-bootstrap/state.json")

@@ -1,6 +1,6 @@
 //! A stand-in for update_engine: serves `com.coreos.update1` at
 //! `/com/coreos/update1`, interface `com.coreos.update1.Manager`, exactly as
-//! FORMATS.md section 7 describes the real one (Flatcar
+//! docs/formats.md §7 describes the real one (Flatcar
 //! `update_attempter.cc`):
 //!
 //! - `AttemptUpdate()` does nothing unless the status is IDLE; otherwise the

@@ -3,7 +3,7 @@
 //! node's own disk. Rebooting it keeps the upper dir, so the next boot sees
 //! what the last one wrote; `/run` is a fresh tmpfs every boot.
 //!
-//! The recipe is in `shared/reference/TEST-RIG.md`. In short:
+//! The recipe:
 //! `unshare --pid --fork --mount --kill-child` runs a script that mounts the
 //! overlay and execs `unshare --root=ROOT systemd --system`. A reboot inside
 //! ends PID 1 with SIGHUP, which `unshare` re-raises on itself, so the harness

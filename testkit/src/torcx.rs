@@ -27,8 +27,17 @@ pub const TARGET_UNIT: &str = "[Unit]\nDescription=Verify torcx succeeded\nDefau
 AssertPathExists=/run/metadata/torcx\n\n[Install]\nWantedBy=basic.target\n";
 
 /// The real torcx binary, built (or found in the cache) by
-/// `scripts/build-torcx.sh`.
+/// `scripts/build-torcx.sh`, once per test process.
 pub fn binary() -> Result<PathBuf> {
+    static FOUND: std::sync::OnceLock<std::result::Result<PathBuf, String>> =
+        std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build() -> Result<PathBuf> {
     let script = crate::project_root().join("scripts/build-torcx.sh");
     let out = Command::new(&script)
         .output()
