@@ -12,6 +12,7 @@ pub mod fsutil;
 pub mod http;
 pub mod journal;
 pub mod logging;
+pub mod openpgp;
 pub mod retry;
 pub mod runtime;
 

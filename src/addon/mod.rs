@@ -10,7 +10,7 @@
 //!    before 1520.3.0 have no remote packages: the vendor docker stays;
 //! 3. the package manifest for that board and OS version is read (URL or
 //!    file template) and its detached OpenPGP signature verified against the
-//!    keyring before anything in it is used ([`verify`]); unsigned only when
+//!    keyring before anything in it is used ([`crate::openpgp`]); unsigned only when
 //!    `addon.allow_unsigned` says so, with a warning every time;
 //! 4. the first preferred version the manifest offers for the board, the
 //!    largest build of it ([`manifest`]);
@@ -51,7 +51,6 @@ pub mod osrelease;
 pub mod sysext;
 pub mod torcx;
 pub mod torcx_image;
-pub mod verify;
 pub mod version;
 
 use crate::config::Config;
@@ -511,7 +510,7 @@ async fn load_manifest(
     let sig = fetcher.get_document(&sig_src, "manifest signature").await?;
     match sig {
         Some(sig) => {
-            let keyring = verify::Keyring::load(&keyring_path(config))?;
+            let keyring = crate::openpgp::Keyring::load(&keyring_path(config))?;
             let good =
                 keyring.verify_detached(&body, &sig, &format!("package manifest {shown}"))?;
             info!(phase = PHASE, url = %shown, key = %good.signer_fingerprint, "package manifest signature verified");

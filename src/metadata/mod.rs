@@ -156,7 +156,7 @@ async fn load_location(
     config: &Config,
     kind: LocationKind,
     loc: &Location,
-    keyring: &std::result::Result<sign::Keyring, String>,
+    keyring: &std::result::Result<crate::openpgp::Keyring, String>,
     product_filter: Option<&str>,
 ) -> std::result::Result<Loaded, Miss> {
     let s = &config.sources;
@@ -170,7 +170,7 @@ async fn load_location(
                 ))
             })?;
             let text = ring
-                .verify(&bytes, &loc.resolve(signed_path))
+                .verify_cleartext(&bytes, &loc.resolve(signed_path))
                 .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?;
             (true, text)
         }
@@ -253,7 +253,7 @@ async fn load_location(
             keyring
                 .as_ref()
                 .map_err(|e| Miss::Unreachable(e.clone()))?
-                .verify(&bytes, &loc.resolve(&rel))
+                .verify_cleartext(&bytes, &loc.resolve(&rel))
                 .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?
         } else {
             String::from_utf8(bytes)
@@ -278,9 +278,9 @@ async fn load_location(
     Ok(Loaded { signed, products })
 }
 
-fn load_keyring(config: &Config) -> std::result::Result<sign::Keyring, String> {
+fn load_keyring(config: &Config) -> std::result::Result<crate::openpgp::Keyring, String> {
     let path = config.sources.keyring_path(&config.paths);
-    sign::Keyring::load(&path).map_err(|e| e.to_string())
+    crate::openpgp::Keyring::load(&path).map_err(|e| e.to_string())
 }
 
 /// Searches the search path for `query` (see module docs).
