@@ -5,7 +5,9 @@
 //! apart from the I/O seams (systemd, update-engine, Docker, S3, HTTP,
 //! filesystem), so most logic is tested without a node.
 
+pub mod boot;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod fsutil;

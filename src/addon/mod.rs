@@ -317,7 +317,7 @@ async fn same_docker_for_running_os(
 }
 
 async fn ensure_sysext(config: &Config, fetcher: &Fetcher, choice: Choice) -> Result<AddonOutcome> {
-    let boot_id = crate::journal::boot_id(&config.paths.run_dir)?;
+    let boot_id = crate::boot::id(&config.paths.run_dir)?;
     let (running, source) = running_docker_sysext(config, &boot_id).await;
     let mut installed = Vec::new();
     if !sysext::image_in_place(config, &choice)? {
@@ -439,7 +439,7 @@ async fn skip_old_os(config: &Config, target: &str) -> Result<AddonOutcome> {
             (running, source, next)
         }
         Backend::Sysext => {
-            let boot_id = crate::journal::boot_id(&config.paths.run_dir)?;
+            let boot_id = crate::boot::id(&config.paths.run_dir)?;
             let (running, source) = running_docker_sysext(config, &boot_id).await;
             (running, source, None)
         }
@@ -632,7 +632,7 @@ pub fn confirm_active(config: &Config, intended: &AddonOutcome) -> Result<bool> 
             }
         }
         Backend::Sysext => {
-            let boot_id = crate::journal::boot_id(&config.paths.run_dir)?;
+            let boot_id = crate::boot::id(&config.paths.run_dir)?;
             match sysext::running_from_sysext(config, &boot_id) {
                 Some((v, _)) => same(&v),
                 None => false,
@@ -641,32 +641,6 @@ pub fn confirm_active(config: &Config, intended: &AddonOutcome) -> Result<bool> 
     };
     info!(phase = PHASE, docker_next = %intended.docker_next, active, "checked the docker applied at boot");
     Ok(active)
-}
-
-/// [`ensure`] as the `run` flow's seam calls it: the outcome as the JSON
-/// the state journal records.
-pub async fn ensure_for_flow(
-    config: &Config,
-    cluster_version: &str,
-    next_os_version: Option<&str>,
-) -> Result<serde_json::Value> {
-    let req = AddonRequest {
-        cluster_version: cluster_version.to_string(),
-        next_os_version: next_os_version.map(str::to_string),
-    };
-    let out = ensure(config, &req).await?;
-    Ok(serde_json::to_value(&out).expect("outcomes serialize"))
-}
-
-/// [`confirm_active`] on the result the state journal recorded for the
-/// docker-addon step (extra fields, such as the flow's own, are ignored).
-pub fn confirm_for_flow(config: &Config, intended: &serde_json::Value) -> Result<bool> {
-    let intended: AddonOutcome = serde_json::from_value(intended.clone()).map_err(|e| {
-        Error::internal(format!(
-            "the state journal's docker-addon result is not an addon outcome: {e}"
-        ))
-    })?;
-    confirm_active(config, &intended)
 }
 
 /// What the pre-reboot hook did.

@@ -212,7 +212,7 @@ fn install_tree(tree: &Path, target: &Path, marker: Option<&str>) -> Result<bool
         fsutil::write_file(
             "assets marker",
             &tree.join(m),
-            format!("{} assets pull\n", crate::journal::now_rfc3339()).as_bytes(),
+            format!("{} assets pull\n", crate::clock::now_rfc3339()).as_bytes(),
             fsutil::MODE_PUBLIC,
         )?;
     }

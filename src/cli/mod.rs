@@ -462,8 +462,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Helper { step } => {
             let config = load(&cli)?;
             let step = match step {
-                HelperStep::Bootkube => crate::helper::Step::Bootkube,
-                HelperStep::Tectonic => crate::helper::Step::Tectonic,
+                HelperStep::Bootkube => crate::helper::Helper::Bootkube,
+                HelperStep::Tectonic => crate::helper::Helper::Tectonic,
             };
             crate::helper::main(&config, step)
         }

@@ -6,7 +6,7 @@ use super::preflight;
 use crate::config::Config;
 use crate::error::{ErrorClass, Result};
 use crate::fsutil::{self, RunLock};
-use crate::journal::{self, JournalFile};
+use crate::journal::JournalFile;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -39,7 +39,7 @@ pub async fn run(config: &Config) -> Result<()> {
     let bus = crate::systemd::manager::system_bus().await;
     preflight::first_failure(preflight::run_checks_on(config, &bus).await)?;
     let bus = bus?;
-    let boot_id = journal::boot_id(&config.paths.run_dir)?;
+    let boot_id = crate::boot::id(&config.paths.run_dir)?;
     if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
         info!(phase = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
     }

@@ -211,7 +211,7 @@ pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
 
 /// Writes a `.done` marker atomically; its content says when and what.
 pub fn mark_done(marker: &Path, note: &str) -> Result<()> {
-    let body = format!("{} {note}\n", crate::journal::now_rfc3339());
+    let body = format!("{} {note}\n", crate::clock::now_rfc3339());
     write_file("done marker", marker, body.as_bytes(), MODE_PUBLIC)
 }
 

@@ -4,20 +4,9 @@
 
 use crate::config::Role;
 use crate::error::ErrorClass;
-use crate::journal::{StateJournal, StepStatus};
+use crate::journal::{StateJournal, Step, StepResult, StepStatus};
 use crate::systemd::units::UnitState;
 use serde::Serialize;
-
-/// The flow's steps in the state journal, in the order `run` takes them.
-pub const FLOW_STEPS: &[&str] = &[
-    crate::flow::plan::Step::Assets.name(),
-    crate::flow::plan::Step::ClusterVersion.name(),
-    crate::flow::plan::Step::OsUpdate.name(),
-    crate::flow::plan::Step::DockerAddon.name(),
-    crate::flow::plan::Step::Reboot.name(),
-    crate::flow::plan::Step::KubeletEnv.name(),
-];
-pub const HELPER_STEPS: &[&str] = &["helper/bootkube", "helper/tectonic"];
 
 pub const KNB: &str = "k8s-node-bootstrap.service";
 pub const KUBELET: &str = "kubelet.service";
@@ -118,13 +107,17 @@ pub enum PhaseState {
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
     pub name: String,
+    /// The step, when this agent knows it (`None`: a step recorded by
+    /// another version).
+    #[serde(skip)]
+    pub step: Option<Step>,
     pub state: PhaseState,
     /// Whether the latest attempt ran in this boot (`None`: never ran).
     pub this_boot: Option<bool>,
     pub attempts: u32,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
-    pub result: Option<serde_json::Value>,
+    pub result: Option<StepResult>,
     pub error: Option<String>,
     pub error_class: Option<ErrorClass>,
     /// Whether running again can help (from the error class).
@@ -136,6 +129,7 @@ impl Phase {
     fn never_ran(name: &str, state: PhaseState) -> Phase {
         Phase {
             name: name.to_string(),
+            step: Step::from_name(name),
             state,
             this_boot: None,
             attempts: 0,
@@ -160,12 +154,13 @@ pub fn phases(
     disabled: &[&str],
 ) -> Vec<Phase> {
     let committed = j
-        .step(crate::flow::plan::Step::KubeletEnv.name())
+        .step(Step::KubeletEnv)
         .is_some_and(|r| r.status == StepStatus::Done);
-    let mut names: Vec<&str> = FLOW_STEPS.to_vec();
-    for h in HELPER_STEPS {
-        if master || j.steps.contains_key(*h) {
-            names.push(h);
+    let flow: Vec<&str> = Step::FLOW.iter().map(|s| s.name()).collect();
+    let mut names = flow.clone();
+    for h in Step::HELPERS {
+        if master || j.step(h).is_some() {
+            names.push(h.name());
         }
     }
     for k in j.steps.keys() {
@@ -175,9 +170,9 @@ pub fn phases(
     }
     names
         .into_iter()
-        .map(|name| match j.step(name) {
+        .map(|name| match j.steps.get(name) {
             None if disabled.contains(&name) => Phase::never_ran(name, PhaseState::Skipped),
-            None if committed && FLOW_STEPS.contains(&name) => {
+            None if committed && flow.contains(&name) => {
                 Phase::never_ran(name, PhaseState::Skipped)
             }
             None => Phase::never_ran(name, PhaseState::Pending),
@@ -187,11 +182,14 @@ pub fn phases(
                     StepStatus::Done => PhaseState::Done,
                     StepStatus::Failed => PhaseState::Failed,
                     // The reboot step stays Running across the reboot it asked for.
-                    StepStatus::Running if this_boot || name == "reboot" => PhaseState::Running,
+                    StepStatus::Running if this_boot || name == Step::Reboot.name() => {
+                        PhaseState::Running
+                    }
                     StepStatus::Running => PhaseState::Interrupted,
                 };
                 Phase {
                     name: name.to_string(),
+                    step: Step::from_name(name),
                     state,
                     this_boot: Some(this_boot),
                     attempts: r.attempts,
@@ -268,8 +266,16 @@ impl Facts {
             .find(|u| u.name == name)
     }
 
-    pub fn phase(&self, name: &str) -> Option<&Phase> {
-        self.phases.as_ref()?.iter().find(|p| p.name == name)
+    pub fn phase(&self, step: Step) -> Option<&Phase> {
+        self.phases.as_ref()?.iter().find(|p| p.step == Some(step))
+    }
+
+    /// The flow's steps among the phases.
+    pub fn flow_phases(&self) -> impl Iterator<Item = &Phase> {
+        self.phases
+            .iter()
+            .flatten()
+            .filter(|p| p.step.is_some_and(|s| !s.is_helper()))
     }
 
     pub fn systemd_reachable(&self) -> bool {
@@ -295,13 +301,20 @@ mod tests {
     #[test]
     fn phases_follow_the_flow_order_and_tell_interrupted_from_running() {
         let mut j = StateJournal::default();
-        j.begin("old", "assets");
-        j.finish("old", "assets", serde_json::json!({}));
-        j.begin("old", "cluster-version");
-        j.begin("old", "reboot");
-        j.begin("now", "os-update");
-        j.fail("now", "os-update", &Error::config("bad"), vec![]);
-        j.begin("now", "custom");
+        j.begin("old", Step::Assets);
+        j.finish(
+            "old",
+            Step::Assets,
+            StepResult::Raw(serde_json::json!({"assets": "pushed"})),
+        );
+        j.begin("old", Step::ClusterVersion);
+        j.begin("old", Step::Reboot);
+        j.begin("now", Step::OsUpdate);
+        j.fail("now", Step::OsUpdate, &Error::config("bad"), vec![]);
+        // A step another agent version recorded.
+        let mut custom = j.step(Step::OsUpdate).unwrap().clone();
+        custom.status = StepStatus::Running;
+        j.steps.insert("custom".into(), custom);
         let p = phases(&j, Some("now"), false, &[]);
         let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
@@ -340,7 +353,7 @@ mod tests {
     fn disabled_and_unneeded_steps_are_skipped_not_pending() {
         let mut j = StateJournal::default();
         let state = |p: &[Phase], n: &str| p.iter().find(|p| p.name == n).unwrap().state;
-        j.begin("now", "assets");
+        j.begin("now", Step::Assets);
         let p = phases(&j, Some("now"), false, &["docker-addon"]);
         assert_eq!(state(&p, "docker-addon"), PhaseState::Skipped);
         assert_eq!(
@@ -348,8 +361,12 @@ mod tests {
             PhaseState::Pending,
             "a reboot may still come"
         );
-        j.begin("now", "kubelet-env");
-        j.finish("now", "kubelet-env", serde_json::json!({}));
+        j.begin("now", Step::KubeletEnv);
+        j.finish(
+            "now",
+            Step::KubeletEnv,
+            StepResult::Raw(serde_json::json!({})),
+        );
         let p = phases(&j, Some("now"), false, &[]);
         assert_eq!(
             state(&p, "reboot"),

@@ -76,7 +76,7 @@ impl Report {
         let assessment = verdict::assess(&facts);
         Report {
             schema_version: SCHEMA_VERSION,
-            generated_at: crate::journal::now_rfc3339(),
+            generated_at: crate::clock::now_rfc3339(),
             summary: assessment.summary(),
             exit_code: assessment.verdict.exit_code(),
             assessment,

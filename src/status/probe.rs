@@ -335,7 +335,7 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
     if !config.addon.enabled {
-        off.push(crate::flow::plan::Step::DockerAddon.name());
+        off.push(crate::journal::Step::DockerAddon.name());
     }
     off
 }

@@ -121,7 +121,7 @@ pub fn text(r: &Report) -> String {
         };
         let mut detail = String::new();
         if let Some(res) = p.result.as_ref().filter(|_| p.state != PhaseState::Failed)
-            && let Some(obj) = res.as_object()
+            && let Some(obj) = res.to_json().as_object()
         {
             let parts: Vec<String> = obj
                 .iter()

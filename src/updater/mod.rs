@@ -27,10 +27,33 @@ pub use status::{StatusReport, UpdateStatus};
 
 use crate::error::{Error, Result};
 use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
+
+/// What the os-update step found, as recorded in the state journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsUpdateRecord {
+    pub outcome: OsOutcome,
+    /// VERSION_ID the node runs now.
+    pub current_version: String,
+    /// The version it boots next, when a reboot is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OsOutcome {
+    /// update_engine found nothing newer.
+    NoUpdate,
+    /// An update is installed and waits for a reboot.
+    RebootPending,
+    /// Updates are disabled in config and none is pending.
+    Disabled,
+}
 
 /// update_engine's well-known bus name.
 pub const BUS_NAME: &str = "com.coreos.update1";
