@@ -2,7 +2,7 @@
 //! Flatcar node to a running kubelet.
 //!
 //! The binary (`src/main.rs`) only calls [`cli::main`]. Pure decisions live
-//! apart from the I/O seams (systemd, update-engine, Docker, S3, HTTP,
+//! apart from the I/O seams (systemd, update_engine, Docker, S3, HTTP,
 //! filesystem), so most logic is tested without a node.
 
 pub mod boot;
@@ -15,6 +15,7 @@ pub mod http;
 pub mod journal;
 pub mod logging;
 pub mod openpgp;
+pub mod osrelease;
 pub mod retry;
 pub mod runtime;
 

@@ -69,7 +69,7 @@ impl Keyring {
             match k.verify_bindings() {
                 Ok(()) => keys.push(k),
                 Err(e) => tracing::warn!(
-                    phase = "docker-addon",
+                    step = "docker-addon",
                     path = %source.display(),
                     key = %hex::encode(k.fingerprint().as_bytes()),
                     error = %e,

@@ -324,7 +324,7 @@ proptest! {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("os-release");
         std::fs::write(&p, &text).unwrap();
-        match node_bootstrap::flow::node::os_version_id(&p) {
+        match node_bootstrap::osrelease::version_id(&p) {
             Ok(v) => prop_assert!(!v.is_empty()),
             Err(e) => {
                 prop_assert_eq!(e.class(), ErrorClass::BadInput);

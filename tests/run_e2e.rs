@@ -81,12 +81,12 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
             .iter()
             .any(|r| r.path == "/version" && r.client_cert)
     );
-    // Structured journald fields for every phase.
-    for phase in ["assets", "cluster-version", "os-update", "kubelet-env"] {
-        let lines = n.journal_json(&[&format!("PHASE={phase}")]);
+    // Structured journald fields for every step.
+    for step in ["assets", "cluster-version", "os-update", "kubelet-env"] {
+        let lines = n.journal_json(&[&format!("STEP={step}")]);
         assert!(
-            lines.iter().any(|l| l["MESSAGE"] == "phase done"),
-            "no 'phase done' for {phase}"
+            lines.iter().any(|l| l["MESSAGE"] == "step done"),
+            "no 'step done' for {step}"
         );
     }
     let j = state_journal(&n).unwrap();

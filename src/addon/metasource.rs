@@ -144,7 +144,7 @@ pub fn choice_from_found(found: Found, preferences: &[String]) -> Result<Choice>
 /// serve it; `purpose` says which OS it is for.
 fn log_found(found: &Found, purpose: &str) {
     for s in &found.skipped {
-        info!(phase = "docker-addon", source = "metadata", location = %s.location,
+        info!(step = "docker-addon", source = "metadata", location = %s.location,
             location_kind = s.kind.as_str(), reason = %s.reason, purpose,
             "location did not serve the docker package");
     }
@@ -154,12 +154,12 @@ fn log_found(found: &Found, purpose: &str) {
         .map(|s| format!("{} ({}): {}", s.location, s.kind.as_str(), s.reason))
         .collect();
     if found.kind == metadata::config::LocationKind::Dev {
-        warn!(phase = "docker-addon", source = "metadata", location = %found.location,
+        warn!(step = "docker-addon", source = "metadata", location = %found.location,
             location_kind = found.kind.as_str(), product = %found.product_id, version = %found.version,
             url = %found.url, signed = found.signed, purpose,
             "DEVELOPMENT MODE: the docker package is a locally built one from sources.dev_dir");
     }
-    info!(phase = "docker-addon", source = "metadata", location = %found.location,
+    info!(step = "docker-addon", source = "metadata", location = %found.location,
         location_kind = found.kind.as_str(), product = %found.product_id, version = %found.version,
         url = %found.url, signed = found.signed, skipped = %skipped.join("; "), purpose,
         "docker package found");
@@ -217,7 +217,7 @@ pub async fn same_version_for(
         }
         Err(e) if e.class() == ErrorClass::Verification => Err(e),
         Err(e) => {
-            info!(phase = "docker-addon", source = "metadata", os_version = series, version,
+            info!(step = "docker-addon", source = "metadata", os_version = series, version,
                 reason = %e, "no docker package of this version for the running OS");
             Ok(None)
         }
@@ -256,7 +256,7 @@ pub async fn fetch_staged(
             }
         })?;
     let staged = Staged::new(partial, dir.join(final_name));
-    info!(phase = "docker-addon", source = "metadata", url = %found.url, location = %found.location,
+    info!(step = "docker-addon", source = "metadata", url = %found.url, location = %found.location,
         path = %staged.target().display(), bytes = found.item.size,
         elapsed_ms = started.elapsed().as_millis() as u64, "package fetched and verified");
     Ok(staged)

@@ -357,11 +357,11 @@ pub async fn prepare_package(
         }
         let h = hash_of(&f)?;
         if h == choice.hash {
-            info!(phase = "docker-addon", path = %f.display(), version = %choice.version, os_version, "package already in a torcx store");
+            info!(step = "docker-addon", path = %f.display(), version = %choice.version, os_version, "package already in a torcx store");
             return Ok(PackagePlan::InPlace(f));
         }
         if dir == ours {
-            warn!(phase = "docker-addon", path = %f.display(), "store file does not match the manifest; replacing it");
+            warn!(step = "docker-addon", path = %f.display(), "store file does not match the manifest; replacing it");
             break;
         }
         if dir.starts_with(&tp.user_store) {
@@ -369,7 +369,7 @@ pub async fn prepare_package(
             continue;
         }
         warn!(
-            phase = "docker-addon",
+            step = "docker-addon",
             path = %f.display(),
             version = %choice.version,
             "the OS or OEM image ships its own build of this docker version, which torcx prefers; using it"
@@ -379,7 +379,7 @@ pub async fn prepare_package(
     if os_version != current_os {
         let vendor = tp.vendor_store.join(&name);
         if choice.paths.contains(&vendor) {
-            info!(phase = "docker-addon", path = %vendor.display(), os_version, "the next OS image ships this package");
+            info!(step = "docker-addon", path = %vendor.display(), os_version, "the next OS image ships this package");
             return Ok(PackagePlan::ShippedWithOs(vendor));
         }
     }
@@ -388,7 +388,7 @@ pub async fn prepare_package(
         None => find_by_hash(tp, &choice.hash)?,
     };
     if let Some(found) = found {
-        info!(phase = "docker-addon", from = %found.display(), os_version, "reusing a package from another store");
+        info!(step = "docker-addon", from = %found.display(), os_version, "reusing a package from another store");
         let staged = fetcher
             .fetch_package(&Source::File(found), &ours, &name, &choice.hash)
             .await?;
@@ -433,7 +433,7 @@ pub async fn download_any(
         match res {
             Ok(s) => return Ok(PackagePlan::Staged(s)),
             Err(e) => {
-                warn!(phase = "docker-addon", url = %u, error = %e, "package location failed");
+                warn!(step = "docker-addon", url = %u, error = %e, "package location failed");
                 // A verification failure is the most important to report.
                 if first_err
                     .as_ref()
@@ -552,7 +552,7 @@ pub fn profile_to_use(tp: &TorcxPaths, configured: &str) -> Result<String> {
             return Ok(next);
         }
         warn!(
-            phase = "docker-addon",
+            step = "docker-addon",
             profile = %next,
             path = %tp.next_profile_file().display(),
             "next-profile names no user profile under {}; using {configured}",
@@ -564,7 +564,7 @@ pub fn profile_to_use(tp: &TorcxPaths, configured: &str) -> Result<String> {
 
 /// Removes store directories of OS versions older than `running`
 /// (`/var/lib/torcx/store/<V>/` with V < running). Returns what it removed.
-pub fn gc(tp: &TorcxPaths, running: super::version::OsVersion) -> Result<Vec<PathBuf>> {
+pub fn gc(tp: &TorcxPaths, running: crate::osrelease::OsVersion) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     let entries = match fs::read_dir(&tp.user_store) {
         Ok(e) => e,
@@ -576,11 +576,11 @@ pub fn gc(tp: &TorcxPaths, running: super::version::OsVersion) -> Result<Vec<Pat
             )));
         }
     };
-    let mut dirs: Vec<(super::version::OsVersion, PathBuf)> = entries
+    let mut dirs: Vec<(crate::osrelease::OsVersion, PathBuf)> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
-            let v = super::version::OsVersion::parse(&e.file_name().to_string_lossy())?;
+            let v = crate::osrelease::OsVersion::parse(&e.file_name().to_string_lossy())?;
             Some((v, e.path()))
         })
         .filter(|(v, _)| *v < running)
@@ -590,7 +590,7 @@ pub fn gc(tp: &TorcxPaths, running: super::version::OsVersion) -> Result<Vec<Pat
         fs::remove_dir_all(&p).ctx(ErrorClass::Internal, || {
             format!("failed to remove old torcx store {}", p.display())
         })?;
-        info!(phase = "docker-addon", path = %p.display(), os_version = %v, "removed the store of an older OS version");
+        info!(step = "docker-addon", path = %p.display(), os_version = %v, "removed the store of an older OS version");
         removed.push(p);
     }
     if !removed.is_empty() {

@@ -15,7 +15,7 @@ Exit codes:
   0   success (status: node complete)
   1   internal error (a bug or unexpected host condition)
   2   usage error
-  3   retryable failure (network, API server, update-engine, reboot pending); systemd restarts the unit
+  3   retryable failure (network, API server, update_engine, reboot pending); systemd restarts the unit
   4   configuration error (config file missing or invalid); not retried
   5   bad input (seed file, kubeconfig, mappings, archive missing or malformed); not retried
   6   verification failure (signature or checksum); nothing was installed

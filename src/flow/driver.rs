@@ -106,7 +106,7 @@ impl<S: Seams> Driver<'_, S> {
             match action {
                 Action::Done => {
                     rec.flush(Durability::AtomicOnly)?;
-                    info!(phase = "run", "node bootstrapped: kubelet.env is in place");
+                    info!(step = "run", "node bootstrapped: kubelet.env is in place");
                     return Ok(RunOutcome::Complete);
                 }
                 Action::Run(step) => self.run_step(&mut rec, step).await,

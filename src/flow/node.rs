@@ -33,17 +33,6 @@ impl<'a> NodeSeams<'a> {
     }
 }
 
-/// VERSION_ID of an os-release file (docs/formats.md §5: not VERSION, which
-/// carries a `+date` suffix on dev builds).
-pub fn os_version_id(path: &std::path::Path) -> Result<String> {
-    let text = fsutil::read_input("os-release", path)?;
-    let env = kubeletenv::EnvFile::parse(&text, path)?;
-    env.get("VERSION_ID")
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-        .ok_or_else(|| Error::bad_input(format!("os-release {} has no VERSION_ID", path.display())))
-}
-
 impl Seams for NodeSeams<'_> {
     fn kubelet_env_present(&self) -> bool {
         self.config.paths.kubelet_env.exists()
@@ -119,7 +108,7 @@ impl Seams for NodeSeams<'_> {
         .await;
         Ok(match pending {
             Ok(Some(v)) => {
-                info!(phase = "os-update", new_version = %v, "updates are disabled, but an update already waits for a reboot");
+                info!(step = "os-update", new_version = %v, "updates are disabled, but an update already waits for a reboot");
                 OsUpdateRecord {
                     outcome: OsOutcome::RebootPending,
                     current_version: current,
@@ -132,7 +121,7 @@ impl Seams for NodeSeams<'_> {
                 new_version: None,
             },
             Err(e) => {
-                warn!(phase = "os-update", error = %e, "updates are disabled and update_engine cannot be asked whether a reboot is pending; assuming none");
+                warn!(step = "os-update", error = %e, "updates are disabled and update_engine cannot be asked whether a reboot is pending; assuming none");
                 OsUpdateRecord {
                     outcome: OsOutcome::Disabled,
                     current_version: current,
@@ -143,7 +132,7 @@ impl Seams for NodeSeams<'_> {
     }
 
     async fn os_version(&self) -> Result<String> {
-        os_version_id(&self.config.paths.os_release)
+        crate::osrelease::version_id(&self.config.paths.os_release)
     }
 
     async fn addon_ensure(

@@ -304,7 +304,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
     let mut unreachable = false;
     for (kind, loc) in &path {
         if *kind == LocationKind::Dev {
-            tracing::warn!(phase = "metadata", location = %loc,
+            tracing::warn!(step = "metadata", location = %loc,
                 products = %queries.iter().map(|q| q.product_id.as_str()).collect::<Vec<_>>().join(","),
                 "DEVELOPMENT MODE: searching locally built artifacts first (sources.dev_dir); unsigned metadata accepted there");
         }
@@ -314,7 +314,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
         for (i, (kind, loc)) in path.iter().enumerate() {
             let kind = *kind;
             let skip = |reason: String, skipped: &mut Vec<Skipped>| {
-                tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
                     wanted = %query.version, reason = %reason, "location did not serve the artifact");
                 skipped.push(Skipped {
                     kind,
@@ -334,7 +334,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
                     continue;
                 }
                 Err(Miss::Tampered(r)) => {
-                    tracing::warn!(phase = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
+                    tracing::warn!(step = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
                     tampered = true;
                     skip(r.clone(), &mut skipped);
                     continue;
@@ -369,7 +369,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
                 }
             };
             let url = loc.resolve(&item.path);
-            tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+            tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
                 version = %item.version, url = %url, signed = loaded.signed,
                 skipped = skipped.len(), "artifact found");
             return Ok(Found {
@@ -613,7 +613,7 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
             .to_string_lossy()
             .into_owned();
         let Some((pname, version, series, arch, ftype)) = parse_artifact_name(&name) else {
-            tracing::warn!(phase = "metadata", path = %f.display(),
+            tracing::warn!(step = "metadata", path = %f.display(),
                 "ignored: not named <name>_<version>_<series>_<arch>[.<ext>]");
             report.ignored.push(f);
             continue;
@@ -681,7 +681,7 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
                 std::fs::remove_file(&p).ctx(ErrorClass::Internal, || {
                     format!("failed to remove stale signed metadata {}", p.display())
                 })?;
-                tracing::warn!(phase = "metadata", path = %p.display(), "removed stale signed metadata");
+                tracing::warn!(step = "metadata", path = %p.display(), "removed stale signed metadata");
             }
         }
     }
@@ -821,7 +821,7 @@ pub async fn validate(
                 };
                 match fetch_item(&c, &found, &dest.0).await {
                     Ok(()) => {
-                        tracing::info!(phase = "metadata", url = %found.url, "item verified")
+                        tracing::info!(step = "metadata", url = %found.url, "item verified")
                     }
                     Err(e) => report.problems.push(format!("{what}: {e}")),
                 }

@@ -6,7 +6,7 @@
 use super::facts::*;
 use crate::config::{Config, Role};
 use crate::journal::JournalFile;
-use crate::systemd::units::{self, Units};
+use crate::systemd::units::Units;
 use std::path::Path;
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
     }
 
     // systemd and update_engine share one bus connection.
-    let bus = units::system_bus(timeout).await;
+    let bus = crate::systemd::system_bus(timeout, timeout).await;
     let (units, update_engine) = match &bus {
         Ok(conn) => {
             let u = Units::new(conn.clone());
@@ -145,10 +145,10 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
 
     let jpath = paths.state_journal();
     let jp = jpath.display().to_string();
-    let (state_journal, phases) = match JournalFile::new(&jpath).load() {
+    let (state_journal, steps) = match JournalFile::new(&jpath).load() {
         Ok(Some(j)) => (
             JournalFacts::Present { path: jp },
-            Some(super::facts::phases(
+            Some(super::facts::steps(
                 &j,
                 boot_id.as_deref(),
                 master,
@@ -246,7 +246,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
                 .collect()
         }),
         state_journal,
-        phases,
+        steps,
         kubelet_env,
         assets,
         torcx,

@@ -74,7 +74,7 @@ fn describe(u: &crate::systemd::units::UnitState) -> String {
     s
 }
 
-fn last_error(p: Option<&Phase>) -> Option<String> {
+fn last_error(p: Option<&StepView>) -> Option<String> {
     let p = p?;
     let mut s = p.error.clone()?;
     if let Some(l) = p.log_tail.iter().rev().find(|l| !l.trim().is_empty())
@@ -86,8 +86,8 @@ fn last_error(p: Option<&Phase>) -> Option<String> {
 }
 
 /// The flow step that failed most recently, for crash-loop explanations.
-fn flow_failure(f: &Facts) -> Option<&Phase> {
-    f.flow_phases().find(|p| p.state == PhaseState::Failed)
+fn flow_failure(f: &Facts) -> Option<&StepView> {
+    f.flow_steps().find(|p| p.state == StepState::Failed)
 }
 
 fn running_or_starting(u: Option<&crate::systemd::units::UnitState>) -> bool {
@@ -115,8 +115,8 @@ pub fn assess(f: &Facts) -> Assessment {
     }
     // F4: without systemd, a journal error where a retry cannot help.
     if !f.systemd_reachable() && !f.kubelet_env.present {
-        for p in f.flow_phases() {
-            if p.state == PhaseState::Failed && p.retryable == Some(false) {
+        for p in f.flow_steps() {
+            if p.state == StepState::Failed && p.retryable == Some(false) {
                 failures.push(format!(
                     "step {} failed and a retry cannot help: {}",
                     p.name,
@@ -145,15 +145,15 @@ pub fn assess(f: &Facts) -> Assessment {
                 continue;
             }
             let unit = f.unit(svc);
-            let phase = f.phase(step);
-            let err = last_error(phase);
+            let step_view = f.step(step);
+            let err = last_error(step_view);
             if let Some(u) = unit.filter(|u| u.is_failed()) {
                 let mut r = format!("{svc} failed: {}", describe(u));
                 if let Some(e) = &err {
                     r.push_str(&format!("; {e}"));
                 }
                 failures.push(r);
-            } else if phase.is_some_and(|p| p.state == PhaseState::Failed)
+            } else if step_view.is_some_and(|p| p.state == StepState::Failed)
                 && !running_or_starting(unit)
             {
                 failures.push(format!(
@@ -248,7 +248,7 @@ fn update_engine_words(f: &Facts) -> Option<String> {
     let op = ue.current_operation.trim_start_matches("UPDATE_STATUS_");
     Some(match op {
         "DOWNLOADING" => format!(
-            "update-engine downloading {}% of {}",
+            "update_engine downloading {}% of {}",
             (ue.progress * 100.0).round() as i64,
             if ue.new_version.is_empty() {
                 "the update"
@@ -257,18 +257,18 @@ fn update_engine_words(f: &Facts) -> Option<String> {
             }
         ),
         "UPDATED_NEED_REBOOT" => format!(
-            "update-engine: OS {} downloaded, reboot needed",
+            "update_engine: OS {} downloaded, reboot needed",
             ue.new_version
         ),
-        "IDLE" => "update-engine idle".to_string(),
-        other => format!("update-engine: {}", other.to_lowercase().replace('_', " ")),
+        "IDLE" => "update_engine idle".to_string(),
+        other => format!("update_engine: {}", other.to_lowercase().replace('_', " ")),
     })
 }
 
 fn waits(f: &Facts) -> Vec<String> {
     let mut w = Vec::new();
     let master = f.node.role.is_bootkube_master();
-    let running_phase = f.flow_phases().find(|p| p.state == PhaseState::Running);
+    let running_step = f.flow_steps().find(|p| p.state == StepState::Running);
     if !f.kubelet_env.present {
         let knb = f.unit(KNB);
         match knb {
@@ -292,7 +292,7 @@ fn waits(f: &Facts) -> Vec<String> {
             }
             _ => {}
         }
-        match running_phase {
+        match running_step {
             Some(p) if p.step == Some(Step::Assets) => {
                 w.push(assets_wait(f, &f.assets.bootkube_script))
             }
@@ -433,7 +433,7 @@ mod tests {
             state_journal: JournalFacts::Missing {
                 path: "/var/lib/node-bootstrap/state.json".into(),
             },
-            phases: None,
+            steps: None,
             kubelet_env: KubeletEnv {
                 path: "/etc/kubernetes/kubelet.env".into(),
                 present: false,
@@ -473,7 +473,7 @@ mod tests {
         f.state_journal = JournalFacts::Present {
             path: "/var/lib/node-bootstrap/state.json".into(),
         };
-        f.phases = Some(phases(j, f.node.boot_id.as_deref(), true, &[]));
+        f.steps = Some(steps(j, f.node.boot_id.as_deref(), true, &[]));
     }
 
     fn kubelet_running(f: &mut Facts) {
@@ -726,7 +726,7 @@ mod tests {
         });
         assert_eq!(
             assess(&f).waiting_for,
-            vec!["update-engine downloading 42% of 1576.4.0"]
+            vec!["update_engine downloading 42% of 1576.4.0"]
         );
     }
 

@@ -210,12 +210,12 @@ impl Tracker {
             UpdateStatus::Idle => {
                 if self.error_seen {
                     Verdict::Failed(
-                        "update-engine reported an error (UPDATE_STATUS_REPORTING_ERROR_EVENT) and went back to IDLE"
+                        "update_engine reported an error (UPDATE_STATUS_REPORTING_ERROR_EVENT) and went back to IDLE"
                             .into(),
                     )
                 } else if let Some(s) = &self.applying {
                     Verdict::Failed(format!(
-                        "update-engine went back to IDLE after {s} without reaching UPDATE_STATUS_UPDATED_NEED_REBOOT \
+                        "update_engine went back to IDLE after {s} without reaching UPDATE_STATUS_UPDATED_NEED_REBOOT \
                          (the update failed; its error report was not seen)"
                     ))
                 } else if self.started || r.last_checked_time > self.baseline_checked {
