@@ -9,6 +9,7 @@ pub mod boot;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod docker;
 pub mod error;
 pub mod fsutil;
 pub mod http;

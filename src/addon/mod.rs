@@ -544,31 +544,17 @@ async fn load_manifest(
 
 /// The running daemon's version from Docker's API, when docker answers.
 pub async fn docker_api_version(socket: &Path, timeout: Duration) -> Option<String> {
-    if !socket.exists() {
-        debug!(step = STEP, path = %socket.display(), "no docker socket; docker is not up");
-        return None;
-    }
-    let path = socket.to_string_lossy().into_owned();
-    let ask = async {
-        let docker = bollard::Docker::connect_with_unix(
-            &path,
-            timeout.as_secs().max(1),
-            bollard::API_DEFAULT_VERSION,
-        )
-        .ok()?;
-        docker.version().await.ok()?.version
-    };
-    match tokio::time::timeout(timeout, ask).await {
-        Ok(Some(v)) => {
-            debug!(step = STEP, version = %v, "docker daemon version");
-            Some(v)
+    match crate::docker::version(socket, timeout).await {
+        Ok(v) => {
+            debug!(step = STEP, version = %v.version, "docker daemon version");
+            Some(v.version)
         }
-        Ok(None) => {
-            debug!(step = STEP, path = %socket.display(), "docker did not answer");
+        Err(e) if !socket.exists() => {
+            debug!(step = STEP, error = %e, "docker is not up");
             None
         }
-        Err(_) => {
-            warn!(step = STEP, path = %socket.display(), timeout_secs = timeout.as_secs(), "docker did not answer in time");
+        Err(e) => {
+            warn!(step = STEP, path = %socket.display(), error = %e, "docker did not answer");
             None
         }
     }
