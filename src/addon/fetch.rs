@@ -17,7 +17,6 @@ use crate::retry::{Attempt, RetryPolicy, retry};
 use sha2::Digest;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -55,14 +54,16 @@ impl Staged {
         &self.partial
     }
 
-    /// mode 0644, rename over the target, fsync the directory.
+    /// Gives it its final name ([`crate::fsutil::publish`]: fsync, mode
+    /// 0644, rename over the target, fsync the directory).
     pub fn commit(mut self) -> Result<PathBuf> {
-        let io = || -> io::Result<()> {
-            fs::set_permissions(&self.partial, fs::Permissions::from_mode(0o644))?;
-            fs::rename(&self.partial, &self.target)?;
-            crate::fsutil::fsync_dir(parent(&self.target))
-        };
-        io().ctx(ErrorClass::Internal, || {
+        crate::fsutil::publish(
+            &self.partial,
+            &self.target,
+            crate::fsutil::MODE_PUBLIC,
+            crate::fsutil::Durability::Durable,
+        )
+        .ctx(ErrorClass::Internal, || {
             format!(
                 "failed to move {} into place at {}",
                 self.partial.display(),

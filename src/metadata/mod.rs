@@ -460,52 +460,40 @@ pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
 }
 
 /// Downloads the item `found` names to `dest`, verifying size and hashes
-/// before it appears there (atomic rename); a bad download is removed.
+/// before it appears there ([`fsutil::AtomicFile`]); a bad download is
+/// removed.
 pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<()> {
     let loc = found
         .base
         .as_ref()
         .ok_or_else(|| Error::internal("Found without a location"))?;
-    let parent = dest.parent().unwrap_or(Path::new("."));
-    let tmp = parent.join(format!(
-        ".{}.tmp-{}-{:08x}",
-        dest.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id(),
-        fastrand::u32(..)
-    ));
-    let r = async {
-        match loc
-            .fetch_to(
-                &found.item.path,
-                &tmp,
-                config.sources.timeout,
-                config.sources.attempts,
-                found.item.size,
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(FetchError::NotFound) => {
-                return Err(Error::bad_input(format!(
-                    "{} is listed in the metadata of {} but does not exist",
-                    found.url, found.location
-                )));
-            }
-            Err(FetchError::Failed(e)) => return Err(e),
-        }
-        verify_file(&tmp, &found.item, &found.url)?;
-        std::fs::rename(&tmp, dest).ctx(ErrorClass::Internal, || {
-            format!("failed to rename {} to {}", tmp.display(), dest.display())
+    let mut out = fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC)
+        .ctx(ErrorClass::Internal, || {
+            format!("failed to create a file beside {}", dest.display())
         })?;
-        fsutil::fsync_dir(parent).ctx(ErrorClass::Internal, || {
-            format!("failed to fsync {}", parent.display())
-        })
+    match loc
+        .fetch_to(
+            &found.item.path,
+            &mut out,
+            config.sources.timeout,
+            config.sources.attempts,
+            found.item.size,
+        )
+        .await
+    {
+        Ok(()) => {}
+        Err(FetchError::NotFound) => {
+            return Err(Error::bad_input(format!(
+                "{} is listed in the metadata of {} but does not exist",
+                found.url, found.location
+            )));
+        }
+        Err(FetchError::Failed(e)) => return Err(e),
     }
-    .await;
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    verify_file(out.temp_path(), &found.item, &found.url)?;
+    out.commit().ctx(ErrorClass::Internal, || {
+        format!("failed to put {} in place", dest.display())
+    })
 }
 
 /// What `metadata generate` wrote.
@@ -735,25 +723,17 @@ pub fn parse_validate_location(config: &Config, s: &str) -> Result<Location> {
         if bucket.is_empty() {
             return Err(Error::bad_input(format!("{s:?} names no bucket")));
         }
-        let mut s3 = match &config.assets.s3 {
-            Some(s3) => s3.clone(),
-            None => crate::assets::config::RawAssets {
-                mode: Default::default(),
-                marker: None,
-                s3: Some(crate::assets::config::RawS3 {
-                    bucket: Some(bucket.to_string()),
-                    key: Some("x".into()),
-                    ..Default::default()
-                }),
-                limits: Default::default(),
+        let s3 = match &config.assets.s3 {
+            // The cluster's connection settings (endpoint, region), this bucket.
+            Some(s3) => {
+                let mut s3 = s3.clone();
+                s3.bucket = bucket.to_string();
+                s3.key = prefix.trim_matches('/').to_string();
+                s3
             }
-            .validate()
-            .map_err(|e| Error::internal(e.message))?
-            .s3
-            .expect("set above"),
+            None => crate::assets::config::S3Settings::for_prefix(bucket, prefix)
+                .map_err(|e| Error::bad_input(format!("{s:?}: {}", e.message)))?,
         };
-        s3.bucket = bucket.to_string();
-        s3.key = prefix.trim_matches('/').to_string();
         return Ok(Location::S3(Box::new(s3)));
     }
     match config::parse_location("location", s) {
