@@ -214,6 +214,25 @@ pub enum MetadataCommand {
     },
 }
 
+/// The addon subcommand as the addon subsystem takes it.
+fn addon_action(cmd: &AddonCommand) -> crate::addon::command::AddonAction {
+    use crate::addon::command::AddonAction;
+    match cmd {
+        AddonCommand::Ensure(a) => AddonAction::Ensure(crate::addon::AddonRequest {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        }),
+        AddonCommand::Confirm { docker_next } => AddonAction::Confirm {
+            docker_next: docker_next.clone(),
+        },
+        AddonCommand::PreRebootHook(a) => AddonAction::PreRebootHook {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        },
+        AddonCommand::Gc => AddonAction::Gc,
+    }
+}
+
 /// Parses the process arguments, runs the command, returns the exit code.
 pub fn main() -> u8 {
     let cli = match Cli::try_parse() {
@@ -467,7 +486,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             };
             crate::helper::main(&config, step)
         }
-        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, cmd),
+        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, addon_action(cmd)),
         Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }
 }
