@@ -284,59 +284,8 @@ fn update_engine_words(f: &Facts) -> Option<String> {
 
 fn waits(f: &Facts) -> Vec<String> {
     let mut w = Vec::new();
-    let master = f.node.role.is_bootkube_master();
-    let running_step = f.flow_steps().find(|p| p.state == StepState::Running);
     if !f.kubelet_env.present {
-        let knb = f.unit(KNB);
-        match knb {
-            Some(u) if !u.exists() => w.push(format!("{KNB} is not installed")),
-            Some(u) if u.auto_restarting() => {
-                let mut s = format!(
-                    "{KNB} is crash-looping (restart {} pending)",
-                    u.n_restarts.unwrap_or(0) + 1
-                );
-                if let Some(e) = last_error(flow_failure(f)) {
-                    s.push_str(&format!("; last error: {e}"));
-                }
-                w.push(s);
-            }
-            Some(u) if u.condition_skipped() => w.push(format!(
-                "{KNB} was skipped by its condition although {} is missing",
-                f.kubelet_env.path
-            )),
-            Some(u) if u.active_state == "inactive" && u.exec_main_start_us.unwrap_or(0) == 0 => {
-                w.push(format!("{KNB} has not started yet"))
-            }
-            _ => {}
-        }
-        match running_step {
-            Some(p) if p.step == Some(Step::Assets) => {
-                w.push(assets_wait(f, &f.assets.bootkube_script))
-            }
-            Some(p) if p.step == Some(Step::Reboot) => {
-                let reason = p
-                    .result
-                    .as_ref()
-                    .and_then(StepResult::reboot)
-                    .and_then(|r| r.reason.as_deref())
-                    .unwrap_or("reason not recorded");
-                if p.this_boot == Some(true) {
-                    w.push(format!("reboot pending: {reason}"));
-                } else {
-                    w.push(format!(
-                        "rebooted ({reason}); waiting for the flow to resume"
-                    ));
-                }
-            }
-            Some(p) if p.step == Some(Step::OsUpdate) => w.push(
-                update_engine_words(f).unwrap_or_else(|| "OS update in progress".to_string()),
-            ),
-            Some(p) => w.push(format!("{KNB} is running step {}", p.name)),
-            None if running_or_starting(knb) && !knb.is_some_and(|u| u.auto_restarting()) => {
-                w.push(format!("{KNB} is running"))
-            }
-            None => {}
-        }
+        bootstrap_waits(f, &mut w);
     } else if let Some(k) = f.unit(KUBELET).filter(|u| !u.is_active()) {
         w.push(format!(
             "waiting for {KUBELET} to start: {} with {} restarts",
@@ -355,47 +304,106 @@ fn waits(f: &Facts) -> Vec<String> {
     {
         w.extend(update_engine_words(f));
     }
-    if master {
-        // Tectonic follows bootkube: only the first step not done is said.
-        let next = if !f.assets.bootkube_done {
-            Some((
-                BOOTKUBE,
-                BOOTKUBE_PATH,
-                &f.assets.bootkube_script,
-                f.assets.bootkube_script_present,
-            ))
-        } else if !f.assets.tectonic_done {
-            Some((
-                TECTONIC,
-                TECTONIC_PATH,
-                &f.assets.tectonic_script,
-                f.assets.tectonic_script_present,
-            ))
-        } else {
-            None
-        };
-        if let Some((svc, path, script, present)) = next {
-            let unit = f.unit(svc);
-            if !present {
-                let s = assets_wait(f, script);
-                if !w.contains(&s) {
-                    w.push(s);
-                }
-            } else if let Some(u) = unit.filter(|u| u.active_state == "activating") {
-                let since = rfc3339_us(u.inactive_exit_timestamp_us)
-                    .map(|t| format!(" since {t}"))
-                    .unwrap_or_default();
-                w.push(format!("{svc} is running{since}"));
-            } else if f.kubelet_env.present {
-                let p = f
-                    .unit(path)
-                    .map(|p| format!(" ({path} {})", p.active_state))
-                    .unwrap_or_default();
-                w.push(format!("{svc} has not been triggered yet{p}"));
-            }
-        }
+    if f.node.role.is_bootkube_master()
+        && let Some(s) = helper_wait(f)
+        && !w.contains(&s)
+    {
+        w.push(s);
     }
     w
+}
+
+/// Before kubelet.env: the bootstrap unit's state, then the step it runs.
+fn bootstrap_waits(f: &Facts, w: &mut Vec<String>) {
+    let knb = f.unit(KNB);
+    match knb {
+        Some(u) if !u.exists() => w.push(format!("{KNB} is not installed")),
+        Some(u) if u.auto_restarting() => {
+            let mut s = format!(
+                "{KNB} is crash-looping (restart {} pending)",
+                u.n_restarts.unwrap_or(0) + 1
+            );
+            if let Some(e) = last_error(flow_failure(f)) {
+                s.push_str(&format!("; last error: {e}"));
+            }
+            w.push(s);
+        }
+        Some(u) if u.condition_skipped() => w.push(format!(
+            "{KNB} was skipped by its condition although {} is missing",
+            f.kubelet_env.path
+        )),
+        Some(u) if u.active_state == "inactive" && u.exec_main_start_us.unwrap_or(0) == 0 => {
+            w.push(format!("{KNB} has not started yet"))
+        }
+        _ => {}
+    }
+    match f.flow_steps().find(|p| p.state == StepState::Running) {
+        Some(p) if p.step == Some(Step::Assets) => {
+            w.push(assets_wait(f, &f.assets.bootkube_script))
+        }
+        Some(p) if p.step == Some(Step::Reboot) => {
+            let reason = p
+                .result
+                .as_ref()
+                .and_then(StepResult::reboot)
+                .and_then(|r| r.reason.as_deref())
+                .unwrap_or("reason not recorded");
+            if p.this_boot == Some(true) {
+                w.push(format!("reboot pending: {reason}"));
+            } else {
+                w.push(format!(
+                    "rebooted ({reason}); waiting for the flow to resume"
+                ));
+            }
+        }
+        Some(p) if p.step == Some(Step::OsUpdate) => {
+            w.push(update_engine_words(f).unwrap_or_else(|| "OS update in progress".to_string()))
+        }
+        Some(p) => w.push(format!("{KNB} is running step {}", p.name)),
+        None if running_or_starting(knb) && !knb.is_some_and(|u| u.auto_restarting()) => {
+            w.push(format!("{KNB} is running"))
+        }
+        None => {}
+    }
+}
+
+/// On the bootkube master: the first helper not done, and what it waits
+/// for (tectonic follows bootkube, so only one is said).
+fn helper_wait(f: &Facts) -> Option<String> {
+    let a = &f.assets;
+    let (svc, path, script, present) = if !a.bootkube_done {
+        (
+            BOOTKUBE,
+            BOOTKUBE_PATH,
+            &a.bootkube_script,
+            a.bootkube_script_present,
+        )
+    } else if !a.tectonic_done {
+        (
+            TECTONIC,
+            TECTONIC_PATH,
+            &a.tectonic_script,
+            a.tectonic_script_present,
+        )
+    } else {
+        return None;
+    };
+    if !present {
+        return Some(assets_wait(f, script));
+    }
+    if let Some(u) = f.unit(svc).filter(|u| u.active_state == "activating") {
+        let since = rfc3339_us(u.inactive_exit_timestamp_us)
+            .map(|t| format!(" since {t}"))
+            .unwrap_or_default();
+        return Some(format!("{svc} is running{since}"));
+    }
+    f.kubelet_env.present.then(|| {
+        let p = f
+            .unit(path)
+            .map(|p| format!(" ({path} {})", p.active_state))
+            .unwrap_or_default();
+        format!("{svc} has not been triggered yet{p}")
+    })
 }
 
 #[cfg(test)]
