@@ -27,7 +27,7 @@ Exit codes:
 
 /// Takes a fresh Container Linux / Flatcar node to a running kubelet.
 #[derive(Debug, Parser)]
-#[command(name = "node-bootstrap", version, after_long_help = EXIT_CODES_HELP)]
+#[command(name = "node-bootstrap", version = crate::upgrade::identity::version(), after_long_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// Configuration file.
     #[arg(long, global = true, env = "NODE_BOOTSTRAP_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
@@ -44,9 +44,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the bootstrap flow: cluster version, OS update, docker addon,
-    /// reboot if needed, then kubelet.env. The ExecStartPre of
-    /// k8s-node-bootstrap.service; safe to re-run, resumes after a crash.
+    /// Run the bootstrap flow: agent upgrade (if configured), cluster
+    /// version, OS update, docker addon, reboot if needed, then kubelet.env.
+    /// The ExecStart of k8s-node-bootstrap.service; safe to re-run, resumes
+    /// after a crash.
     Run,
     /// Check config, kubeconfig, state dir, system bus, disk space and clock
     /// without changing anything.
@@ -68,10 +69,42 @@ pub enum Command {
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(MetadataCommand),
+    /// Upgrade this agent to the newest version of its major (seed 003):
+    /// found through the metadata search path (`sources`), verified,
+    /// checked to run here, installed over agent.binary with the previous
+    /// one kept for --rollback.
+    Upgrade(UpgradeArgs),
     /// Validate the configuration file and print the settings in effect.
     CheckConfig,
-    /// Print the version.
-    Version,
+    /// Print the version (--json: version, arch, the versions an upgrade
+    /// takes without --major).
+    Version {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// Only the newest of the running major.minor.
+    #[arg(long, conflicts_with_all = ["major", "to", "rollback"])]
+    pub patch: bool,
+    /// Also a newer major (may change the configuration or the flow: read
+    /// its release notes first).
+    #[arg(long, conflicts_with_all = ["to", "rollback"])]
+    pub major: bool,
+    /// Exactly this version, also an older one (the only way to downgrade).
+    #[arg(long, value_name = "VERSION", conflicts_with = "rollback")]
+    pub to: Option<String>,
+    /// Say what would be installed, install nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Put the previous agent back (agent.binary.previous).
+    #[arg(long)]
+    pub rollback: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -218,6 +251,54 @@ pub struct FindArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+}
+
+fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
+    use crate::upgrade::{self, UpgradeAction, choice::Reach};
+    let rt = runtime()?;
+    let out = if args.rollback {
+        rt.block_on(upgrade::rollback(config))?
+    } else {
+        let reach = match (&args.to, args.patch, args.major) {
+            (Some(v), _, _) => Reach::To(crate::upgrade::choice::parse(v).ok_or_else(|| {
+                Error::bad_input(format!("--to {v:?} is not a semantic version like 1.4.2"))
+            })?),
+            (None, true, _) => Reach::Patch,
+            (None, _, true) => Reach::Major,
+            (None, false, false) => Reach::Minor,
+        };
+        rt.block_on(upgrade::upgrade(config, &reach, args.dry_run))?
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&out).expect("serializes"));
+    } else {
+        match (out.action, &out.to) {
+            (UpgradeAction::Upgraded, Some(to)) => println!(
+                "node-bootstrap {} -> {to} installed at {} (previous kept for --rollback)",
+                out.running,
+                out.binary.display()
+            ),
+            (UpgradeAction::WouldUpgrade, Some(to)) => println!(
+                "would install node-bootstrap {to} from {} (running {})",
+                out.url.as_deref().unwrap_or("?"),
+                out.running
+            ),
+            (UpgradeAction::RolledBack, Some(to)) => println!(
+                "rolled back to node-bootstrap {to} at {}",
+                out.binary.display()
+            ),
+            _ => println!("node-bootstrap {} is current", out.running),
+        }
+    }
+    match &out.newer_major {
+        Some(newest) if out.action == UpgradeAction::Current => Err(Error::refused(format!(
+            "node-bootstrap {newest} exists, but this agent ({}) upgrades within its major; \
+             `node-bootstrap upgrade --major` installs {newest} (a new major may change the \
+             configuration or the flow: read its release notes first)",
+            out.running
+        ))),
+        _ => Ok(exit::SUCCESS),
+    }
 }
 
 /// The addon subcommand as the addon subsystem takes it.
@@ -445,10 +526,16 @@ fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
 
 fn dispatch(cli: Cli) -> Result<u8> {
     match &cli.command {
-        Command::Version => {
-            println!("node-bootstrap {}", env!("CARGO_PKG_VERSION"));
+        Command::Version { json } => {
+            let info = crate::upgrade::identity::info();
+            if *json {
+                println!("{}", serde_json::to_string(&info).expect("serializes"));
+            } else {
+                println!("node-bootstrap {}", info.version);
+            }
             Ok(exit::SUCCESS)
         }
+        Command::Upgrade(args) => upgrade_command(&load(&cli)?, args),
         Command::CheckConfig => {
             let config = load(&cli)?;
             println!("{config:#?}");

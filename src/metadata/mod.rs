@@ -391,11 +391,7 @@ fn serve(
     query: &ArtifactQuery,
 ) -> std::result::Result<(String, String, Artifact), String> {
     let id = &query.product_id;
-    let product = loaded
-        .products
-        .iter()
-        .find_map(|p| p.products.get(id))
-        .ok_or_else(|| format!("no product {id}"))?;
+    let product = product_in(loaded, id)?;
     let pick = format::select(product, &query.version).ok_or_else(|| {
         format!(
             "product {id} has no {} (has: {})",
@@ -412,6 +408,109 @@ fn serve(
         pick.item_name.to_string(),
         item,
     ))
+}
+
+/// The product `id` in a location's metadata, or why not (naming the
+/// products of the same name for other arches or series, if any: "this
+/// mirror only has arm64").
+fn product_in<'a>(
+    loaded: &'a Loaded,
+    id: &str,
+) -> std::result::Result<&'a format::Product, String> {
+    if let Some(p) = loaded.products.iter().find_map(|p| p.products.get(id)) {
+        return Ok(p);
+    }
+    let stem = id.rsplit_once(':').map_or(id, |(s, _)| s);
+    let stem = stem.rsplit_once(':').map_or(stem, |(s, _)| s);
+    let mut others: Vec<&str> = loaded
+        .products
+        .iter()
+        .flat_map(|p| p.products.keys())
+        .filter(|k| k.starts_with(&format!("{stem}:")))
+        .map(String::as_str)
+        .collect();
+    others.sort();
+    Err(if others.is_empty() {
+        format!("no product {id}")
+    } else {
+        format!("no product {id} (it has {})", others.join(", "))
+    })
+}
+
+/// Every downloadable item of one product along the whole search path,
+/// each location read with the usual trust rules (signed first, unsigned
+/// only where allowed, tampered metadata disqualifying the location), in
+/// search order; and why the other locations offered none.
+#[derive(Debug, Clone, Default)]
+pub struct Offers {
+    pub items: Vec<Found>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// [`Offers`] of `product_id`; an error when no location offers any item.
+pub async fn find_all(config: &Config, product_id: &str) -> Result<Offers> {
+    let keyring = load_keyring(config);
+    let mut offers = Offers::default();
+    let (mut tampered, mut unreachable) = (false, false);
+    for (kind, loc) in search_path(config) {
+        let mut skip = |reason: String| {
+            tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %product_id,
+                reason = %reason, "location offers nothing");
+            offers.skipped.push(Skipped {
+                kind,
+                location: loc.to_string(),
+                reason,
+            });
+        };
+        let loaded = match load_location(config, kind, &loc, &keyring, Some(product_id)).await {
+            Ok(l) => l,
+            Err(Miss::Plain(r)) => {
+                skip(r);
+                continue;
+            }
+            Err(Miss::Tampered(r)) => {
+                tampered = true;
+                skip(r);
+                continue;
+            }
+            Err(Miss::Unreachable(r)) => {
+                unreachable = true;
+                skip(r);
+                continue;
+            }
+        };
+        let product = match product_in(&loaded, product_id) {
+            Ok(p) => p,
+            Err(r) => {
+                skip(r);
+                continue;
+            }
+        };
+        for (version_name, item_name, item) in product.downloads() {
+            match item.artifact(item_name, version_name) {
+                Ok(item) => offers.items.push(Found {
+                    kind,
+                    location: loc.to_string(),
+                    signed: loaded.signed,
+                    product_id: product_id.to_string(),
+                    version: item.version.clone(),
+                    version_name: version_name.to_string(),
+                    item_name: item_name.to_string(),
+                    url: loc.resolve(&item.path),
+                    item,
+                    skipped: Vec::new(),
+                    base: Some(loc.clone()),
+                }),
+                Err(e) => tracing::warn!(step = "metadata", location = %loc, product = %product_id,
+                    reason = %e, "ignoring a bad item"),
+            }
+        }
+    }
+    if offers.items.is_empty() {
+        let q = ArtifactQuery::by_id(product_id, VersionMatch::Latest);
+        return Err(not_found(&[q], &offers.skipped, tampered, unreachable));
+    }
+    Ok(offers)
 }
 
 /// The error when no location served any query: what was wanted, why each
@@ -499,18 +598,31 @@ pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
 /// before it appears there ([`fsutil::AtomicFile`]); a bad download is
 /// removed.
 pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<()> {
-    let loc = found
-        .base
-        .as_ref()
-        .ok_or_else(|| Error::internal("Found without a location"))?;
     let mut out = fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC)
         .ctx(ErrorClass::Internal, || {
             format!("failed to create a file beside {}", dest.display())
         })?;
+    fetch_into(config, found, &mut out).await?;
+    out.commit().ctx(ErrorClass::Internal, || {
+        format!("failed to put {} in place", dest.display())
+    })
+}
+
+/// Downloads the item `found` names into `out` and verifies its size and
+/// hashes; `out` stays under its temp name for the caller to commit.
+pub async fn fetch_into(
+    config: &Config,
+    found: &Found,
+    out: &mut fsutil::AtomicFile,
+) -> Result<()> {
+    let loc = found
+        .base
+        .as_ref()
+        .ok_or_else(|| Error::internal("Found without a location"))?;
     match loc
         .fetch_to(
             &found.item.path,
-            &mut out,
+            out,
             config.sources.timeout,
             config.sources.attempts,
             found.item.size,
@@ -526,10 +638,7 @@ pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<(
         }
         Err(FetchError::Failed(e)) => return Err(e),
     }
-    verify_file(out.temp_path(), &found.item, &found.url)?;
-    out.commit().ctx(ErrorClass::Internal, || {
-        format!("failed to put {} in place", dest.display())
-    })
+    verify_file(out.temp_path(), &found.item, &found.url)
 }
 
 /// What `metadata generate` wrote.

@@ -307,6 +307,9 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 /// Flow steps the config turns off (shown as skipped, not pending).
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
+    if config.agent.upgrade == crate::upgrade::config::AutoUpgrade::Off {
+        off.push(crate::journal::Step::AgentUpgrade.name());
+    }
     if !config.addon.enabled {
         off.push(crate::journal::Step::DockerAddon.name());
     }
