@@ -255,6 +255,13 @@ pub struct FindArgs {
 
 fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
     use crate::upgrade::{self, UpgradeAction, choice::Reach};
+    // Not beside a running `run` (which may be upgrading the agent itself).
+    let _lock =
+        crate::fsutil::RunLock::acquire(&config.paths.run_lock(), crate::flow::command::LOCK_WAIT)?;
+    if let Some(dir) = config.agent.binary.parent() {
+        // What an interrupted upgrade left: staged binaries, link temps.
+        let _ = crate::fsutil::remove_stale_temps(dir);
+    }
     let rt = runtime()?;
     let out = if args.rollback {
         rt.block_on(upgrade::rollback(config))?

@@ -16,6 +16,11 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// `node-bootstrap run`: the ExecStart of k8s-node-bootstrap.service.
 pub async fn run(config: &Config) -> Result<()> {
     let _lock = RunLock::acquire(&config.paths.run_lock(), LOCK_WAIT)?;
+    info!(
+        step = "run",
+        version = crate::upgrade::identity::version(),
+        "node-bootstrap run started"
+    );
     if config.paths.kubelet_env.exists() {
         info!(step = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
         return Ok(());

@@ -149,6 +149,8 @@ enum Miss {
 struct Loaded {
     signed: bool,
     products: Vec<Products>,
+    /// Every product id the index lists (also of the files not read).
+    listed: Vec<String>,
 }
 
 /// How a location is read: where, with which settings and keys.
@@ -197,7 +199,16 @@ async fn load_location(
         };
         products.push(r.products(&rel).await?);
     }
-    Ok(Loaded { signed, products })
+    let listed = index
+        .index
+        .values()
+        .flat_map(|e| e.products.iter().cloned())
+        .collect();
+    Ok(Loaded {
+        signed,
+        products,
+        listed,
+    })
 }
 
 impl Reader<'_> {
@@ -426,10 +437,12 @@ fn product_in<'a>(
         .products
         .iter()
         .flat_map(|p| p.products.keys())
+        .chain(&loaded.listed)
         .filter(|k| k.starts_with(&format!("{stem}:")))
         .map(String::as_str)
         .collect();
     others.sort();
+    others.dedup();
     Err(if others.is_empty() {
         format!("no product {id}")
     } else {
