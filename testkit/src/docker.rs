@@ -41,19 +41,11 @@ pub fn can_run() -> Result<()> {
     Ok(())
 }
 
-/// Skips (returns `true`) with a reason when a private dockerd cannot run;
-/// under `CI=true` it panics instead.
-pub fn skip_unless_possible(test: &str) -> bool {
-    match can_run() {
-        Ok(()) => false,
-        Err(e) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: a private dockerd must run in CI but cannot: {e}");
-            }
-            eprintln!("SKIPPED {test}: a private dockerd cannot run here: {e}");
-            true
-        }
-    }
+/// Skips the running test (returns `true`) with a reason when a private
+/// dockerd cannot run; under `CI=true` it panics instead (see
+/// [`crate::skip_because`]).
+pub fn skip_unless_possible() -> bool {
+    crate::skip_unless(can_run(), "a private dockerd cannot run here")
 }
 
 impl PrivateDockerd {
