@@ -23,6 +23,9 @@ pub const BUSYBOX: &str = "/bin/busybox";
 pub struct PrivateDockerd {
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// A running dockerd loads the host: the fleet's timing waits for it
+    /// to be gone (see `crate::hostload`). Dropped after the daemon.
+    _load: crate::hostload::Guard,
 }
 
 /// Why a private dockerd cannot run here, if it cannot.
@@ -52,6 +55,7 @@ impl PrivateDockerd {
     /// Starts the daemon and waits (up to 30 s) until it answers `/_ping`.
     pub fn start() -> Result<PrivateDockerd> {
         can_run()?;
+        let load = crate::hostload::shared();
         // Short path: containerd's socket lives below it (108-byte limit).
         let dir = tempfile::Builder::new()
             .prefix("nbd-")
@@ -86,6 +90,7 @@ impl PrivateDockerd {
         let mut me = PrivateDockerd {
             dir,
             child: Some(child),
+            _load: load,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

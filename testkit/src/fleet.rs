@@ -354,6 +354,9 @@ fn write_node(dir: &Path, i: usize, pki: &Pki, url: &str, o: &FleetOptions) -> R
 /// Runs the fleet to its end: every process exits once its attempts are
 /// used up (or is killed after a generous deadline, and reported so).
 pub fn run_fleet(o: &FleetOptions) -> Result<FleetResult> {
+    // The arrival times are the result: no private dockerd starting beside
+    // the fleet in this process (see `crate::hostload`).
+    let _quiet = crate::hostload::exclusive();
     let dir = tempfile::Builder::new().prefix("nb-fleet-").tempdir()?;
     let bus = FleetBus::start(dir.path())?;
     let rt = crate::server_runtime(2)?;

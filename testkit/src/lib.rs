@@ -9,6 +9,7 @@ pub mod fake_update_engine;
 pub mod faults;
 pub mod files;
 pub mod fleet;
+pub mod hostload;
 pub mod pkgserver;
 pub mod powerloss;
 pub mod s3;
