@@ -26,6 +26,10 @@ use std::path::{Path, PathBuf};
 pub const OS_RELEASE: &str = "/usr/lib/os-release";
 /// Where Ignition puts the agent (the units' `ExecStart=` runs it there).
 pub const AGENT_PATH: &str = "/opt/bin/node-bootstrap";
+/// The agent's config file (the units' `NODE_BOOTSTRAP_CONFIG`).
+pub const CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
+/// The kubeconfig the agent reads (its default `paths.kubeconfig`).
+pub const KUBECONFIG_PATH: &str = "/etc/kubernetes/kubeconfig";
 /// Where Container Linux has kubelet-wrapper (kubelet.service runs it).
 pub const KUBELET_WRAPPER_PATH: &str = "/usr/lib/coreos/kubelet-wrapper";
 /// The six units of a node (the path units matter only on the bootkube
@@ -173,11 +177,7 @@ impl AgentNode {
         install_units(&n, UNITS)?;
         n.install_file(&crate::cli::agent_binary(), AGENT_PATH, 0o755)?;
         install_kubelet_wrapper(&n)?;
-        n.write(
-            "/etc/node-bootstrap/config.json",
-            serde_json::to_vec_pretty(&self.config)?,
-            0o644,
-        )?;
+        n.write(CONFIG_PATH, serde_json::to_vec_pretty(&self.config)?, 0o644)?;
         n.write("/etc/kubernetes/installer/kubelet.env", &self.seed, 0o644)?;
         n.write(
             OS_RELEASE,
@@ -185,7 +185,7 @@ impl AgentNode {
             0o644,
         )?;
         if let Some(kc) = &self.kubeconfig {
-            n.write("/etc/kubernetes/kubeconfig", kc, 0o600)?;
+            n.write(KUBECONFIG_PATH, kc, 0o600)?;
         }
         let mut enable = vec!["k8s-node-bootstrap.service", "kubelet.service"];
         if let Some(args) = &self.update_engine {
@@ -288,8 +288,6 @@ pub const SEED_KUBELET_ENV: &str =
 /// processes) before any update.
 pub const OS_RELEASE_TEXT: &str =
     "ID=coreos\nVERSION=1520.3.0\nVERSION_ID=1520.3.0\nCOREOS_BOARD=amd64-usr\n";
-pub const KUBECONFIG_PATH: &str = "/etc/kubernetes/kubeconfig";
-pub const CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
 
 /// The fake update_engine as a unit of the node.
 #[derive(Debug, Clone)]
