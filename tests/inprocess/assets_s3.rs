@@ -646,14 +646,17 @@ fn a_256_mib_bundle_is_pulled_in_parallel_parts_with_flat_memory() {
     assert!(big_rss < 128 * 1024, "peak RSS {big_rss} KiB");
 }
 
-/// The 1 GiB benchmark: `NODE_BOOTSTRAP_BENCH=1 cargo test --release? no:
-/// cargo test --test assets_s3 bench_1_gib -- --nocapture`. Skipped unless
+/// The 1 GiB benchmark: `NODE_BOOTSTRAP_BENCH=1 cargo test --test inprocess
+/// assets_s3::bench_1_gib -- --nocapture`. Skipped (also in CI) unless
 /// NODE_BOOTSTRAP_BENCH=1 (moto copies the object for every ranged GET, so
 /// this measures moto as much as the agent; bench/assets.sh uses Garage).
 #[test]
 fn bench_1_gib() {
     if std::env::var("NODE_BOOTSTRAP_BENCH").as_deref() != Ok("1") {
-        eprintln!("SKIPPED bench_1_gib: set NODE_BOOTSTRAP_BENCH=1 to run the 1 GiB benchmark");
+        eprintln!(
+            "SKIPPED {}: set NODE_BOOTSTRAP_BENCH=1 to run the 1 GiB benchmark",
+            testkit::test_name()
+        );
         return;
     }
     if skip_unless_s3() {
