@@ -48,6 +48,11 @@ pub fn files_below(dir: &Path) -> Vec<PathBuf> {
 /// A gzipped tar (what an asset bundle is) of regular files given as
 /// `(path, contents, mode)`, in that order.
 pub fn targz(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
+    targz_with_links(files, &[])
+}
+
+/// Like [`targz`], followed by symbolic links given as `(path, target)`.
+pub fn targz_with_links(files: &[(&str, &[u8], u32)], links: &[(&str, &str)]) -> Vec<u8> {
     let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut b = tar::Builder::new(gz);
     for (path, data, mode) in files {
@@ -57,6 +62,14 @@ pub fn targz(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
         h.set_entry_type(tar::EntryType::Regular);
         b.append_data(&mut h, path, *data)
             .expect("appending to a tar");
+    }
+    for (path, target) in links {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        h.set_mode(0o777);
+        b.append_link(&mut h, path, target)
+            .expect("appending a link to a tar");
     }
     b.into_inner()
         .expect("finishing a tar")

@@ -18,24 +18,10 @@ fn sha256(b: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(b))
 }
 
-/// A tar.gz with the given (path, contents, mode) regular files.
+/// A tar.gz with the given (path, contents, mode) regular files and the
+/// link `current-manifests -> manifests`.
 fn targz(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
-    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut b = tar::Builder::new(gz);
-    for (path, data, mode) in files {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(*mode);
-        h.set_entry_type(tar::EntryType::Regular);
-        b.append_data(&mut h, path, *data).unwrap();
-    }
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Symlink);
-    h.set_size(0);
-    h.set_mode(0o777);
-    b.append_link(&mut h, "current-manifests", "manifests")
-        .unwrap();
-    b.into_inner().unwrap().finish().unwrap()
+    testkit::files::targz_with_links(files, &[("current-manifests", "manifests")])
 }
 
 fn multi_file_bundle() -> Vec<u8> {
