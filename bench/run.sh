@@ -14,9 +14,10 @@
 # (bench/assets.sh: assets pull vs aws s3 cp on Garage), fleet (hundreds of
 # agents retrying a failing API server: request-rate histogram).
 #
-# Builds what it needs: the workspace's debug binaries (harness
-# `nb-bench`, `fake-update-engine`) and a release build of node-bootstrap
-# into $BENCH_CACHE (default target/bench), plus Garage there on first use.
+# Builds what it needs: the harness `nb-bench` (crate benchkit/) and
+# testkit's `fake-update-engine` (debug), and a release build of
+# node-bootstrap into $BENCH_CACHE (default target/bench), plus Garage there
+# on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -32,11 +33,11 @@ for t in /usr/bin/time ldd column; do
     command -v "$t" >/dev/null || { log "$t is missing (apt-get install time bsdextrautils)"; exit 1; }
 done
 
-log "building (debug workspace binaries; release node-bootstrap into $BENCH_CACHE)"
-cargo build --quiet --workspace --bins
+log "building (nb-bench and fake-update-engine; release node-bootstrap into $BENCH_CACHE)"
+cargo build --quiet -p benchkit -p testkit --bins
 cargo build --quiet --release --bin node-bootstrap --target-dir "$BENCH_CACHE"
 BIN=$BENCH_CACHE/release/node-bootstrap
-H=$ROOT/target/debug/nb-bench
+H=${CARGO_TARGET_DIR:-$ROOT/target}/debug/nb-bench
 
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Checks that the unit tests on the simulated node guard the settings they
-# are about: for each setting, remove it from a copy of units/, run the test
-# that checks it, and require that test to FAIL. Prints one line per
+# Checks that the unit tests on the simulated node (the node tier's
+# tests/node/node_units.rs) guard the settings they are about: for each
+# setting, remove it from a copy of units/, run the test that checks it
+# (`cargo test --test node node_units::<test>`, with NODE_BOOTSTRAP_UNITS_DIR
+# pointing at the copy), and require that test to FAIL. Prints one line per
 # mutation and exits non-zero if any mutation survives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +32,7 @@ for m in "${mutations[@]}"; do
   cp units/* "$dir/"
   grep -qxF "$line" "$dir/$unit" || { echo "mutation setup: '$line' not found in $unit" >&2; exit 2; }
   grep -vxF "$line" "$dir/$unit" > "$dir/$unit.new" && mv "$dir/$unit.new" "$dir/$unit"
-  if NODE_BOOTSTRAP_UNITS_DIR="$dir" cargo test -q --test node_units "$test" >"$dir/log" 2>&1; then
+  if NODE_BOOTSTRAP_UNITS_DIR="$dir" cargo test -q --test node "node_units::$test" >"$dir/log" 2>&1; then
     echo "SURVIVED  $unit without '$line': $test still passes"
     survived=$((survived + 1))
   else

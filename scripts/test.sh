@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Sets up and runs every test: unit tests, integration tests against real
-# servers, and end-to-end tests on simulated nodes (needs root).
+# Sets up and runs every test (needs root): the crates' unit tests, then the
+# four tiers of tests/ (README "Two commands"): inprocess (any user: temp
+# dirs, loopback servers, property tests, the real simplestreams tools),
+# host (root: private system bus, private dockerd), node (simulated nodes)
+# and delivery (terraform, Ignition, push over SSH); then the mutation check
+# of the node tier's unit tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

@@ -1,7 +1,7 @@
 # Renders the example Ignition configs checked in under ignition/examples/,
 # from the modules in terraform/modules and the inputs in ./inputs. No
 # providers: scripts/render-ignition.sh applies it and writes the files, and
-# tests/delivery_ignition.rs fails if the checked-in files are stale.
+# tests/delivery/delivery_ignition.rs fails if the checked-in files are stale.
 #
 # The inputs are examples (a made-up mirror, binary hash, CA, token); real
 # clusters pass their own through the same modules.

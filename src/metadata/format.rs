@@ -289,13 +289,16 @@ fn expand_aliases(v: &mut Value, aliases: &Map<String, Value>) {
     }
 }
 
+/// One named child of a level: its key and its object.
+type Child<'a> = (&'a String, &'a Map<String, Value>);
+
 /// The children of one level (`products`, `versions` or `items`), each an
 /// object; `parent` names the level for messages.
 fn children<'a>(
     level: &'a Map<String, Value>,
     key: &str,
     parent: &str,
-) -> Result<Vec<(&'a String, &'a Map<String, Value>)>, String> {
+) -> Result<Vec<Child<'a>>, String> {
     let kind = key.strip_suffix('s').unwrap_or(key);
     match level.get(key) {
         None => Ok(Vec::new()),

@@ -1,19 +1,75 @@
-//! A simulated node running the real agent: the project's units, the built
-//! `node-bootstrap` at `/opt/bin/node-bootstrap`, its config, the seed
-//! files, an os-release of its own at the real path (switched to the staged
-//! version before the boot after an update, as a machine's bootloader
-//! would), the kubelet-wrapper stand-in, and optionally the fake
-//! update_engine as a D-Bus service and a
-//! kubeconfig for a [`Cluster`] (the API server stand-in on host loopback,
-//! which the node reaches because it shares the host's network namespace).
+//! A simulated node running the real agent: the project's units, the
+//! agent at `/opt/bin/node-bootstrap`, its config, the seed files, an
+//! os-release of its own at the real path (switched to the staged version
+//! before the boot after an update, as a machine's bootloader would), the
+//! kubelet-wrapper stand-in, and optionally the fake update_engine as a
+//! D-Bus service and a kubeconfig for a [`Cluster`] (the API server
+//! stand-in on host loopback, which the node reaches because it shares the
+//! host's network namespace).
+//!
+//! Two ways to build one: [`AgentNode`], the builder tests use (this
+//! workspace's binaries, a worker with test-sized timeouts, merged config
+//! patches), and [`AgentNodeSpec`] + [`agent_node`], where everything is
+//! explicit (any agent binary, e.g. a release build; the config as text),
+//! for the power-loss rig (`crate::powerloss`) and the benchmarks
+//! (`benchkit`). Both install the node's pieces with the same functions
+//! ([`install_units`], [`install_kubelet_wrapper`], [`install_update_engine`]),
+//! which tests with a node of their own (the agent stub) use too.
 
 use crate::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
 use crate::simnode::SimNode;
-use anyhow::Result;
+use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 
 /// The node's OS identity, where Flatcar and the agent's default have it.
 pub const OS_RELEASE: &str = "/usr/lib/os-release";
+/// Where Ignition puts the agent (the units' `ExecStart=` runs it there).
+pub const AGENT_PATH: &str = "/opt/bin/node-bootstrap";
+/// The agent's config file (the units' `NODE_BOOTSTRAP_CONFIG`).
+pub const CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
+/// The kubeconfig the agent reads (its default `paths.kubeconfig`).
+pub const KUBECONFIG_PATH: &str = "/etc/kubernetes/kubeconfig";
+/// Where Container Linux has kubelet-wrapper (kubelet.service runs it).
+pub const KUBELET_WRAPPER_PATH: &str = "/usr/lib/coreos/kubelet-wrapper";
+/// The six units of a node (the path units matter only on the bootkube
+/// master).
+pub const UNITS: &[&str] = &[
+    "k8s-node-bootstrap.service",
+    "kubelet.service",
+    "bootkube.path",
+    "bootkube.service",
+    "tectonic.path",
+    "tectonic.service",
+];
+/// The steps of the state journal, in the order a first boot runs them
+/// (README "The flow on a node").
+pub const STEPS: &[&str] = &[
+    "assets",
+    "cluster-version",
+    "os-update",
+    "docker-addon",
+    "reboot",
+    "kubelet-env",
+];
+
+/// Installs `units` (names of `units/`, or of `NODE_BOOTSTRAP_UNITS_DIR`:
+/// see [`crate::unit_file`]) on a node, before boot.
+pub fn install_units(n: &SimNode, units: &[&str]) -> Result<()> {
+    let paths: Vec<_> = units.iter().map(|u| crate::unit_file(u)).collect();
+    n.install_units(&paths)
+}
+
+/// Installs the kubelet-wrapper stand-in (`testkit/standins/`: records
+/// each start and its environment, then sleeps) where the OS has the real
+/// one, before boot.
+pub fn install_kubelet_wrapper(n: &SimNode) -> Result<()> {
+    n.install_file(
+        &crate::standin("kubelet-wrapper"),
+        KUBELET_WRAPPER_PATH,
+        0o755,
+    )
+}
 pub const SEED_URL: &str = "quay.io/coreos/hyperkube";
 pub const SEED_TAG: &str = "v1.8.4_coreos.0";
 
@@ -26,10 +82,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(opts: ApiServerOptions) -> Result<Cluster> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()?;
+        let rt = crate::server_runtime(1)?;
         let pki = Pki::generate();
         let api = rt.block_on(FakeApiServer::start(&pki, opts))?;
         Ok(Cluster { pki, api, rt })
@@ -121,33 +174,10 @@ impl AgentNode {
 
     pub fn build(self) -> Result<SimNode> {
         let mut n = SimNode::new(&self.name)?;
-        let units: Vec<_> = [
-            "k8s-node-bootstrap.service",
-            "kubelet.service",
-            "bootkube.path",
-            "bootkube.service",
-            "tectonic.path",
-            "tectonic.service",
-        ]
-        .iter()
-        .map(|u| crate::unit_file(u))
-        .collect();
-        n.install_units(&units)?;
-        n.install_file(
-            &crate::built_binary("node-bootstrap"),
-            "/opt/bin/node-bootstrap",
-            0o755,
-        )?;
-        n.install_file(
-            &crate::standin("kubelet-wrapper"),
-            "/usr/lib/coreos/kubelet-wrapper",
-            0o755,
-        )?;
-        n.write(
-            "/etc/node-bootstrap/config.json",
-            serde_json::to_vec_pretty(&self.config)?,
-            0o644,
-        )?;
+        install_units(&n, UNITS)?;
+        n.install_file(&crate::cli::agent_binary(), AGENT_PATH, 0o755)?;
+        install_kubelet_wrapper(&n)?;
+        n.write(CONFIG_PATH, serde_json::to_vec_pretty(&self.config)?, 0o644)?;
         n.write("/etc/kubernetes/installer/kubelet.env", &self.seed, 0o644)?;
         n.write(
             OS_RELEASE,
@@ -155,28 +185,12 @@ impl AgentNode {
             0o644,
         )?;
         if let Some(kc) = &self.kubeconfig {
-            n.write("/etc/kubernetes/kubeconfig", kc, 0o600)?;
+            n.write(KUBECONFIG_PATH, kc, 0o600)?;
         }
         let mut enable = vec!["k8s-node-bootstrap.service", "kubelet.service"];
         if let Some(args) = &self.update_engine {
-            n.install_file(
-                &crate::standin("com.coreos.update1.conf"),
-                "/etc/dbus-1/system.d/com.coreos.update1.conf",
-                0o644,
-            )?;
-            let bin = crate::built_binary("fake-update-engine");
-            n.write(
-                "/etc/systemd/system/update-engine.service",
-                format!(
-                    "[Unit]\nDescription=update_engine stand-in\n\n[Service]\nType=dbus\nBusName=com.coreos.update1\n\
-                     ExecStart={} {}\n\n[Install]\nWantedBy=multi-user.target\n",
-                    bin.display(),
-                    args.join(" ")
-                ),
-                0o644,
-            )?;
+            install_update_engine(&mut n, &crate::built_binary("fake-update-engine"), args)?;
             enable.push("update-engine.service");
-            crate::fake_update_engine::boot_into_pending_updates(&mut n, OS_RELEASE);
         }
         if self.master {
             enable.extend(["bootkube.path", "tectonic.path"]);
@@ -191,6 +205,32 @@ impl AgentNode {
         n.enable(&enable)?;
         Ok(n)
     }
+}
+
+/// Runs `binary` (the fake update_engine) with `args` as
+/// `update-engine.service` on the node's own system bus, with the shipped
+/// D-Bus policy (`com.coreos.update1.conf`), and makes the node boot into an
+/// OS update it staged (see
+/// [`boot_into_pending_updates`](crate::fake_update_engine::boot_into_pending_updates)).
+/// Before boot; the caller enables `update-engine.service`.
+pub fn install_update_engine(n: &mut SimNode, binary: &Path, args: &[String]) -> Result<()> {
+    n.install_file(
+        &crate::standin("com.coreos.update1.conf"),
+        "/etc/dbus-1/system.d/com.coreos.update1.conf",
+        0o644,
+    )?;
+    n.write(
+        "/etc/systemd/system/update-engine.service",
+        format!(
+            "[Unit]\nDescription=update_engine stand-in\n\n[Service]\nType=dbus\nBusName=com.coreos.update1\n\
+             ExecStart={} {}\n\n[Install]\nWantedBy=multi-user.target\n",
+            binary.display(),
+            args.join(" ")
+        ),
+        0o644,
+    )?;
+    crate::fake_update_engine::boot_into_pending_updates(n, OS_RELEASE);
+    Ok(())
 }
 
 /// The kubelet-wrapper stand-in's record of its starts.
@@ -238,4 +278,139 @@ pub fn hold_shutdown(n: &SimNode) -> Result<()> {
         0o644,
     )?;
     n.enable(&["hold-shutdown.service"])
+}
+
+/// The seed kubelet.env of an [`AgentNodeSpec`] node (and of the fleet's
+/// processes): the tag of the cluster the power-loss rig's API server runs.
+pub const SEED_KUBELET_ENV: &str =
+    "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n";
+/// The os-release of an [`AgentNodeSpec`] node (and of the fleet's
+/// processes) before any update.
+pub const OS_RELEASE_TEXT: &str =
+    "ID=coreos\nVERSION=1520.3.0\nVERSION_ID=1520.3.0\nCOREOS_BOARD=amd64-usr\n";
+
+/// The fake update_engine as a unit of the node.
+#[derive(Debug, Clone)]
+pub struct UpdateEngineUnit {
+    /// Host path of the `fake-update-engine` binary (visible inside the node
+    /// at the same path, through the overlay's lower dir).
+    pub binary: PathBuf,
+    /// Extra arguments, e.g. `--scenario update --step-ms 100`.
+    pub args: Vec<String>,
+}
+
+/// A node with the real agent where everything is given explicitly (any
+/// agent binary, e.g. a release build; the config as text; drop-ins and
+/// more units), for the power-loss rig and the benchmarks; tests use the
+/// [`AgentNode`] builder instead. Built by [`agent_node`].
+#[derive(Debug, Clone)]
+pub struct AgentNodeSpec {
+    pub name: String,
+    /// Host path of the agent binary.
+    pub agent: PathBuf,
+    /// The agent's config (JSON text).
+    pub config: String,
+    /// The kubeconfig text, if any.
+    pub kubeconfig: Option<String>,
+    pub update_engine: Option<UpdateEngineUnit>,
+    /// Drop-ins: (unit, name, contents).
+    pub drop_ins: Vec<(String, String, String)>,
+    /// More unit files to install, and units to enable.
+    pub extra_units: Vec<PathBuf>,
+    pub extra_enable: Vec<String>,
+}
+
+impl AgentNodeSpec {
+    pub fn new(name: &str, agent: &Path, config: impl Into<String>) -> Self {
+        AgentNodeSpec {
+            name: name.to_string(),
+            agent: agent.to_path_buf(),
+            config: config.into(),
+            kubeconfig: None,
+            update_engine: None,
+            drop_ins: Vec::new(),
+            extra_units: Vec::new(),
+            extra_enable: Vec::new(),
+        }
+    }
+}
+
+/// A node (not booted) with the real agent as described by `spec`.
+pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
+    let mut n = SimNode::new(&spec.name)?;
+    install_units(&n, UNITS)?;
+    install_kubelet_wrapper(&n)?;
+    n.write(
+        "/etc/kubernetes/installer/kubelet.env",
+        SEED_KUBELET_ENV,
+        0o644,
+    )?;
+    n.write(OS_RELEASE, OS_RELEASE_TEXT, 0o644)?;
+    n.install_file(&spec.agent, AGENT_PATH, 0o755)
+        .with_context(|| format!("installing the agent {}", spec.agent.display()))?;
+    n.write(CONFIG_PATH, &spec.config, 0o644)?;
+    if let Some(kc) = &spec.kubeconfig {
+        n.write(KUBECONFIG_PATH, kc, 0o600)?;
+    }
+    let mut enable = vec!["k8s-node-bootstrap.service", "kubelet.service"];
+    if let Some(ue) = &spec.update_engine {
+        install_update_engine(&mut n, &ue.binary, &ue.args)?;
+        enable.push("update-engine.service");
+    }
+    n.install_units(&spec.extra_units)?;
+    enable.extend(spec.extra_enable.iter().map(String::as_str));
+    for (unit, name, contents) in &spec.drop_ins {
+        n.drop_in(unit, name, contents)?;
+    }
+    n.enable(&enable)?;
+    Ok(n)
+}
+
+/// Checks the node's kubelet.env: present, parseable systemd EnvironmentFile
+/// lines, every seed key, and the image tag of `cluster_version`.
+pub fn check_kubelet_env(text: &str, cluster_version: &str) -> Result<()> {
+    let want_tag = cluster_version.replace('+', "_");
+    let mut keys = std::collections::BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = l.split_once('=') else {
+            bail!("kubelet.env line {}: {line:?} is not KEY=value", i + 1);
+        };
+        let v = v.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(v);
+        keys.insert(k.trim().to_string(), v.to_string());
+    }
+    if !text.ends_with('\n') {
+        bail!("kubelet.env does not end with a newline (truncated?): {text:?}");
+    }
+    match keys.get("KUBELET_IMAGE_URL").map(String::as_str) {
+        Some("quay.io/coreos/hyperkube") => {}
+        other => bail!("kubelet.env KUBELET_IMAGE_URL is {other:?}: {text:?}"),
+    }
+    match keys.get("KUBELET_IMAGE_TAG") {
+        Some(t) if *t == want_tag => {}
+        other => bail!("kubelet.env KUBELET_IMAGE_TAG is {other:?}, want {want_tag:?}: {text:?}"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubelet_env_check_accepts_the_real_file_and_rejects_truncation() {
+        let good = "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n";
+        check_kubelet_env(good, "v1.9.6+coreos.0").unwrap();
+        assert!(check_kubelet_env(&good[..good.len() - 5], "v1.9.6+coreos.0").is_err());
+        assert!(check_kubelet_env(&good[..40], "v1.9.6+coreos.0").is_err());
+        assert!(check_kubelet_env(good, "v1.10.2+coreos.0").is_err());
+        assert!(check_kubelet_env("", "v1.9.6+coreos.0").is_err());
+    }
 }

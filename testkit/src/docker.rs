@@ -23,6 +23,9 @@ pub const BUSYBOX: &str = "/bin/busybox";
 pub struct PrivateDockerd {
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// A running dockerd loads the host: the fleet's timing waits for it
+    /// to be gone (see `crate::hostload`). Dropped after the daemon.
+    _load: crate::hostload::Guard,
 }
 
 /// Why a private dockerd cannot run here, if it cannot.
@@ -41,25 +44,18 @@ pub fn can_run() -> Result<()> {
     Ok(())
 }
 
-/// Skips (returns `true`) with a reason when a private dockerd cannot run;
-/// under `CI=true` it panics instead.
-pub fn skip_unless_possible(test: &str) -> bool {
-    match can_run() {
-        Ok(()) => false,
-        Err(e) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: a private dockerd must run in CI but cannot: {e}");
-            }
-            eprintln!("SKIPPED {test}: a private dockerd cannot run here: {e}");
-            true
-        }
-    }
+/// Skips the running test (returns `true`) with a reason when a private
+/// dockerd cannot run; under `CI=true` it panics instead (see
+/// [`crate::skip_because`]).
+pub fn skip_unless_possible() -> bool {
+    crate::skip_unless(can_run(), "a private dockerd cannot run here")
 }
 
 impl PrivateDockerd {
     /// Starts the daemon and waits (up to 30 s) until it answers `/_ping`.
     pub fn start() -> Result<PrivateDockerd> {
         can_run()?;
+        let load = crate::hostload::shared();
         // Short path: containerd's socket lives below it (108-byte limit).
         let dir = tempfile::Builder::new()
             .prefix("nbd-")
@@ -94,6 +90,7 @@ impl PrivateDockerd {
         let mut me = PrivateDockerd {
             dir,
             child: Some(child),
+            _load: load,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -660,19 +660,10 @@ pub fn can_run_bus() -> Result<()> {
     Ok(())
 }
 
-/// Skips (returns `true`) when no private bus can run here; panics under
-/// `CI=true` instead.
-pub fn skip_unless_bus(test: &str) -> bool {
-    match can_run_bus() {
-        Ok(()) => false,
-        Err(e) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: a private D-Bus must run in CI but cannot: {e}");
-            }
-            eprintln!("SKIPPED {test}: {e}");
-            true
-        }
-    }
+/// Skips the running test (returns `true`) when no private bus can run
+/// here; panics under `CI=true` instead (see [`crate::skip_because`]).
+pub fn skip_unless_bus() -> bool {
+    crate::skip_unless(can_run_bus(), "a private system bus cannot run here")
 }
 
 fn bus_config(sock: &Path, policy: &Path) -> String {

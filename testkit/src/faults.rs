@@ -1,5 +1,5 @@
 //! A fault-injecting TCP proxy on loopback, for the network-fault campaign
-//! (`tests/reliability_faults.rs`): put it in front of any server (the S3
+//! (`tests/inprocess/reliability_faults.rs`): put it in front of any server (the S3
 //! stand-in, the package server, the API server stand-in over TLS) and
 //! queue faults; each new connection takes the next queued fault, and
 //! connections after the queue is empty are forwarded untouched.

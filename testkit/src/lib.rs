@@ -3,14 +3,15 @@
 
 pub mod agentnode;
 pub mod apiserver;
-pub mod bench_agentnode;
-pub mod bench_fleet;
-pub mod bench_powerloss;
-pub mod bench_report;
+pub mod cli;
 pub mod docker;
 pub mod fake_update_engine;
 pub mod faults;
+pub mod files;
+pub mod fleet;
+pub mod hostload;
 pub mod pkgserver;
+pub mod powerloss;
 pub mod s3;
 pub mod simnode;
 pub mod simplestreams;
@@ -61,16 +62,72 @@ pub fn built_binary(name: &str) -> PathBuf {
     p
 }
 
+/// A tokio runtime for a test or helper that is not async itself:
+/// current-thread, timers and I/O on (`runtime().block_on(...)`).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("building a tokio runtime")
+}
+
+/// A runtime that serves stand-ins (the API server, a failing server) in
+/// the background: `workers` worker threads, so they keep answering while
+/// the test thread blocks on something else (a node booting, a child
+/// process). Keep it alive as long as the servers it runs.
+pub fn server_runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?)
+}
+
 fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(tool).is_file()))
 }
 
-/// Skips (returns `true`) when one of `tools` (names on `PATH`, or
-/// absolute paths) is missing, saying which on stderr; under CI
-/// (`CI=true`) it panics instead: CI installs them (scripts/setup.sh) and
-/// must never skip.
-pub fn skip_without(test: &str, tools: &[&str]) -> bool {
+/// The name of the running test as libtest gives it: its path inside the
+/// test target, e.g. `node_units::master_first_boot_orders_…` (libtest
+/// runs each test on a thread named after it). Anywhere else (a thread the
+/// test spawned, a binary) it is that thread's name, or "unnamed thread".
+pub fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unnamed thread")
+        .to_string()
+}
+
+/// Whether this is a CI run (`CI=true`), where no test may skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Skips the running test (returns `true`) because of `reason`, saying
+/// `SKIPPED <test>: <reason>` on stderr; under CI (`CI=true`) it panics
+/// instead: CI runs as root with everything scripts/setup.sh installs, so
+/// a skip there would be a test that silently never ran.
+pub fn skip_because(reason: impl std::fmt::Display) -> bool {
+    let test = test_name();
+    if in_ci() {
+        panic!("{test}: must run in CI but cannot: {reason}");
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+    true
+}
+
+/// Skips the running test (see [`skip_because`]) unless `ready` is `Ok`;
+/// the reason is `what` followed by the error.
+pub fn skip_unless(ready: anyhow::Result<()>, what: &str) -> bool {
+    match ready {
+        Ok(()) => false,
+        Err(e) => skip_because(format!("{what}: {e:#}")),
+    }
+}
+
+/// Skips the running test (see [`skip_because`]) when one of `tools`
+/// (names on `PATH`, or absolute paths) is missing, naming them.
+pub fn skip_without(tools: &[&str]) -> bool {
     let missing: Vec<&str> = tools
         .iter()
         .copied()
@@ -86,13 +143,27 @@ pub fn skip_without(test: &str, tools: &[&str]) -> bool {
     if missing.is_empty() {
         return false;
     }
-    let msg = format!(
-        "{test}: needs {} (run scripts/setup.sh)",
+    skip_because(format!(
+        "needs {} (run scripts/setup.sh)",
         missing.join(", ")
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
+    ))
+}
+
+/// Skips the running test (see [`skip_because`]) unless it runs as root.
+pub fn skip_unless_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return false;
     }
-    eprintln!("SKIPPED {msg}");
-    true
+    skip_because(format!("needs root: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn test_name_is_the_running_tests_path() {
+        assert_eq!(
+            super::test_name(),
+            "tests::test_name_is_the_running_tests_path"
+        );
+    }
 }

@@ -35,21 +35,16 @@ pub const SETUP_KEY: &str = "AKIASETUPSETUPSETUP0";
 
 /// Whether moto_server can run here; skips (returns true) outside CI with a
 /// reason, panics under `CI=true` (CI installs it through scripts/setup.sh).
-pub fn skip_unless_s3(test: &str) -> bool {
+pub fn skip_unless_s3() -> bool {
     let ok = Command::new("moto_server")
         .arg("--help")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if ok {
-        return false;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: moto_server must be installed in CI (scripts/setup.sh)");
-    }
-    eprintln!("SKIPPED {test}: moto_server is not installed (pip install 'moto[server]')");
-    true
+    !ok && crate::skip_because(
+        "moto_server is not installed (scripts/setup.sh: pip install 'moto[server]')",
+    )
 }
 
 fn free_port() -> Result<u16> {

@@ -692,17 +692,9 @@ fn which(tool: &str) -> Option<PathBuf> {
     })
 }
 
-/// Skips (returns `true`) when simulated nodes cannot run here, saying why
-/// on stderr; under CI (`CI=true`) it panics instead, so CI never skips.
-pub fn skip_unless_possible(test: &str) -> bool {
-    match can_run() {
-        Ok(()) => false,
-        Err(e) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: simulated nodes must run in CI but cannot: {e}");
-            }
-            eprintln!("SKIPPED {test}: simulated nodes cannot run here: {e}");
-            true
-        }
-    }
+/// Skips the running test (returns `true`) when simulated nodes cannot run
+/// here, saying why on stderr; under CI (`CI=true`) it panics instead, so
+/// CI never skips (see [`crate::skip_because`]).
+pub fn skip_unless_possible() -> bool {
+    crate::skip_unless(can_run(), "simulated nodes cannot run here")
 }

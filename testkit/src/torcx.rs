@@ -11,9 +11,12 @@
 //! copies their units into `/run/systemd/system` and records what it
 //! applied in `/run/torcx/profile.json` and `/run/metadata/torcx`.
 //!
-//! [`install_generator`] puts it on a simulated node where Flatcar has it.
+//! [`install_generator`] puts it on a simulated node where Flatcar has it;
+//! [`install_os_image`] lays out the rest of a Container Linux image around
+//! it (vendor docker, profile) for the docker addon.
 
 use crate::simnode::SimNode;
+use crate::torcx_fixtures::{AddonRig, docker_archive, os_release, runtime_mappings_yaml};
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::process::Command;
@@ -60,19 +63,11 @@ fn build() -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Skips (returns `true`) when the real torcx cannot be built here, saying
-/// why; under CI (`CI=true`) it panics instead: CI must run these tests.
-pub fn skip_unless_available(test: &str) -> bool {
-    match binary() {
-        Ok(_) => false,
-        Err(e) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: the real torcx must run in CI but cannot: {e:#}");
-            }
-            eprintln!("SKIPPED {test}: the real torcx is not available: {e:#}");
-            true
-        }
-    }
+/// Skips the running test (returns `true`) when the real torcx cannot be
+/// built here, saying why; under CI (`CI=true`) it panics instead: CI must
+/// run these tests (see [`crate::skip_because`]).
+pub fn skip_unless_available() -> bool {
+    crate::skip_unless(binary().map(drop), "the real torcx is not available")
 }
 
 /// Installs the real `torcx-generator` on a node (before boot) where
@@ -84,6 +79,55 @@ pub fn install_generator(n: &SimNode) -> Result<()> {
     std::fs::create_dir_all(link.parent().expect("a generator dir"))?;
     std::os::unix::fs::symlink(&bin, &link)
         .with_context(|| format!("linking {} to {}", link.display(), bin.display()))
+}
+
+/// A file of docker's datadir from running the OS image's vendor docker:
+/// the data a docker change must wipe.
+pub const DOCKER_DATA_MARKER: &str = "/var/lib/docker/image/marker";
+
+/// Makes a node (before boot) a Container Linux machine ready for the
+/// docker addon's torcx backend: what the OS image brings (os-release for
+/// `os_version` on the rig's board, the real torcx generator, the vendor
+/// docker `vendor` as a store archive of build `vendor_build` and the
+/// vendor profile naming it) and what provisioning wrote (runtime
+/// mappings: Kubernetes 1.9 wants docker 17.03, else 1.12; the rig's
+/// signing key as the keyring). Docker's old datadir
+/// ([`DOCKER_DATA_MARKER`]) is the caller's to add.
+pub fn install_os_image(
+    n: &SimNode,
+    rig: &AddonRig,
+    os_version: &str,
+    vendor: &str,
+    vendor_build: &str,
+) -> Result<()> {
+    n.write(
+        crate::agentnode::OS_RELEASE,
+        os_release(os_version, &rig.board),
+        0o644,
+    )?;
+    install_generator(n)?;
+    n.write(
+        "/etc/kubernetes/installer/runtime-mappings.yaml",
+        runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
+        0o644,
+    )?;
+    n.write(
+        "/etc/kubernetes/installer/keyring.asc",
+        rig.key.public_armored(),
+        0o644,
+    )?;
+    n.write(
+        "/usr/share/torcx/profiles/vendor.json",
+        format!(
+            r#"{{"kind":"profile-manifest-v0","value":{{"images":[{{"name":"docker","reference":"{vendor}"}}]}}}}"#
+        ),
+        0o644,
+    )?;
+    n.write(
+        &format!("/usr/share/torcx/store/docker:{vendor}.torcx.tgz"),
+        docker_archive(vendor_build),
+        0o644,
+    )
 }
 
 /// Runs the real `torcx` inside a running node (e.g. `profile new`).

@@ -104,6 +104,13 @@ impl SigningKey {
     }
 }
 
+/// A fresh Ed25519 secret key whose primary key certifies and signs, for
+/// an API that takes the key itself (`metadata::sign::Signer::from_key`,
+/// `to_public_key()` for the keyring).
+pub fn secret_key(uid: &str) -> SignedSecretKey {
+    SigningKey::generate(uid).secret
+}
+
 /// `sha512-<hex>` as torcx manifests spell a package hash.
 pub fn manifest_hash(data: &[u8]) -> String {
     format!("sha512-{}", hex::encode(Sha512::digest(data)))
@@ -210,11 +217,15 @@ pub const DOCKER_SERVICE: &str = "[Unit]\nDescription=Docker Application Contain
 Requires=torcx.target\nAfter=torcx.target\n\n[Service]\nEnvironmentFile=/run/metadata/torcx\n\
 ExecStart=/usr/bin/env PATH=${TORCX_BINDIR}:${PATH} ${TORCX_BINDIR}/dockerd\n\n[Install]\nWantedBy=multi-user.target\n";
 
+/// How an image's files are packed: [`torcx_archive`] or
+/// [`torcx_archive_without_directories`].
+type Pack = fn(&[ImageFile<'_>], &[&str], &[&str]) -> Vec<u8>;
+
 /// A docker torcx image for `version` packed by `pack`: `bin/docker` and
 /// `bin/dockerd` scripts that report the version, `docker.service`, and
 /// incompressible filler the size of a small binary (so downloads take more
 /// than one read and can be cut half-way).
-fn docker_image(version: &str, pack: fn(&[ImageFile<'_>], &[&str], &[&str]) -> Vec<u8>) -> Vec<u8> {
+fn docker_image(version: &str, pack: Pack) -> Vec<u8> {
     let docker = format!("#!/bin/sh\necho \"Docker version {version}, build torcx-test\"\n");
     let dockerd =
         format!("#!/bin/sh\necho \"dockerd {version} (test image)\"\nexec sleep infinity\n");
@@ -527,17 +538,9 @@ impl AddonRig {
         self.config_json_for_root(&self.root().display().to_string(), addon)
     }
 
-    /// Regular files under a node directory (relative names), sorted,
-    /// hidden ones included: what a user sees with `ls -A`.
+    /// The names in a node directory, sorted, hidden ones included: what
+    /// a user sees with `ls -A` (empty when it does not exist).
     pub fn files_in(&self, inside: &str) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.path(inside))
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        crate::files::names(&self.path(inside))
     }
 }

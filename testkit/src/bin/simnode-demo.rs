@@ -124,33 +124,12 @@ fn main() -> Result<()> {
 /// generator), the vendor docker 1.12 with its profile, docker's datadir;
 /// and what provisioning wrote: the runtime mappings and the keyring.
 fn install_os_image_parts(n: &SimNode, rig: &AddonRig) -> Result<()> {
+    testkit::torcx::install_os_image(n, rig, OS, "1.12", "1.12.2")?;
     n.write(
-        OS_RELEASE,
-        testkit::torcx_fixtures::os_release(OS, &rig.board),
+        testkit::torcx::DOCKER_DATA_MARKER,
+        "old docker data\n",
         0o644,
     )?;
-    testkit::torcx::install_generator(n)?;
-    n.write(
-        "/etc/kubernetes/installer/runtime-mappings.yaml",
-        testkit::torcx_fixtures::runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
-        0o644,
-    )?;
-    n.write(
-        "/etc/kubernetes/installer/keyring.asc",
-        rig.key.public_armored(),
-        0o644,
-    )?;
-    n.write(
-        "/usr/share/torcx/profiles/vendor.json",
-        r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
-        0o644,
-    )?;
-    n.write(
-        "/usr/share/torcx/store/docker:1.12.torcx.tgz",
-        docker_archive("1.12.2"),
-        0o644,
-    )?;
-    n.write("/var/lib/docker/image/marker", "old docker data\n", 0o644)?;
     Ok(())
 }
 

@@ -1,0 +1,388 @@
+//! End to end from terraform, push mode: `terraform apply` of the metal
+//! example (terraform/examples/metal) against a simulated node (a real
+//! systemd as PID 1) that runs sshd on a loopback port.
+//!
+//! 1. The example renders the bootkube master's Ignition config; the test
+//!    does to the node what Ignition would with it (files, units, enabled
+//!    units, the core user's SSH key) and boots it.
+//! 2. `terraform apply` pushes real assets over SSH as `core` through sudo;
+//!    the node's path units fire, bootkube.sh and tectonic-wrapper.sh run
+//!    once, the .done files appear.
+//! 3. `terraform apply` again changes nothing: "0 added, 0 changed,
+//!    0 destroyed", and the helpers do not run again.
+//! 4. Changed assets are pushed again (the push is replaced), the .done
+//!    markers survive, the helpers still do not run again; the next boot
+//!    skips them too.
+//!
+//! The agent is testkit/standins/agent-stub (its `run` writes kubelet.env,
+//! its `helper bootkube|tectonic` runs the asset script and marks .done),
+//! served to "Ignition" from the agent URL with its real SHA-512.
+
+use crate::support::{Terraform, decode_data_url, ignition_validate, root, skip_without};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha512};
+use std::fs;
+use std::time::Duration;
+use testkit::simnode::{SimNode, skip_unless_possible};
+use testkit::sshd::NodeSsh;
+
+const T: Duration = Duration::from_secs(60);
+const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/v0.1.0/node-bootstrap";
+
+/// Does to a node (not running) what Ignition does with `cfg` on first
+/// boot, for everything our configs contain: files (data URLs decoded,
+/// remote sources from `fetch` and checked against their SHA-512 as
+/// Ignition checks them), units (written; returned if enabled), the SSH
+/// keys of passwd users. Any other key fails the test, so nothing the
+/// config says is silently skipped.
+fn apply_ignition(
+    node: &SimNode,
+    ssh: &NodeSsh,
+    cfg: &Value,
+    fetch: impl Fn(&str) -> Option<Vec<u8>>,
+) -> Vec<String> {
+    fn only(v: &Value, keys: &[&str], what: &str) {
+        for k in v
+            .as_object()
+            .unwrap_or_else(|| panic!("{what} is not an object"))
+            .keys()
+        {
+            assert!(
+                keys.contains(&k.as_str()),
+                "the test's Ignition does not handle {what}.{k}"
+            );
+        }
+    }
+    only(cfg, &["ignition", "passwd", "storage", "systemd"], "config");
+    only(&cfg["ignition"], &["version", "security"], "ignition");
+    assert_eq!(cfg["ignition"]["version"], "3.3.0");
+    only(&cfg["storage"], &["files"], "storage");
+    for f in cfg["storage"]["files"].as_array().unwrap() {
+        only(
+            f,
+            &["path", "mode", "overwrite", "contents"],
+            "storage.files[]",
+        );
+        only(&f["contents"], &["source", "verification"], "contents");
+        let path = f["path"].as_str().unwrap();
+        let source = f["contents"]["source"].as_str().unwrap();
+        let data = match decode_data_url(source) {
+            Some(d) => d,
+            None => fetch(source).unwrap_or_else(|| panic!("{path}: cannot fetch {source}")),
+        };
+        if let Some(hash) = f["contents"]["verification"]["hash"].as_str() {
+            let want = hash.strip_prefix("sha512-").expect("sha512 verification");
+            assert_eq!(
+                hex::encode(Sha512::digest(&data)),
+                want,
+                "{path}: Ignition would refuse {source}"
+            );
+        }
+        let mode = f["mode"].as_u64().unwrap_or(0o644) as u32;
+        node.write(path, &data, mode).unwrap();
+    }
+    let mut enabled = Vec::new();
+    only(&cfg["systemd"], &["units"], "systemd");
+    for u in cfg["systemd"]["units"].as_array().unwrap() {
+        only(u, &["name", "enabled", "contents"], "systemd.units[]");
+        let name = u["name"].as_str().unwrap();
+        node.write(
+            &format!("/etc/systemd/system/{name}"),
+            u["contents"].as_str().unwrap(),
+            0o644,
+        )
+        .unwrap();
+        if u["enabled"] == Value::Bool(true) {
+            enabled.push(name.to_string());
+        }
+    }
+    for user in cfg["passwd"]["users"].as_array().into_iter().flatten() {
+        only(user, &["name", "sshAuthorizedKeys"], "passwd.users[]");
+        let keys: Vec<&str> = user["sshAuthorizedKeys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        ssh.authorize(node, user["name"].as_str().unwrap(), &keys)
+            .unwrap();
+    }
+    enabled
+}
+
+fn lines(n: &SimNode, path: &str) -> Vec<String> {
+    n.read(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn assert_applied(out: &str, summary: &str) {
+    assert!(
+        out.contains(&format!("Apply complete! Resources: {summary}.")),
+        "expected \"{summary}\" from terraform apply:\n{out}"
+    );
+}
+
+#[test]
+fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
+    if skip_unless_possible()
+        || skip_without(&[
+            "terraform",
+            "ssh-keygen",
+            "ssh",
+            "/usr/sbin/sshd",
+            "sudo",
+            "ignition-validate",
+        ])
+    {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let ssh = NodeSsh::new().unwrap();
+    let inputs = root().join("ignition/render/inputs");
+
+    // The cluster's assets, as an installer generates them.
+    let assets = work.path().join("generated");
+    let asset = |name: &str, body: &str| {
+        let p = assets.join(name);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, body).unwrap();
+    };
+    asset(
+        "bootkube.sh",
+        "#!/bin/bash\nset -e\nmkdir -p /var/lib/e2e\necho \"bootkube ran in $PWD as uid $(id -u)\" >> /var/lib/e2e/bootkube-runs\n",
+    );
+    asset(
+        "tectonic-wrapper.sh",
+        "#!/bin/bash\nset -e\nmkdir -p /var/lib/e2e\necho \"tectonic ran in $PWD\" >> /var/lib/e2e/tectonic-runs\n",
+    );
+    asset("manifests/kube-apiserver.yaml", "kind: Pod\n");
+    asset(
+        "tls/apiserver.key",
+        "-----BEGIN PRIVATE KEY-----\nnot really\n",
+    );
+
+    let agent = fs::read(testkit::standin("agent-stub")).unwrap();
+    let vars = work.path().join("metal.tfvars.json");
+    fs::write(
+        &vars,
+        json!({
+            "bootkube_master": {"name": "master-0", "host": "127.0.0.1", "port": ssh.port(), "host_key": ssh.host_public_key()},
+            "workers": ["worker-0"],
+            "assets_dir": assets,
+            "ssh_user": "core",
+            "ssh_private_key_path": ssh.client_private_key(),
+            "ssh_authorized_keys": [ssh.client_public_key()],
+            "ssh_timeout": "2m",
+            "agent_url": AGENT_URL,
+            "agent_sha512": hex::encode(Sha512::digest(&agent)),
+            "agent_config_path": inputs.join("config.json"),
+            "kubelet_image_tag": "v1.9.6_coreos.0",
+            "runtime_mappings_path": inputs.join("runtime-mappings.yaml"),
+            "kubeconfig_path": inputs.join("kubeconfig"),
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let var_file = format!("-var-file={}", vars.display());
+
+    let tf = Terraform::new(root().join("terraform/examples/metal"));
+    tf.init();
+
+    // 1. The Ignition configs first (the machines boot from them): the
+    //    planned outputs (no resource is needed to render them).
+    let plan_file = work.path().join("render.tfplan");
+    tf.ok(&[
+        "plan",
+        "-input=false",
+        "-no-color",
+        "-lock=false",
+        &var_file,
+        &format!("-out={}", plan_file.display()),
+    ]);
+    let shown: Value = serde_json::from_str(&tf.ok(&[
+        "show",
+        "-json",
+        "-no-color",
+        &plan_file.display().to_string(),
+    ]))
+    .unwrap();
+    let configs = shown["planned_values"]["outputs"]["ignition_configs"]["value"].clone();
+    assert!(
+        configs.is_object(),
+        "no ignition_configs in the plan: {}",
+        shown["planned_values"]["outputs"]
+    );
+    for (name, text) in configs.as_object().unwrap() {
+        let p = work.path().join(format!("{name}.ign"));
+        fs::write(&p, text.as_str().unwrap()).unwrap();
+        ignition_validate(&p).unwrap();
+    }
+    let master: Value = serde_json::from_str(configs["master-0"].as_str().unwrap()).unwrap();
+
+    let mut n = SimNode::new("push").unwrap();
+    n.install_file(
+        &testkit::standin("kubelet-wrapper"),
+        "/usr/lib/coreos/kubelet-wrapper",
+        0o755,
+    )
+    .unwrap();
+    ssh.install(&n, "core").unwrap();
+    let mut enabled = apply_ignition(&n, &ssh, &master, |url| {
+        (url == AGENT_URL).then(|| agent.clone())
+    });
+    assert_eq!(
+        enabled,
+        [
+            "k8s-node-bootstrap.service",
+            "kubelet.service",
+            "bootkube.path",
+            "tectonic.path"
+        ]
+    );
+    enabled.push(NodeSsh::UNIT.to_string());
+    n.enable(&enabled.iter().map(String::as_str).collect::<Vec<_>>())
+        .unwrap();
+    n.boot().unwrap();
+    ssh.wait_ready(&n, T).unwrap();
+
+    // Before the push: kubelet runs, bootkube waits for its assets.
+    n.wait_active_state("kubelet.service", "active", T).unwrap();
+    assert_eq!(n.prop("bootkube.path", "ActiveState").unwrap(), "active");
+    assert_eq!(
+        n.prop("bootkube.service", "ActiveState").unwrap(),
+        "inactive"
+    );
+    assert!(!n.exists("/opt/tectonic"));
+    let sudo = ssh.ssh("core", "sudo -n id -u").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sudo.stdout).trim(),
+        "0",
+        "core cannot sudo over SSH: {}",
+        String::from_utf8_lossy(&sudo.stderr)
+    );
+
+    // 2. The push.
+    let out = tf.apply_ok(&[&var_file]);
+    assert_applied(&out, "1 added, 0 changed, 0 destroyed");
+    n.wait_for("tectonic.service to finish", T, |n| {
+        (n.exists("/opt/tectonic/init_tectonic.done")
+            && n.prop("tectonic.service", "ActiveState").ok()? == "active")
+            .then_some(())
+    })
+    .unwrap();
+    assert!(n.exists("/opt/tectonic/init_bootkube.done"));
+    assert_eq!(
+        lines(&n, "/var/lib/e2e/bootkube-runs"),
+        ["bootkube ran in /opt/tectonic as uid 0"]
+    );
+    assert_eq!(
+        lines(&n, "/var/lib/e2e/tectonic-runs"),
+        ["tectonic ran in /opt/tectonic"]
+    );
+    assert_eq!(
+        n.read("/opt/tectonic/tls/apiserver.key").unwrap(),
+        "-----BEGIN PRIVATE KEY-----\nnot really\n"
+    );
+    let st = fs::metadata(n.path("/opt/tectonic")).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(
+        (st.uid(), st.permissions().mode() & 0o777),
+        (0, 0o700),
+        "assets: root-owned, private"
+    );
+    assert!(
+        !n.exists("/home/core/.node-bootstrap-push"),
+        "the staging dir is cleaned up"
+    );
+    let bootkube_started = n
+        .timestamp_us("bootkube.service", "ExecMainStartTimestamp")
+        .unwrap();
+    let tectonic_started = n
+        .timestamp_us("tectonic.service", "ExecMainStartTimestamp")
+        .unwrap();
+    assert!(bootkube_started > 0 && tectonic_started > bootkube_started);
+    // What an operator (or terraform's remote-exec) would ask: the real
+    // agent's `status` (read-only; the node's agent is the stub, whose
+    // `run` writes no state journal, so systemd alone decides).
+    let real = testkit::cli::agent_binary();
+    let out = n
+        .exec(&[real.to_str().unwrap(), "status", "--json"])
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "status: {report:#}");
+    assert_eq!(report["verdict"], "complete");
+
+    // 3. Apply again: nothing to do, nothing happens on the node.
+    let out = tf.apply_ok(&[&var_file]);
+    assert_applied(&out, "0 added, 0 changed, 0 destroyed");
+    assert!(
+        !out.contains("Provisioning with"),
+        "re-apply provisioned again:\n{out}"
+    );
+    let state = format!("-state={}", tf.state().display());
+    let plan = tf.run(&[
+        "plan",
+        "-detailed-exitcode",
+        "-input=false",
+        "-no-color",
+        &state,
+        &var_file,
+    ]);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "plan after apply is not empty:\n{}",
+        String::from_utf8_lossy(&plan.stdout)
+    );
+    assert_eq!(lines(&n, "/var/lib/e2e/bootkube-runs").len(), 1);
+    assert_eq!(lines(&n, "/var/lib/e2e/tectonic-runs").len(), 1);
+    assert_eq!(
+        n.timestamp_us("bootkube.service", "ExecMainStartTimestamp")
+            .unwrap(),
+        bootkube_started
+    );
+
+    // 4. Changed assets: pushed again, markers kept, helpers not re-run.
+    asset("manifests/extra.yaml", "kind: ConfigMap\n");
+    let out = tf.apply_ok(&[&var_file]);
+    assert_applied(&out, "1 added, 0 changed, 1 destroyed");
+    assert_eq!(
+        n.read("/opt/tectonic/manifests/extra.yaml").unwrap(),
+        "kind: ConfigMap\n"
+    );
+    assert!(
+        n.exists("/opt/tectonic/init_bootkube.done")
+            && n.exists("/opt/tectonic/init_tectonic.done")
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        lines(&n, "/var/lib/e2e/bootkube-runs").len(),
+        1,
+        "bootkube ran again after a re-push"
+    );
+    assert_eq!(
+        lines(&n, "/var/lib/e2e/tectonic-runs").len(),
+        1,
+        "tectonic ran again after a re-push"
+    );
+    assert_eq!(
+        n.timestamp_us("bootkube.service", "ExecMainStartTimestamp")
+            .unwrap(),
+        bootkube_started
+    );
+
+    // The next boot: kubelet starts, bootkube and tectonic are skipped.
+    n.shutdown().unwrap();
+    n.boot().unwrap();
+    n.wait_active_state("kubelet.service", "active", T).unwrap();
+    n.wait_for("bootkube.path to settle", T, |n| {
+        (n.prop("bootkube.path", "ConditionResult").ok()? == "no").then_some(())
+    })
+    .unwrap();
+    assert_eq!(lines(&n, "/var/lib/e2e/bootkube-runs").len(), 1);
+    assert_eq!(lines(&n, "/var/lib/e2e/tectonic-runs").len(), 1);
+    n.shutdown().unwrap();
+}

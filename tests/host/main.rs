@@ -1,0 +1,30 @@
+//! Tier `host`: the agent against real daemons on this host that need
+//! root, with no simulated node.
+//!
+//! What it proves: the agent's D-Bus client of update_engine against the
+//! stand-in (`testkit::fake_update_engine`, docs/formats.md §7) served on a
+//! private `dbus-daemon` configured like the system bus with the shipped
+//! `com.coreos.update1` policy (which lets only root own the name); a fleet
+//! of agent processes retrying a failing API server spreads its retries;
+//! `status` probes update_engine and Docker; and the docker addon and the
+//! docker-mode helpers against a real, private `dockerd` (its own socket,
+//! data root and exec root in a temp dir, so it never touches the host's
+//! Docker).
+//!
+//! What it needs: root, `dbus-daemon`, `dockerd` and `busybox-static`
+//! (scripts/setup.sh installs them). Elsewhere each test says
+//! `SKIPPED <test>: …`; under `CI=true` it fails instead.
+//!
+//! Run it: `sudo -E cargo test --test host`; one file: `cargo test --test
+//! host update_engine::`.
+
+// "What runs now" from a private dockerd's API, and the fallback to torcx.
+mod addon_docker;
+// Dozens of `node-bootstrap run` processes retrying a failing API server.
+mod fleet_retries;
+// `helper bootkube|tectonic` in docker mode against a private dockerd.
+mod helper_docker;
+// `status` probes: update_engine's `GetStatus`, Docker's version.
+mod status_probes;
+// The update_engine client against the stand-in on a private system bus.
+mod update_engine;

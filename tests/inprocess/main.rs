@@ -1,0 +1,73 @@
+//! Tier `inprocess`: the agent against real inputs and real servers, as
+//! any user, with no node.
+//!
+//! What it proves: what the agent makes of everything it reads, fetches
+//! and is told, through its library functions and its binary run as a
+//! child process, against files laid out in temp dirs and real servers on
+//! loopback (the API server stand-in over TLS, testkit's package server,
+//! moto as S3, python's http.server, fault-injecting proxies in front of
+//! each); the formats it shares with real programs that can run here
+//! (Canonical's simplestreams tools and GnuPG, both ways); and, property
+//! based, that no parser of outside input panics or gives the wrong class
+//! of error.
+//!
+//! What it needs: no root, no simulated node; `moto_server`,
+//! `python-simplestreams` and `gnupg` (scripts/setup.sh installs them). A
+//! test whose tool is missing says `SKIPPED <test>: …` outside CI and fails
+//! under `CI=true`.
+//!
+//! Run it: `cargo test --test inprocess`; one file: `cargo test --test
+//! inprocess assets_s3::`.
+
+// The signed mirror of stamped agents the upgrade tests install from (shared with the node tier).
+#[path = "../shared/agent_mirror.rs"]
+mod agent_mirror;
+// `node-bootstrap upgrade`: choice, verification, replace, rollback, kill -9.
+mod agent_upgrade;
+// `node-bootstrap addon ensure/confirm` (torcx backend) on a node laid out in a temp dir.
+mod addon_ensure;
+// `addon pre-reboot-hook` and `addon gc` through the binary.
+mod addon_hook;
+// The docker addon with packages found through artifact metadata.
+mod addon_metadata;
+// The systemd-sysext backend of the docker addon.
+mod addon_sysext;
+// Push mode: `assets check` recognises pushed assets.
+mod assets_push;
+// `assets pull` against moto, with faults.
+mod assets_s3;
+// Malicious asset bundles are refused and leave nothing behind.
+mod assets_unpack;
+// Cluster version discovery against the API server stand-in.
+mod cluster_version;
+// `helper bootkube|tectonic` in script mode.
+mod helper_script;
+// Artifact metadata: generate, find, search order, signatures, HTTP and S3 locations.
+mod metadata_search;
+// Artifact metadata against Canonical's real simplestreams tools.
+mod metadata_simplestreams;
+// Property tests: parsers of downloaded and provisioned artifacts.
+mod proptest_inputs;
+// Property tests: config, seed kubelet.env, os-release, kubeconfig, state journal, versions.
+mod proptest_parsers;
+// Network faults in front of the API server, the package server and S3.
+mod reliability_faults;
+// `run` / `preflight` against missing or wrong inputs.
+mod run_cli;
+// `status` without systemd, from the state journal alone.
+mod status_offline;
+
+/// The property tests' config: `cases` cases per property; a failing case
+/// is saved beside the test's source file
+/// (`proptest_parsers.proptest-regressions`, checked in) and replayed
+/// first on every later run. (proptest's default would put it in a
+/// `proptest-regressions/` tree beside this tier's main.rs instead.)
+fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..proptest::test_runner::Config::default()
+    }
+}

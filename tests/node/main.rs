@@ -1,0 +1,44 @@
+//! Tier `node`: simulated nodes, a real systemd as PID 1.
+//!
+//! What it proves: what happens on a machine, boot after boot. Each test
+//! boots one or more simulated nodes (`testkit::simnode`: systemd 252 as
+//! PID 1 in a PID and mount namespace, on an overlay whose lower dir is the
+//! host's `/`, with its own D-Bus, journald and logind; a reboot keeps the
+//! disk, a power cut kills everything at once) with the project's units,
+//! and checks what systemd itself reports: the units' ordering, restarts
+//! and conditions (with the agent stub), the real agent's `run` through an
+//! OS update, the docker addon and its reboot (applied by the real
+//! `torcx-generator`, or by `systemd-sysext`), pull mode from moto,
+//! `status` against systemd, and power cuts at every stage of a first
+//! boot.
+//!
+//! What it needs: root (namespaces, overlay mounts), systemd, util-linux
+//! (`unshare`, `nsenter`), the real torcx (`scripts/build-torcx.sh`) and
+//! `moto_server` (scripts/setup.sh). Elsewhere each test says
+//! `SKIPPED <test>: …`; under `CI=true` it fails instead.
+//! `scripts/mutate-units.sh` runs `node_units::` against mutated units.
+//!
+//! Run it: `sudo -E cargo test --test node`; one file: `cargo test --test
+//! node addon_node::`. `SIMNODE_KEEP=1` keeps a node's files.
+
+// The signed mirror of stamped agents (shared with the inprocess tier; this
+// tier uses only part of it).
+#[path = "../shared/agent_mirror.rs"]
+#[allow(dead_code)]
+mod agent_mirror;
+// `run` with `agent.upgrade`: the agent upgrades itself, then completes the first boot.
+mod agent_upgrade_node;
+// The docker addon's subcommands run inside a node, rebooted when they say so.
+mod addon_node;
+// The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
+mod addon_run;
+// Pull mode: init-assets.service pulls from moto, bootkube.path fires once.
+mod assets_node;
+// The units of `units/` with the agent stub: ordering, restarts, conditions.
+mod node_units;
+// Power cuts at every stage of a full first boot; the node converges.
+mod reliability_power_loss;
+// `node-bootstrap run` end to end: API server, update_engine, reboots.
+mod run_e2e;
+// `status` at each stage of a first boot, against `systemctl show`.
+mod status_node;
