@@ -1,5 +1,7 @@
 //! Test rig for node-bootstrap: the simulated node (a real systemd as PID 1
-//! in a namespace) and stand-ins for programs that cannot run here.
+//! in a namespace), the VM node (a QEMU machine booting a Debian-built OS
+//! image with the real Ignition), and stand-ins for programs that cannot
+//! run here.
 
 pub mod agentnode;
 pub mod apiserver;
@@ -15,6 +17,7 @@ pub mod s3;
 pub mod simnode;
 pub mod sshd;
 pub mod torcx_fixtures;
+pub mod vm;
 
 use std::path::PathBuf;
 

@@ -57,6 +57,8 @@ customize)
     install -D -m 0755 "${NB_VM_TORCX:?}" "$root/usr/bin/torcx"
     mkdir -p "$root/usr/lib/systemd/system-generators"
     ln -sfn ../../../bin/torcx "$root/usr/lib/systemd/system-generators/torcx-generator"
+    mkdir -p "$root/usr/lib/systemd/system/basic.target.wants"
+    ln -sfn ../torcx.target "$root/usr/lib/systemd/system/basic.target.wants/torcx.target"
 
     # Units: networkd brings up the NIC (and network-online.target); the
     # first-boot flag is cleared after Ignition. Nothing else starts that
