@@ -186,7 +186,7 @@ fn metal_vars(
         "ssh_user": "core",
         "ssh_private_key_path": client.0,
         "ssh_authorized_keys": [client.1],
-        "ssh_timeout": "5m",
+        "ssh_timeout": "2m",
         "agent_url": agent_url,
         "agent_sha512": agent.sha512,
         "agent_config_path": config_path,
