@@ -3,7 +3,7 @@
 # pull` against `aws s3 cp` (PyPI awscli, default settings) of the same
 # object from the same loopback S3 server, Garage (moto and s3s-fs re-read
 # the whole object for every ranged GET, so against them a benchmark only
-# measures them; shared/reference/TEST-RIG.md). Objects of 64 MiB and
+# measures them). Objects of 64 MiB and
 # 1 GiB; wall time (throughput) and peak RSS of each tool, median of RUNS.
 #
 # `assets pull` does more than download: it hashes the bundle (SHA-256,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): `node-bootstrap status` against `systemctl status`
 # of the same units, on a simulated node (real systemd as PID 1 in a
-# namespace, reference/TEST-RIG.md). Prints a table of wall time (median,
+# namespace, testkit/src/simnode.rs). Prints a table of wall time (median,
 # max over N runs) and peak RSS per command.
 #
 #   bench/status.sh              boots a node of its own (needs root), runs, stops it

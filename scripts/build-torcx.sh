@@ -22,9 +22,11 @@ key=$(cat "$src_dir/flatcar-torcx-src.tar.gz" "$src_dir/build.sh" | sha256sum | 
 out="$cache/torcx/$key/torcx"
 if [ ! -x "$out" ]; then
     mkdir -p "$(dirname "$out")"
-    "$src_dir/build.sh" "$out.tmp" >&2
-    mv "$out.tmp" "$out"
+    "$src_dir/build.sh" "$out.tmp.$$" >&2
+    mv "$out.tmp.$$" "$out"
 fi
 mkdir -p "$cache/bin"
-ln -sfn "$out" "$cache/bin/torcx.tmp" && mv -T "$cache/bin/torcx.tmp" "$cache/bin/torcx"
+if [ "$(readlink "$cache/bin/torcx" 2>/dev/null)" != "$out" ]; then
+    ln -sfn "$out" "$cache/bin/torcx.tmp.$$" && mv -T "$cache/bin/torcx.tmp.$$" "$cache/bin/torcx"
+fi
 echo "$cache/bin/torcx"

@@ -15,7 +15,7 @@ command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v dbus-daemon >/dev/null || need_apt+=(dbus)
 # Docker addon: sysext test images are ext4 file systems (mkfs.ext4), the
-# torcx-generator stand-in is a Python script, systemd-sysext merges images.
+# simplestreams tools are Python, systemd-sysext merges images.
 command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
 # The real torcx is built from source (Go) for the addon tests; the real

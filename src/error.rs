@@ -11,7 +11,7 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorClass {
-    /// Transient: network, API server, update-engine, reboot not happening.
+    /// Transient: network, API server, update_engine, reboot not happening.
     /// systemd restarts the unit.
     Retryable,
     /// The agent's configuration file is missing, unreadable or invalid.

@@ -2,16 +2,21 @@
 //! Flatcar node to a running kubelet.
 //!
 //! The binary (`src/main.rs`) only calls [`cli::main`]. Pure decisions live
-//! apart from the I/O seams (systemd, update-engine, Docker, S3, HTTP,
+//! apart from the I/O seams (systemd, update_engine, Docker, S3, HTTP,
 //! filesystem), so most logic is tested without a node.
 
+pub mod boot;
 pub mod cli;
+pub mod clock;
 pub mod config;
+pub mod docker;
 pub mod error;
 pub mod fsutil;
 pub mod http;
 pub mod journal;
 pub mod logging;
+pub mod openpgp;
+pub mod osrelease;
 pub mod retry;
 pub mod runtime;
 

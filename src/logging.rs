@@ -2,9 +2,9 @@
 //! systemd, plain text on stderr otherwise.
 //!
 //! Subsystems log with fields, not formatted strings:
-//! `info!(phase = "os-update", version = %v, "update downloaded")`. The
-//! journald layer turns each field into a journal field (`PHASE=os-update`),
-//! so `journalctl PHASE=os-update` finds every line of a phase.
+//! `info!(step = "os-update", version = %v, "update downloaded")`. The
+//! journald layer turns each field into a journal field (`STEP=os-update`),
+//! so `journalctl STEP=os-update` finds every line of a step.
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;

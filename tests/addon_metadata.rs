@@ -534,3 +534,61 @@ async fn sysext_backend_takes_the_docker_sysext_product() {
     assert!(again.installed.is_empty(), "{:?}", again.installed);
     assert_eq!(r.requests_under("/mirror/docker/").len(), 1);
 }
+
+/// A docker package mirror written by the real simplestreams tools
+/// (`json2streams`: a condensed tree, so the items inherit `ftype` from
+/// the product above them) and signed the way simplestreams signs (GnuPG
+/// `--clearsign`, the signed index naming `.sjson` product files); the
+/// node's keyring is the GnuPG key's armored export.
+#[tokio::test]
+async fn a_mirror_written_and_signed_by_simplestreams_serves_the_package() {
+    use testkit::simplestreams as ss;
+    if testkit::skip_without("a_mirror_written_and_signed_by_simplestreams", ss::TOOLS) {
+        return;
+    }
+    let r = Rig::new();
+    let dir = r.work.path().join("ss-mirror");
+    let mut items = Vec::new();
+    for (v, data) in [
+        ("1.12.6", docker_archive("1.12.6")),
+        ("17.03.2", docker_archive("17.03.2-ce")),
+    ] {
+        let rel = format!("pool/docker-{v}.torcx.tgz");
+        fs::create_dir_all(dir.join("pool")).unwrap();
+        fs::write(dir.join(&rel), &data).unwrap();
+        items.push(ss::item(
+            "com.example:flatcar-addons",
+            &format!("com.node-bootstrap:docker-torcx:{OS}:{BOARD}"),
+            v,
+            "docker.torcx.tgz",
+            json!({"version": v, "ftype": "torcx.tgz", "path": rel, "size": data.len(),
+                   "sha512": hex::encode(<sha2::Sha512 as sha2::Digest>::digest(&data))}),
+        ));
+    }
+    ss::json2streams(&items, &dir, false).unwrap();
+    let gpg = ss::Gpg::new("Addon mirror <addons@example.invalid>").unwrap();
+    ss::sign_tree(&dir, &gpg).unwrap();
+    r.rig.write(
+        "/etc/kubernetes/installer/keyring.asc",
+        gpg.export_armored().unwrap(),
+    );
+    r.publish_tree("ss", &dir);
+    r.rig.set_running_docker("1.12.6");
+    let c = r.config(json!({"url": r.rig.server.url("/ss")}));
+
+    let out = addon::ensure(&c, &req(None)).await.unwrap();
+
+    assert_eq!(out.docker_next, "17.03.2");
+    assert!(out.reboot_needed);
+    assert_eq!(
+        fs::read(r.rig.path(&format!("{STORE}/docker:17.03.2.torcx.tgz"))).unwrap(),
+        docker_archive("17.03.2-ce")
+    );
+    let fetched = r.requests_under("/ss/");
+    assert!(
+        fetched.contains(&"/ss/streams/v1/index.sjson".to_string())
+            && fetched.contains(&"/ss/streams/v1/com.example:flatcar-addons.sjson".to_string())
+            && !fetched.iter().any(|p| p.ends_with(".json")),
+        "signed files only: {fetched:?}"
+    );
+}

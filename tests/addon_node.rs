@@ -1,9 +1,8 @@
 //! The docker addon phase on the simulated node (a real systemd 252 as PID 1,
 //! reboots keep the disk): the agent binary runs inside the node against a
 //! local package server, and each boot applies what it left behind: torcx
-//! through the torcx-generator stand-in (`testkit/standins/torcx-generator`,
-//! a systemd generator like the real one), sysext through the real
-//! `systemd-sysext.service`.
+//! through the real `torcx-generator` (built from flatcar/torcx, installed
+//! where Flatcar has it), sysext through the real `systemd-sysext.service`.
 //!
 //! Here the agent's `addon` subcommands (`ensure`, `confirm`,
 //! `pre-reboot-hook`, `gc`) are run inside the node and the test reboots it
@@ -25,8 +24,8 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 use testkit::torcx_fixtures::{
-    AddonRig, PkgEntry, docker_archive, manifest_hash, os_release, runtime_mappings_yaml,
-    sysext_image,
+    AddonRig, PkgEntry, docker_archive, docker_archive_without_directories, manifest_hash,
+    os_release, runtime_mappings_yaml, sysext_image,
 };
 
 const OS: &str = "1632.3.0";
@@ -38,16 +37,11 @@ fn agent_bin() -> String {
     env!("CARGO_BIN_EXE_node-bootstrap").to_string()
 }
 
-/// A torcx node: the generator stand-in, os-release, mappings, keyring,
+/// A torcx node: the real torcx generator, os-release, mappings, keyring,
 /// config, and the vendor docker 1.12 of the OS image.
 fn torcx_node(name: &str, rig: &AddonRig, addon: Value) -> SimNode {
     let n = SimNode::new(name).unwrap();
-    n.install_file(
-        &testkit::standin("torcx-generator"),
-        "/etc/systemd/system-generators/torcx-generator",
-        0o755,
-    )
-    .unwrap();
+    testkit::torcx::install_generator(&n).unwrap();
     n.write("/usr/lib/os-release", os_release(OS, &rig.board), 0o644)
         .unwrap();
     n.write(
@@ -191,6 +185,19 @@ fn fresh_node_installs_docker_reboots_once_and_runs_it() {
     );
     let meta = n.read("/run/metadata/torcx").unwrap();
     assert!(meta.contains("TORCX_UPPER_PROFILE=\"tectonic\""), "{meta}");
+    // torcx put the image's docker.service in place; it runs its dockerd.
+    assert_eq!(
+        n.prop("docker.service", "FragmentPath").unwrap(),
+        "/run/systemd/system/docker.service"
+    );
+    n.systemctl(&["start", "docker.service"]).unwrap();
+    assert_eq!(n.prop("docker.service", "ActiveState").unwrap(), "active");
+    n.wait_for("dockerd 17.03.2-ce in docker.service's journal", T, |n| {
+        n.journal("docker.service")
+            .contains("dockerd 17.03.2-ce (test image)")
+            .then_some(())
+    })
+    .unwrap();
     let confirm = agent(&n, &["addon", "confirm", "--docker-next", "17.03"]);
     assert!(
         confirm.status.success(),
@@ -517,5 +524,193 @@ fn sysext_image_is_merged_by_systemd_sysext_at_the_next_boot() {
     assert_eq!(again["docker_running_source"], "sysext-release");
     assert_eq!(again["reboot_needed"], false);
     assert_eq!(again["installed"], json!([]));
+    n.shutdown().unwrap();
+}
+
+/// What `/run/torcx/profile.json` says torcx applied at this boot, if it
+/// wrote one (it writes none when an image failed).
+fn applied(n: &SimNode) -> Option<String> {
+    n.read("/run/torcx/profile.json")
+}
+
+#[test]
+fn a_package_torcx_cannot_apply_is_refused_and_torcx_agrees() {
+    if skip_unless_possible("a_package_torcx_cannot_apply_is_refused_and_torcx_agrees") {
+        return;
+    }
+    let rig = AddonRig::new(OS);
+    let flat = docker_archive_without_directories("17.03.2-ce");
+    let e112 = rig.publish_package("1.12", &docker_archive("1.12.6"));
+    let e1703 = rig.publish_package("17.03", &flat);
+    rig.publish_manifest(OS, &[e112, e1703]);
+    let mut n = torcx_node("addon-flat", &rig, json!({}));
+    n.boot().unwrap();
+    wait_booted(&n);
+
+    let out = agent(&n, &["addon", "ensure", "--cluster-version", CLUSTER]);
+    assert_eq!(out.status.code(), Some(5), "bad input, not retried");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not an image torcx can apply: entry \".torcx/manifest.json\" comes before any entry for its directory")
+            && err.contains("no reboot is asked for"),
+        "{err}"
+    );
+    assert_eq!(ls(&n, STORE), Vec::<String>::new(), "nothing installed");
+    assert!(!n.exists("/etc/torcx/next-profile"));
+
+    // The real torcx refuses the same archive: put it in place by hand and
+    // boot it; torcx applies nothing and docker is not activated.
+    n.write(&format!("{STORE}/docker:17.03.torcx.tgz"), &flat, 0o644)
+        .unwrap();
+    n.write(
+        "/etc/torcx/profiles/by-hand.json",
+        r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"17.03"}]}}"#,
+        0o644,
+    )
+    .unwrap();
+    n.write("/etc/torcx/next-profile", "by-hand\n", 0o644)
+        .unwrap();
+    reboot(&mut n);
+    assert_eq!(applied(&n), None, "torcx applied a profile");
+    assert!(!n.exists("/run/torcx/bin/docker"));
+    assert!(
+        n.console()
+            .contains("open /.torcx/manifest.json: no such file or directory"),
+        "{}",
+        n.console()
+    );
+    n.shutdown().unwrap();
+}
+
+#[test]
+fn a_users_v1_next_profile_stays_v1_and_torcx_applies_it() {
+    if skip_unless_possible("a_users_v1_next_profile_stays_v1_and_torcx_applies_it") {
+        return;
+    }
+    let rig = AddonRig::new(OS);
+    publish(&rig);
+    let mut n = torcx_node("addon-v1", &rig, json!({}));
+    n.write(
+        "/etc/torcx/profiles/mine.json",
+        r#"{"kind":"profile-manifest-v1","value":{"images":[{"name":"docker","reference":"1.12","remote":""}]}}"#,
+        0o644,
+    )
+    .unwrap();
+    n.write("/etc/torcx/next-profile", "mine\n", 0o644).unwrap();
+    n.boot().unwrap();
+    wait_booted(&n);
+    assert!(
+        torcx_docker(&n).contains("1.12.6"),
+        "torcx read the v1 profile"
+    );
+
+    let out = ensure(&n, &[]);
+    assert_eq!(out["profile"], "mine");
+    assert_eq!(out["docker_next"], "17.03");
+    assert_eq!(
+        n.read("/etc/torcx/profiles/mine.json").unwrap(),
+        "{\"kind\":\"profile-manifest-v1\",\"value\":{\"images\":[{\"name\":\"docker\",\"reference\":\"17.03\",\"remote\":\"\"}]}}\n"
+    );
+    let check = testkit::torcx::run_in(&n, &["profile", "check", "--name", "mine"]).unwrap();
+    assert!(
+        check.status.success(),
+        "torcx profile check: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    reboot(&mut n);
+    assert!(
+        torcx_docker(&n).contains("17.03.2-ce"),
+        "{}",
+        torcx_docker(&n)
+    );
+    let meta = n.read("/run/metadata/torcx").unwrap();
+    assert!(meta.contains("TORCX_UPPER_PROFILE=\"mine\""), "{meta}");
+    n.shutdown().unwrap();
+}
+
+#[test]
+fn a_boot_where_torcx_applied_no_image_is_understood() {
+    if skip_unless_possible("a_boot_where_torcx_applied_no_image_is_understood") {
+        return;
+    }
+    let rig = AddonRig::new(OS);
+    publish(&rig);
+    let mut n = torcx_node("addon-null", &rig, json!({}));
+    // An OS image without a vendor profile: torcx applies nothing.
+    n.remove("/usr/share/torcx/profiles/vendor.json").unwrap();
+    n.boot().unwrap();
+    wait_booted(&n);
+    assert_eq!(
+        applied(&n).unwrap(),
+        include_str!("fixtures/torcx/run-profile-no-images.json"),
+        "what torcx writes when it applied no image"
+    );
+
+    // Nothing runs, so whether 17.03 runs is "no", not an error.
+    let confirm = agent(&n, &["addon", "confirm", "--docker-next", "17.03"]);
+    assert_eq!(
+        confirm.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&confirm.stderr)
+    );
+    let out = ensure(&n, &[]);
+    assert_eq!(out["docker_running"], Value::Null);
+    assert_eq!(out["reboot_needed"], true);
+    reboot(&mut n);
+    assert!(torcx_docker(&n).contains("17.03.2-ce"));
+    n.shutdown().unwrap();
+}
+
+/// The fixtures in tests/fixtures/torcx (read by the agent's unit tests)
+/// are byte for byte what the real torcx writes.
+#[test]
+fn the_torcx_fixtures_are_what_the_real_torcx_writes() {
+    if skip_unless_possible("the_torcx_fixtures_are_what_the_real_torcx_writes") {
+        return;
+    }
+    let fixture = |name: &str| {
+        std::fs::read_to_string(
+            testkit::project_root()
+                .join("tests/fixtures/torcx")
+                .join(name),
+        )
+        .unwrap()
+    };
+    let rig = AddonRig::new(OS);
+    let mut n = torcx_node("addon-fixtures", &rig, json!({}));
+    n.boot().unwrap();
+    wait_booted(&n);
+    assert_eq!(applied(&n).unwrap(), fixture("run-profile-docker.json"));
+    assert_eq!(
+        n.read("/run/metadata/torcx").unwrap(),
+        fixture("metadata-torcx")
+    );
+    let torcx = |args: &[&str]| {
+        let o = testkit::torcx::run_in(&n, args).unwrap();
+        assert!(
+            o.status.success(),
+            "torcx {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    torcx(&["profile", "new", "--name", "fresh"]);
+    assert_eq!(
+        n.read("/etc/torcx/profiles/fresh.json").unwrap(),
+        fixture("user-profile-new.json")
+    );
+    torcx(&["profile", "new", "--name", "mine"]);
+    torcx(&["profile", "use-image", "--name", "mine", "docker:1.12"]);
+    assert_eq!(
+        n.read("/etc/torcx/profiles/mine.json").unwrap(),
+        fixture("user-profile-use-image.json")
+    );
+    n.shutdown().unwrap();
+    // And with no image to apply (no vendor profile).
+    n.remove("/usr/share/torcx/profiles/vendor.json").unwrap();
+    n.boot().unwrap();
+    wait_booted(&n);
+    assert_eq!(applied(&n).unwrap(), fixture("run-profile-no-images.json"));
     n.shutdown().unwrap();
 }

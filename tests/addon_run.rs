@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 use std::time::Duration;
-use testkit::agentnode::{AgentNode, kubelet_starts, state_journal};
+use testkit::agentnode::{AgentNode, kubelet_starts, state_journal, wait_kubelet_starts};
 use testkit::simnode::{SimNode, skip_unless_possible};
 use testkit::torcx_fixtures::{AddonRig, docker_archive, runtime_mappings_yaml};
 
@@ -21,7 +21,7 @@ const STORE: &str = "/var/lib/torcx/store/1632.3.0";
 const T: Duration = Duration::from_secs(90);
 
 /// An agent node with the addon enabled against the rig's server, the
-/// generator stand-in, and the OS image's vendor docker `vendor_docker`.
+/// real torcx generator, and the OS image's vendor docker `vendor_docker`.
 fn node(name: &str, rig: &AddonRig, vendor_docker: &str) -> SimNode {
     let full: Value = serde_json::from_str(&rig.config_json_for_root("", json!({}))).unwrap();
     let n = AgentNode::new(name)
@@ -38,12 +38,7 @@ fn node(name: &str, rig: &AddonRig, vendor_docker: &str) -> SimNode {
         0o644,
     )
     .unwrap();
-    n.install_file(
-        &testkit::standin("torcx-generator"),
-        "/etc/systemd/system-generators/torcx-generator",
-        0o755,
-    )
-    .unwrap();
+    testkit::torcx::install_generator(&n).unwrap();
     n.write(
         "/etc/kubernetes/installer/runtime-mappings.yaml",
         runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
@@ -125,7 +120,7 @@ fn run_installs_docker_reboots_once_wiping_its_datadir_and_starts_kubelet() {
     assert_eq!(addon["docker_next"], "17.03");
     assert_eq!(addon["docker_running"], "1.12");
     assert!(addon["confirmed_in_boot"].is_string(), "{addon}");
-    assert_eq!(kubelet_starts(&n).len(), 1);
+    assert_eq!(wait_kubelet_starts(&n, 1).len(), 1);
     assert_eq!(
         rig.server
             .requests_for(&rig.package_path("17.03", &d1703))
@@ -152,7 +147,7 @@ fn run_on_a_node_already_running_that_docker_does_not_reboot() {
         n.exists("/var/lib/docker/image/marker"),
         "docker's data kept"
     );
-    assert_eq!(kubelet_starts(&n).len(), 1);
+    assert_eq!(wait_kubelet_starts(&n, 1).len(), 1);
     n.shutdown().unwrap();
 }
 

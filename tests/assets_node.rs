@@ -162,10 +162,10 @@ fn pull_mode_bundle_lands_at_opt_tectonic_and_fires_bootkube_once() {
     assert!(log.contains("assets in place"), "{log}");
     assert!(!log.contains(SECRET), "secret in the journal:\n{log}");
     // Structured fields reach journald.
-    let entries = n.journal_json(&["PHASE=assets"]);
+    let entries = n.journal_json(&["STEP=assets"]);
     assert!(
         entries.iter().any(|e| e["MESSAGE"] == "assets in place"),
-        "no PHASE=assets entry"
+        "no STEP=assets entry"
     );
 
     // Running the pull again changes nothing and bootkube does not fire again.

@@ -656,7 +656,7 @@ fn a_256_mib_bundle_is_pulled_in_parallel_parts_with_flat_memory() {
 /// The 1 GiB benchmark: `NODE_BOOTSTRAP_BENCH=1 cargo test --release? no:
 /// cargo test --test assets_s3 bench_1_gib -- --nocapture`. Skipped unless
 /// NODE_BOOTSTRAP_BENCH=1 (moto copies the object for every ranged GET, so
-/// this measures moto as much as the agent; see TEST-RIG.md).
+/// this measures moto as much as the agent; bench/assets.sh uses Garage).
 #[test]
 fn bench_1_gib() {
     if std::env::var("NODE_BOOTSTRAP_BENCH").as_deref() != Ok("1") {

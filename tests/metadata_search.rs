@@ -101,12 +101,7 @@ impl Fixture {
 }
 
 fn docker(version: VersionMatch) -> ArtifactQuery {
-    ArtifactQuery {
-        name: "docker".into(),
-        series: "1520.3.0".into(),
-        arch: "amd64".into(),
-        version,
-    }
+    ArtifactQuery::by_id("com.node-bootstrap:docker:1520.3.0:amd64", version)
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -212,8 +207,10 @@ fn the_first_location_with_a_matching_product_wins() {
     assert_eq!(found.location, local.display().to_string());
     assert!(found.skipped.is_empty());
     // Another product is in neither.
-    let mut q = docker(VersionMatch::Latest);
-    q.arch = "arm64".into();
+    let q = ArtifactQuery::by_id(
+        "com.node-bootstrap:docker:1520.3.0:arm64",
+        VersionMatch::Latest,
+    );
     let e = rt.block_on(metadata::find(&c, &q)).unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput);
     assert!(

@@ -13,6 +13,7 @@
 //! (f) on the next boot neither runs again.
 
 use std::time::Duration;
+use testkit::agentnode::{kubelet_starts, wait_kubelet_starts};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
 const UNITS: &[&str] = &[
@@ -67,14 +68,6 @@ fn asset(n: &SimNode, name: &str, body: &str) {
 
 fn ts(n: &SimNode, unit: &str, prop: &str) -> u64 {
     n.timestamp_us(unit, prop).unwrap()
-}
-
-fn kubelet_starts(n: &SimNode) -> Vec<String> {
-    n.read("/var/lib/kubelet-wrapper/starts")
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
@@ -141,7 +134,7 @@ fn master_first_boot_orders_bootstrap_kubelet_bootkube_tectonic_and_next_boot_sk
         "kubelet started before k8s-node-bootstrap finished\n{}",
         n.diagnostics()
     );
-    assert_eq!(kubelet_starts(&n), vec![
+    assert_eq!(wait_kubelet_starts(&n, 1), vec![
         "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests".to_string()
     ]);
     // (d) bootkube waited for kubelet to be started although its assets were
@@ -213,7 +206,11 @@ fn master_first_boot_orders_bootstrap_kubelet_bootkube_tectonic_and_next_boot_sk
         n.read("/var/lib/stub/tectonic-runs").unwrap(),
         "tectonic ran\n"
     );
-    assert_eq!(kubelet_starts(&n).len(), 2, "kubelet starts on every boot");
+    assert_eq!(
+        wait_kubelet_starts(&n, 2).len(),
+        2,
+        "kubelet starts on every boot"
+    );
     n.shutdown().unwrap();
 }
 
@@ -247,7 +244,7 @@ fn failing_bootstrap_crash_loops_until_it_succeeds() {
         log.contains("stub run: failing attempt 1") && log.contains("stub run: failing attempt 2"),
         "{log}"
     );
-    assert_eq!(kubelet_starts(&n).len(), 1);
+    assert_eq!(wait_kubelet_starts(&n, 1).len(), 1);
     n.shutdown().unwrap();
 }
 
@@ -304,7 +301,7 @@ fn reboot_from_bootstrap_leads_to_a_boot_that_skips_it() {
         "no"
     );
     assert_eq!(n.read("/var/lib/stub/run-count").unwrap().trim(), "1");
-    assert_eq!(kubelet_starts(&n).len(), 1);
+    assert_eq!(wait_kubelet_starts(&n, 1).len(), 1);
     n.shutdown().unwrap();
 }
 

@@ -7,7 +7,7 @@
 
 use node_bootstrap::addon::manifest::PackageManifest;
 use node_bootstrap::addon::mappings::RuntimeMappings;
-use node_bootstrap::addon::torcx::{Image, parse_profile, render_profile};
+use node_bootstrap::addon::torcx::{Image, Profile, parse_profile, render_profile};
 use node_bootstrap::assets::config::UnpackLimits;
 use node_bootstrap::assets::unpack::{is_secret, unpack};
 use node_bootstrap::error::ErrorClass;
@@ -194,16 +194,19 @@ proptest! {
             prop_assert_eq!(e.class(), ErrorClass::BadInput);
             prop_assert!(e.to_string().contains(PROFILE), "{e}");
         }
-        let imgs: Vec<Image> = images.into_iter().map(|(name, reference)| Image { name, reference }).collect();
-        let back = parse_profile(render_profile(&imgs).as_bytes(), Path::new(PROFILE)).unwrap();
-        prop_assert_eq!(back, imgs);
+        let imgs: Vec<Image> = images.iter().map(|(name, reference)| Image::new(name, reference)).collect();
+        for v1 in [false, true] {
+            let profile = Profile { v1, images: imgs.iter().cloned().map(|i| Image { remote: v1.then(String::new), ..i }).collect() };
+            let back = parse_profile(render_profile(&profile).as_bytes(), Path::new(PROFILE)).unwrap();
+            prop_assert_eq!(back, profile);
+        }
     }
 
     // ---- artifact metadata ----
 
     #[test]
     fn metadata_products_of_any_shape_never_panic(text in "\\PC{0,400}") {
-        let _ = serde_json::from_str::<Products>(&text);
+        let _ = Products::parse(&text);
     }
 
     /// An item is only usable with a well-formed hash and a path that stays
@@ -220,11 +223,11 @@ proptest! {
         sha256 in prop::option::of("[0-9a-fA-F]{60,68}"),
         sha512 in prop::option::of("[0-9a-fA-Fg]{126,130}"),
     ) {
-        let item = Item { version: "1".into(), ftype: "torcx.tgz".into(), size: 1, path: path.clone(), sha256: sha256.clone(), sha512: sha512.clone() };
+        let item = Item { version: Some("1".into()), ftype: Some("torcx.tgz".into()), size: Some("1".into()), path: Some(path.clone()), sha256: sha256.clone(), sha512: sha512.clone(), md5: None };
         let hex_ok = |h: &Option<String>, n: usize| h.as_ref().is_none_or(|h| h.len() == n && h.bytes().all(|b| b.is_ascii_hexdigit()));
         let escapes = path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c == "..") || path.contains("://");
         let ok = (sha256.is_some() || sha512.is_some()) && hex_ok(&sha256, 64) && hex_ok(&sha512, 128) && !escapes;
-        prop_assert_eq!(item.check("id").is_ok(), ok, "{:?}", item);
+        prop_assert_eq!(item.artifact("id", "1").is_ok(), ok, "{:?}", item);
     }
 
     /// The version order the metadata selection uses is a total order:

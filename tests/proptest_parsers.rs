@@ -10,7 +10,9 @@ use node_bootstrap::cluster::KubeVersion;
 use node_bootstrap::cluster::kubeconfig;
 use node_bootstrap::config::Config;
 use node_bootstrap::error::ErrorClass;
-use node_bootstrap::journal::{JournalFile, StateJournal, StepRecord, StepStatus};
+use node_bootstrap::journal::{
+    JournalFile, StateJournal, Step, StepRecord, StepResult, StepStatus,
+};
 use node_bootstrap::kubeletenv::{self, EnvFile};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -322,7 +324,7 @@ proptest! {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("os-release");
         std::fs::write(&p, &text).unwrap();
-        match node_bootstrap::flow::node::os_version_id(&p) {
+        match node_bootstrap::osrelease::version_id(&p) {
             Ok(v) => prop_assert!(!v.is_empty()),
             Err(e) => {
                 prop_assert_eq!(e.class(), ErrorClass::BadInput);
@@ -499,7 +501,7 @@ fn any_journal() -> impl Strategy<Value = StateJournal> {
             started_at: "2026-01-01T00:00:00Z".into(),
             ended_at: None,
             attempts,
-            result,
+            result: result.map(StepResult::Raw),
             error,
             error_class: None,
             log_tail: Vec::new(),
@@ -520,7 +522,14 @@ fn any_journal() -> impl Strategy<Value = StateJournal> {
     )
     .prop_map(|steps| StateJournal {
         schema: 1,
-        steps,
+        // A result is typed by its step's name, as the file reader does.
+        steps: steps
+            .into_iter()
+            .map(|(name, mut rec)| {
+                rec.result = rec.result.map(|r| StepResult::read(&name, r.to_json()));
+                (name, rec)
+            })
+            .collect(),
         history: Vec::new(),
     })
 }
@@ -563,9 +572,9 @@ proptest! {
         let p = d.path().join("state.json");
         std::fs::write(&p, &bytes).unwrap();
         let jf = JournalFile::new(&p);
-        jf.update(|j| j.begin("boot", "assets")).unwrap();
+        jf.update(|j| j.begin("boot", Step::Assets)).unwrap();
         let now = jf.load().unwrap().unwrap();
-        prop_assert_eq!(now.step("assets").unwrap().status, StepStatus::Running);
+        prop_assert_eq!(now.step(Step::Assets).unwrap().status, StepStatus::Running);
         prop_assert_eq!(std::fs::read(d.path().join("state.json.corrupt")).unwrap(), bytes);
     }
 }

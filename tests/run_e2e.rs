@@ -6,6 +6,7 @@ use serde_json::json;
 use std::time::Duration;
 use testkit::agentnode::{
     AgentNode, Cluster, OS_RELEASE, hold_shutdown, kubelet_starts, state_journal,
+    wait_kubelet_starts,
 };
 use testkit::apiserver::{ApiServerOptions, Fault};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
@@ -54,7 +55,7 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
         "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_EXTRA_ARGS=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n"
     );
     assert_eq!(
-        kubelet_starts(&n),
+        wait_kubelet_starts(&n, 1),
         vec![
             "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests"
         ]
@@ -80,12 +81,12 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
             .iter()
             .any(|r| r.path == "/version" && r.client_cert)
     );
-    // Structured journald fields for every phase.
-    for phase in ["assets", "cluster-version", "os-update", "kubelet-env"] {
-        let lines = n.journal_json(&[&format!("PHASE={phase}")]);
+    // Structured journald fields for every step.
+    for step in ["assets", "cluster-version", "os-update", "kubelet-env"] {
+        let lines = n.journal_json(&[&format!("STEP={step}")]);
         assert!(
-            lines.iter().any(|l| l["MESSAGE"] == "phase done"),
-            "no 'phase done' for {phase}"
+            lines.iter().any(|l| l["MESSAGE"] == "step done"),
+            "no 'step done' for {step}"
         );
     }
     let j = state_journal(&n).unwrap();
@@ -167,7 +168,7 @@ fn os_update_reboots_once_then_kubelet_env_then_later_boots_skip_the_agent() {
     n.boot().unwrap();
     n.wait_active_state("kubelet.service", "active", T).unwrap();
     assert_eq!(n.prop(KNB, "ConditionResult").unwrap(), "no");
-    assert_eq!(kubelet_starts(&n).len(), 2);
+    assert_eq!(wait_kubelet_starts(&n, 2).len(), 2);
     n.shutdown().unwrap();
 }
 

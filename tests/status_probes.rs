@@ -1,6 +1,6 @@
 //! `status` probes against real servers started by the test: update_engine's
 //! `GetStatus` served on a private dbus-daemon (the stand-in follows
-//! FORMATS.md §7 exactly), and Docker's version from a private dockerd.
+//! docs/formats.md §7 exactly), and Docker's version from a private dockerd.
 
 use serde_json::Value;
 use std::path::Path;
@@ -166,7 +166,7 @@ async fn update_engine_progress_is_read_and_said_in_words() {
         .map(|w| w.as_str().unwrap())
         .collect();
     assert!(
-        waits.contains(&"update-engine downloading 42% of 1576.4.0"),
+        waits.contains(&"update_engine downloading 42% of 1576.4.0"),
         "{waits:?}"
     );
     let systemd_err = v["unreachable"]

@@ -3,9 +3,9 @@
 //! the system bus with the shipped `com.coreos.update1.conf` policy.
 //!
 //! What an operator would check: "no update" and "update applied, reboot
-//! pending" are told apart from a failure; an update-engine error or hang
+//! pending" are told apart from a failure; an update_engine error or hang
 //! ends in a clear, retryable error within the configured time instead of a
-//! wedge; lost signals do not matter; a busy update-engine is followed rather
+//! wedge; lost signals do not matter; a busy update_engine is followed rather
 //! than poked; a pending reboot is found when updates are disabled.
 
 use node_bootstrap::error::{ErrorClass, exit};
@@ -114,7 +114,7 @@ async fn update_engine_error_is_retryable_not_no_update() {
         assert_eq!(e.exit_code(), exit::RETRYABLE);
         assert_eq!(
             e.to_string(),
-            "OS update failed: update-engine reported an error (UPDATE_STATUS_REPORTING_ERROR_EVENT) and went back to IDLE",
+            "OS update failed: update_engine reported an error (UPDATE_STATUS_REPORTING_ERROR_EVENT) and went back to IDLE",
             "{scenario:?}"
         );
     }
@@ -160,7 +160,7 @@ async fn hang_times_out_within_the_configured_timeout() {
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert_eq!(
         e.to_string(),
-        "update-engine did not finish within 1s (os_update.timeout_secs); last status UPDATE_STATUS_DOWNLOADING (10% of 123456789 bytes)"
+        "update_engine did not finish within 1s (os_update.timeout_secs); last status UPDATE_STATUS_DOWNLOADING (10% of 123456789 bytes)"
     );
 }
 
@@ -182,7 +182,7 @@ async fn hang_without_progress_hits_the_stall_timeout_first() {
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
         e.to_string()
-            .starts_with("update-engine made no progress for 1s (os_update.stall_timeout_secs); status UPDATE_STATUS_DOWNLOADING"),
+            .starts_with("update_engine made no progress for 1s (os_update.stall_timeout_secs); status UPDATE_STATUS_DOWNLOADING"),
         "{e}"
     );
 }
@@ -349,7 +349,7 @@ async fn missing_update_engine_is_a_clear_retryable_error() {
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
         e.to_string().starts_with(
-            "update-engine (com.coreos.update1) is not running on the system bus: GetStatus"
+            "update_engine (com.coreos.update1) is not running on the system bus: GetStatus"
         ),
         "{e}"
     );

@@ -1,7 +1,6 @@
 //! The `addon` subcommands: `ensure`, `confirm`, `pre-reboot-hook`, `gc`.
 
 use super::{AddonOutcome, AddonRequest};
-use crate::cli::AddonCommand;
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
 
@@ -27,20 +26,33 @@ fn require_enabled(config: &Config) -> Result<()> {
     }
 }
 
+/// What an `addon` subcommand asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddonAction {
+    /// The docker-addon step of `run`, alone; prints the outcome.
+    Ensure(AddonRequest),
+    /// Whether this boot applied `docker_next` (exit 0) or not (exit 7).
+    Confirm { docker_next: String },
+    /// Before an OS-update reboot; what is not given is read from
+    /// kubelet.env and update_engine.
+    PreRebootHook {
+        cluster_version: Option<String>,
+        next_os_version: Option<String>,
+    },
+    /// Remove the stores of older OS versions.
+    Gc,
+}
+
 /// Runs one `addon` subcommand; returns the exit code.
-pub fn dispatch(config: &Config, cmd: &AddonCommand) -> Result<u8> {
-    match cmd {
-        AddonCommand::Ensure(args) => {
+pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
+    match action {
+        AddonAction::Ensure(req) => {
             require_enabled(config)?;
-            let req = AddonRequest {
-                cluster_version: args.cluster_version.clone(),
-                next_os_version: args.next_os_version.clone(),
-            };
             let out = runtime()?.block_on(super::ensure(config, &req))?;
             print_json(&out);
             Ok(exit::SUCCESS)
         }
-        AddonCommand::Confirm { docker_next } => {
+        AddonAction::Confirm { docker_next } => {
             require_enabled(config)?;
             let intended = AddonOutcome {
                 docker_running: None,
@@ -63,18 +75,21 @@ pub fn dispatch(config: &Config, cmd: &AddonCommand) -> Result<u8> {
                 )))
             }
         }
-        AddonCommand::PreRebootHook(args) => {
+        AddonAction::PreRebootHook {
+            cluster_version,
+            next_os_version,
+        } => {
             if !config.addon.enabled {
                 println!("docker addon disabled (addon.enabled is false): nothing to prepare");
                 return Ok(exit::SUCCESS);
             }
             let rt = runtime()?;
-            let cluster_version = match &args.cluster_version {
-                Some(v) => v.clone(),
+            let cluster_version = match cluster_version {
+                Some(v) => v,
                 None => super::cluster_version_from_kubelet_env(config)?,
             };
-            let next_os_version = match &args.next_os_version {
-                Some(v) => Some(v.clone()),
+            let next_os_version = match next_os_version {
+                Some(v) => Some(v),
                 None => rt.block_on(super::next_os_from_update_engine())?,
             };
             let req = AddonRequest {
@@ -85,7 +100,7 @@ pub fn dispatch(config: &Config, cmd: &AddonCommand) -> Result<u8> {
             print_json(&out);
             Ok(exit::SUCCESS)
         }
-        AddonCommand::Gc => {
+        AddonAction::Gc => {
             let removed = super::gc(config)?;
             print_json(&serde_json::json!({ "removed": removed }));
             Ok(exit::SUCCESS)

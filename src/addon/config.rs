@@ -105,7 +105,7 @@ impl PackageSource {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAddon {
-    /// Run the docker addon phase (default false until configured).
+    /// Run the docker addon step (default false until configured).
     #[serde(default)]
     pub enabled: bool,
     /// `torcx` (default) or `sysext`.

@@ -17,7 +17,6 @@ use crate::retry::{Attempt, RetryPolicy, retry};
 use sha2::Digest;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -55,14 +54,16 @@ impl Staged {
         &self.partial
     }
 
-    /// mode 0644, rename over the target, fsync the directory.
+    /// Gives it its final name ([`crate::fsutil::publish`]: fsync, mode
+    /// 0644, rename over the target, fsync the directory).
     pub fn commit(mut self) -> Result<PathBuf> {
-        let io = || -> io::Result<()> {
-            fs::set_permissions(&self.partial, fs::Permissions::from_mode(0o644))?;
-            fs::rename(&self.partial, &self.target)?;
-            crate::fsutil::fsync_dir(parent(&self.target))
-        };
-        io().ctx(ErrorClass::Internal, || {
+        crate::fsutil::publish(
+            &self.partial,
+            &self.target,
+            crate::fsutil::MODE_PUBLIC,
+            crate::fsutil::Durability::Durable,
+        )
+        .ctx(ErrorClass::Internal, || {
             format!(
                 "failed to move {} into place at {}",
                 self.partial.display(),
@@ -177,7 +178,7 @@ impl Source {
     }
 }
 
-/// HTTP client and policies for the addon phase.
+/// HTTP client and policies for the addon step.
 pub struct Fetcher {
     client: reqwest::Client,
     policy: RetryPolicy,
@@ -229,7 +230,7 @@ impl Fetcher {
                 retry(self.policy, &format!("GET {u}"), |attempt| {
                     let u = u.clone();
                     async move {
-                        debug!(phase = "docker-addon", url = %u, attempt, "fetching {}", what);
+                        debug!(step = "docker-addon", url = %u, attempt, "fetching {}", what);
                         let resp = self
                             .client
                             .get(u.clone())
@@ -314,7 +315,7 @@ impl Fetcher {
         }
         let size = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
         info!(
-            phase = "docker-addon",
+            step = "docker-addon",
             url = %src.display(),
             path = %staged.target().display(),
             bytes = size,
@@ -384,14 +385,14 @@ impl Fetcher {
             if have > 0 {
                 req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
             }
-            info!(phase = "docker-addon", url = %u, attempt, resume_from = have, "downloading package");
+            info!(step = "docker-addon", url = %u, attempt, resume_from = have, "downloading package");
             let mut resp = req.send().await.map_err(|e| transport(u, "package", e))?;
             let status = resp.status().as_u16();
             match status {
                 206 => {
                     let start = content_range_start(&resp);
                     if start != Some(have) {
-                        warn!(phase = "docker-addon", url = %u, "server resumed at the wrong offset; starting over");
+                        warn!(step = "docker-addon", url = %u, "server resumed at the wrong offset; starting over");
                         file.set_len(0).map_err(local_io)?;
                         return Err(Attempt::retry(Error::retryable(format!(
                             "{u} answered a range other than the one asked for"
@@ -400,7 +401,7 @@ impl Fetcher {
                 }
                 200 => {
                     if have > 0 {
-                        debug!(phase = "docker-addon", url = %u, "server ignored the range; starting over");
+                        debug!(step = "docker-addon", url = %u, "server ignored the range; starting over");
                     }
                     file.set_len(0).map_err(local_io)?;
                     file.seek(SeekFrom::Start(0)).map_err(local_io)?;

@@ -5,7 +5,8 @@
 //! (store, profile, next-profile, sysext image, reboot decision) are the
 //! manifest source's, through the same [`Choice`].
 //!
-//! The product asked for is `com.node-bootstrap:<name>:<series>:<arch>`:
+//! The product asked for is `com.node-bootstrap:<name>:<series>:<arch>`
+//! (`sources.product_id_template`):
 //! - name [`TORCX_PRODUCT`] (`docker-torcx`, `.torcx.tgz` archives) for the
 //!   torcx backend, [`SYSEXT_PRODUCT`] (`docker-sysext`, `.raw` images) for
 //!   the sysext backend;
@@ -32,6 +33,7 @@ use super::manifest::{self, Choice, Sha512};
 use super::version::DockerVersion;
 use crate::config::Config;
 use crate::error::{Error, ErrorClass, Result};
+use crate::metadata::config::SourcesSettings;
 use crate::metadata::format::VersionMatch;
 use crate::metadata::{self, ArtifactQuery, Found};
 use std::path::Path;
@@ -69,6 +71,7 @@ pub fn product_name(backend: Backend) -> &'static str {
 /// One query per preference, in preference order. Preferences that are not
 /// docker versions are dropped (as the manifest source does).
 pub fn queries(
+    sources: &SourcesSettings,
     preferences: &[String],
     backend: Backend,
     series: &str,
@@ -77,11 +80,14 @@ pub fn queries(
     preferences
         .iter()
         .filter(|p| DockerVersion::parse(p).is_some())
-        .map(|p| ArtifactQuery {
-            name: product_name(backend).to_string(),
-            series: series.to_string(),
-            arch: board.to_string(),
-            version: VersionMatch::Prefix(p.trim().trim_start_matches('v').to_string()),
+        .map(|p| {
+            ArtifactQuery::new(
+                sources,
+                product_name(backend),
+                series,
+                board,
+                VersionMatch::Prefix(p.trim().trim_start_matches('v').to_string()),
+            )
         })
         .collect()
 }
@@ -138,7 +144,7 @@ pub fn choice_from_found(found: Found, preferences: &[String]) -> Result<Choice>
 /// serve it; `purpose` says which OS it is for.
 fn log_found(found: &Found, purpose: &str) {
     for s in &found.skipped {
-        info!(phase = "docker-addon", source = "metadata", location = %s.location,
+        info!(step = "docker-addon", source = "metadata", location = %s.location,
             location_kind = s.kind.as_str(), reason = %s.reason, purpose,
             "location did not serve the docker package");
     }
@@ -148,12 +154,12 @@ fn log_found(found: &Found, purpose: &str) {
         .map(|s| format!("{} ({}): {}", s.location, s.kind.as_str(), s.reason))
         .collect();
     if found.kind == metadata::config::LocationKind::Dev {
-        warn!(phase = "docker-addon", source = "metadata", location = %found.location,
+        warn!(step = "docker-addon", source = "metadata", location = %found.location,
             location_kind = found.kind.as_str(), product = %found.product_id, version = %found.version,
             url = %found.url, signed = found.signed, purpose,
             "DEVELOPMENT MODE: the docker package is a locally built one from sources.dev_dir");
     }
-    info!(phase = "docker-addon", source = "metadata", location = %found.location,
+    info!(step = "docker-addon", source = "metadata", location = %found.location,
         location_kind = found.kind.as_str(), product = %found.product_id, version = %found.version,
         url = %found.url, signed = found.signed, skipped = %skipped.join("; "), purpose,
         "docker package found");
@@ -166,7 +172,13 @@ pub async fn choose(
     board: &str,
     series: &str,
 ) -> Result<Choice> {
-    let qs = queries(preferences, config.addon.backend, series, board);
+    let qs = queries(
+        &config.sources,
+        preferences,
+        config.addon.backend,
+        series,
+        board,
+    );
     if qs.is_empty() {
         return Err(Error::bad_input(format!(
             "the runtime mappings' docker preferences ({}) contain no docker version",
@@ -191,12 +203,13 @@ pub async fn same_version_for(
     board: &str,
     series: &str,
 ) -> Result<Option<Choice>> {
-    let q = ArtifactQuery {
-        name: product_name(config.addon.backend).to_string(),
-        series: series.to_string(),
-        arch: board.to_string(),
-        version: VersionMatch::Exact(version.to_string()),
-    };
+    let q = ArtifactQuery::new(
+        &config.sources,
+        product_name(config.addon.backend),
+        series,
+        board,
+        VersionMatch::Exact(version.to_string()),
+    );
     match metadata::find(config, &q).await {
         Ok(found) => {
             log_found(&found, "running OS (rollback)");
@@ -204,7 +217,7 @@ pub async fn same_version_for(
         }
         Err(e) if e.class() == ErrorClass::Verification => Err(e),
         Err(e) => {
-            info!(phase = "docker-addon", source = "metadata", os_version = series, version,
+            info!(step = "docker-addon", source = "metadata", os_version = series, version,
                 reason = %e, "no docker package of this version for the running OS");
             Ok(None)
         }
@@ -243,7 +256,7 @@ pub async fn fetch_staged(
             }
         })?;
     let staged = Staged::new(partial, dir.join(final_name));
-    info!(phase = "docker-addon", source = "metadata", url = %found.url, location = %found.location,
+    info!(step = "docker-addon", source = "metadata", url = %found.url, location = %found.location,
         path = %staged.target().display(), bytes = found.item.size,
         elapsed_ms = started.elapsed().as_millis() as u64, "package fetched and verified");
     Ok(staged)
@@ -306,7 +319,9 @@ mod tests {
 
     #[test]
     fn one_prefix_query_per_docker_preference() {
+        let sources = SourcesSettings::default();
         let q = queries(
+            &sources,
             &prefs(&["17.03", "not-a-version", "v1.12"]),
             Backend::Sysext,
             OS,
@@ -314,14 +329,22 @@ mod tests {
         );
         assert_eq!(q.len(), 2);
         assert_eq!(
-            q[0].product_id(),
+            q[0].product_id,
             "com.node-bootstrap:docker-sysext:1632.3.0:amd64-usr"
         );
         assert_eq!(q[0].version, VersionMatch::Prefix("17.03".into()));
         assert_eq!(q[1].version, VersionMatch::Prefix("1.12".into()));
         assert_eq!(
-            queries(&prefs(&["17.03"]), Backend::Torcx, OS, BOARD)[0].name,
-            "docker-torcx"
+            queries(&sources, &prefs(&["17.03"]), Backend::Torcx, OS, BOARD)[0].product_id,
+            "com.node-bootstrap:docker-torcx:1632.3.0:amd64-usr"
+        );
+        let other = SourcesSettings {
+            product_id_template: "com.example.flatcar:{name}:{arch}:{series}".into(),
+            ..SourcesSettings::default()
+        };
+        assert_eq!(
+            queries(&other, &prefs(&["17.03"]), Backend::Torcx, OS, BOARD)[0].product_id,
+            "com.example.flatcar:docker-torcx:amd64-usr:1632.3.0"
         );
     }
 

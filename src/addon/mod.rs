@@ -1,4 +1,4 @@
-//! The docker addon phase: pick, fetch, verify and activate the docker
+//! The docker addon step: pick, fetch, verify and activate the docker
 //! version the cluster needs (torcx, or systemd-sysext), for the OS version
 //! the node boots next.
 //!
@@ -10,12 +10,13 @@
 //!    before 1520.3.0 have no remote packages: the vendor docker stays;
 //! 3. the package manifest for that board and OS version is read (URL or
 //!    file template) and its detached OpenPGP signature verified against the
-//!    keyring before anything in it is used ([`verify`]); unsigned only when
+//!    keyring before anything in it is used ([`crate::openpgp`]); unsigned only when
 //!    `addon.allow_unsigned` says so, with a warning every time;
 //! 4. the first preferred version the manifest offers for the board, the
 //!    largest build of it ([`manifest`]);
 //! 5. the package is reused from any store by hash, or downloaded with
-//!    retries and resume, verified by sha512 and only then renamed into
+//!    retries and resume, verified by sha512, checked to be an image torcx
+//!    can apply ([`torcx_image`]), and only then renamed into
 //!    `/var/lib/torcx/store/<os_version>/docker:<version>.torcx.tgz`
 //!    ([`fetch`], [`torcx`]); also for the running OS version when an update
 //!    is pending and its manifest offers the same version (a rollback then
@@ -46,27 +47,26 @@ pub mod fetch;
 pub mod manifest;
 pub mod mappings;
 pub mod metasource;
-pub mod osrelease;
 pub mod sysext;
 pub mod torcx;
-pub mod verify;
+pub mod torcx_image;
 pub mod version;
 
 use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
+use crate::osrelease::{OsIdentity, OsVersion};
 use config::{Backend, PackageSource};
 use fetch::{Fetcher, Source, Staged};
 use manifest::{Choice, PackageManifest};
-use osrelease::OsIdentity;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tracing::{debug, info, warn};
-use version::{DockerVersion, OsVersion};
+use version::DockerVersion;
 
-const PHASE: &str = "docker-addon";
+const STEP: &str = "docker-addon";
 
-/// What the flow asks of the addon phase.
+/// What the flow asks of the addon step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddonRequest {
     /// The cluster's Kubernetes version, e.g. `v1.9.6+coreos.0`.
@@ -75,7 +75,7 @@ pub struct AddonRequest {
     pub next_os_version: Option<String>,
 }
 
-/// What the phase did and what the flow must do about it.
+/// What the step did and what the flow must do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddonOutcome {
     /// The docker running now, e.g. `1.12` (Docker's API when docker is up,
@@ -143,7 +143,7 @@ pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome>
     let target = next_os.unwrap_or(os.version);
     let target_str = req.next_os_version.clone().unwrap_or(os.version_id.clone());
     info!(
-        phase = PHASE,
+        step = STEP,
         version = %req.cluster_version,
         preferences = %prefs.join(","),
         os_version = %os.version_id,
@@ -162,7 +162,7 @@ pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome>
                 .await?
                 .expect("a required manifest is never None");
             let choice = m.choose(&prefs, &os.board, &base)?;
-            info!(phase = PHASE, version = %choice.version, preference = %choice.preference,
+            info!(step = STEP, version = %choice.version, preference = %choice.preference,
                 source = PackageSource::TorcxManifest.as_str(), url = %m.source, "docker version chosen");
             choice
         }
@@ -173,7 +173,7 @@ pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome>
                 .as_ref()
                 .expect("metadata choices say where")
                 .0;
-            info!(phase = PHASE, version = %choice.version, preference = %choice.preference,
+            info!(step = STEP, version = %choice.version, preference = %choice.preference,
                 source = PackageSource::Metadata.as_str(), url = %found.url,
                 location = %found.location, location_kind = found.kind.as_str(),
                 "docker version chosen");
@@ -223,7 +223,8 @@ async fn ensure_torcx(
             c,
             same_build.as_deref(),
         )
-        .await;
+        .await
+        .and_then(|plan| check_applicable(&plan, c, osv).map(|()| plan));
         match res {
             Ok(torcx::PackagePlan::Staged(s)) => staged.push((c.hash, s)),
             Ok(_) => {}
@@ -260,6 +261,28 @@ async fn ensure_torcx(
     ))
 }
 
+/// Refuses a package torcx could not apply ([`torcx_image`]) before it gets
+/// a final name or a profile points at it. A package the next OS image
+/// ships in its own store cannot be read from here: it is the vendor's.
+fn check_applicable(plan: &torcx::PackagePlan, choice: &Choice, os_version: &str) -> Result<()> {
+    let file = match plan {
+        torcx::PackagePlan::InPlace(p) => p.as_path(),
+        torcx::PackagePlan::Staged(s) => s.partial(),
+        torcx::PackagePlan::ShippedWithOs(_) => return Ok(()),
+    };
+    let what = format!(
+        "the docker {} package for OS {os_version} ({}, {:?})",
+        choice.version,
+        choice.archive_name(),
+        choice.hash
+    );
+    let summary = torcx_image::check(file, &what)?;
+    debug!(step = STEP, version = %choice.version, os_version,
+        binaries = %summary.binaries.join(","), units = %summary.units.join(","),
+        unpacked_bytes = summary.unpacked_bytes, "torcx can apply the package");
+    Ok(())
+}
+
 /// The build of `choice.version` for the running OS version (which the
 /// node falls back to if the update rolls back), if its source offers it.
 async fn same_docker_for_running_os(
@@ -275,13 +298,13 @@ async fn same_docker_for_running_os(
                     match m.choose(std::slice::from_ref(&choice.version), &os.board, &base) {
                         Ok(c) if c.version == choice.version => return Ok(Some(c)),
                         _ => {
-                            info!(phase = PHASE, version = %choice.version, os_version = %os.version_id,
+                            info!(step = STEP, version = %choice.version, os_version = %os.version_id,
                                "the running OS's manifest does not offer this docker; installing for the next OS only")
                         }
                     }
                 }
                 None => {
-                    info!(phase = PHASE, os_version = %os.version_id, "no package manifest for the running OS version")
+                    info!(step = STEP, os_version = %os.version_id, "no package manifest for the running OS version")
                 }
             }
             Ok(None)
@@ -293,7 +316,7 @@ async fn same_docker_for_running_os(
 }
 
 async fn ensure_sysext(config: &Config, fetcher: &Fetcher, choice: Choice) -> Result<AddonOutcome> {
-    let boot_id = crate::journal::boot_id(&config.paths.run_dir)?;
+    let boot_id = crate::boot::id(&config.paths.run_dir)?;
     let (running, source) = running_docker_sysext(config, &boot_id).await;
     let mut installed = Vec::new();
     if !sysext::image_in_place(config, &choice)? {
@@ -389,7 +412,7 @@ fn outcome(
         note,
     };
     info!(
-        phase = PHASE,
+        step = STEP,
         docker_running = o.docker_running.as_deref().unwrap_or("unknown"),
         docker_next = %o.docker_next,
         reboot_needed = o.reboot_needed,
@@ -406,7 +429,7 @@ async fn skip_old_os(config: &Config, target: &str) -> Result<AddonOutcome> {
         "OS version {target} predates remote docker packages ({}); the OS's own docker stays",
         OsVersion::FIRST_REMOTE_PACKAGES
     );
-    warn!(phase = PHASE, os_version = target, "{note}");
+    warn!(step = STEP, os_version = target, "{note}");
     let (running, source, next) = match config.addon.backend {
         Backend::Torcx => {
             let tp = torcx::TorcxPaths::new(&config.paths);
@@ -415,7 +438,7 @@ async fn skip_old_os(config: &Config, target: &str) -> Result<AddonOutcome> {
             (running, source, next)
         }
         Backend::Sysext => {
-            let boot_id = crate::journal::boot_id(&config.paths.run_dir)?;
+            let boot_id = crate::boot::id(&config.paths.run_dir)?;
             let (running, source) = running_docker_sysext(config, &boot_id).await;
             (running, source, None)
         }
@@ -486,14 +509,14 @@ async fn load_manifest(
     let sig = fetcher.get_document(&sig_src, "manifest signature").await?;
     match sig {
         Some(sig) => {
-            let keyring = verify::Keyring::load(&keyring_path(config))?;
+            let keyring = crate::openpgp::Keyring::load(&keyring_path(config))?;
             let good =
                 keyring.verify_detached(&body, &sig, &format!("package manifest {shown}"))?;
-            info!(phase = PHASE, url = %shown, key = %good.signer_fingerprint, "package manifest signature verified");
+            info!(step = STEP, url = %shown, key = %good.signer_fingerprint, "package manifest signature verified");
         }
         None if config.addon.allow_unsigned => {
             warn!(
-                phase = PHASE,
+                step = STEP,
                 url = %shown,
                 "using an UNSIGNED package manifest (no signature at {}) because addon.allow_unsigned is true",
                 sig_src.display()
@@ -521,31 +544,17 @@ async fn load_manifest(
 
 /// The running daemon's version from Docker's API, when docker answers.
 pub async fn docker_api_version(socket: &Path, timeout: Duration) -> Option<String> {
-    if !socket.exists() {
-        debug!(phase = PHASE, path = %socket.display(), "no docker socket; docker is not up");
-        return None;
-    }
-    let path = socket.to_string_lossy().into_owned();
-    let ask = async {
-        let docker = bollard::Docker::connect_with_unix(
-            &path,
-            timeout.as_secs().max(1),
-            bollard::API_DEFAULT_VERSION,
-        )
-        .ok()?;
-        docker.version().await.ok()?.version
-    };
-    match tokio::time::timeout(timeout, ask).await {
-        Ok(Some(v)) => {
-            debug!(phase = PHASE, version = %v, "docker daemon version");
-            Some(v)
+    match crate::docker::version(socket, timeout).await {
+        Ok(v) => {
+            debug!(step = STEP, version = %v.version, "docker daemon version");
+            Some(v.version)
         }
-        Ok(None) => {
-            debug!(phase = PHASE, path = %socket.display(), "docker did not answer");
+        Err(e) if !socket.exists() => {
+            debug!(step = STEP, error = %e, "docker is not up");
             None
         }
-        Err(_) => {
-            warn!(phase = PHASE, path = %socket.display(), timeout_secs = timeout.as_secs(), "docker did not answer in time");
+        Err(e) => {
+            warn!(step = STEP, path = %socket.display(), error = %e, "docker did not answer");
             None
         }
     }
@@ -567,7 +576,7 @@ async fn running_docker_torcx(
         },
         Ok(None) => (None, None),
         Err(e) => {
-            warn!(phase = PHASE, error = %e, "cannot read what torcx applied at boot");
+            warn!(step = STEP, error = %e, "cannot read what torcx applied at boot");
             (None, None)
         }
     }
@@ -608,41 +617,15 @@ pub fn confirm_active(config: &Config, intended: &AddonOutcome) -> Result<bool> 
             }
         }
         Backend::Sysext => {
-            let boot_id = crate::journal::boot_id(&config.paths.run_dir)?;
+            let boot_id = crate::boot::id(&config.paths.run_dir)?;
             match sysext::running_from_sysext(config, &boot_id) {
                 Some((v, _)) => same(&v),
                 None => false,
             }
         }
     };
-    info!(phase = PHASE, docker_next = %intended.docker_next, active, "checked the docker applied at boot");
+    info!(step = STEP, docker_next = %intended.docker_next, active, "checked the docker applied at boot");
     Ok(active)
-}
-
-/// [`ensure`] as the `run` flow's seam calls it: the outcome as the JSON
-/// the state journal records.
-pub async fn ensure_for_flow(
-    config: &Config,
-    cluster_version: &str,
-    next_os_version: Option<&str>,
-) -> Result<serde_json::Value> {
-    let req = AddonRequest {
-        cluster_version: cluster_version.to_string(),
-        next_os_version: next_os_version.map(str::to_string),
-    };
-    let out = ensure(config, &req).await?;
-    Ok(serde_json::to_value(&out).expect("outcomes serialize"))
-}
-
-/// [`confirm_active`] on the result the state journal recorded for the
-/// docker-addon step (extra fields, such as the flow's own, are ignored).
-pub fn confirm_for_flow(config: &Config, intended: &serde_json::Value) -> Result<bool> {
-    let intended: AddonOutcome = serde_json::from_value(intended.clone()).map_err(|e| {
-        Error::internal(format!(
-            "the state journal's docker-addon result is not an addon outcome: {e}"
-        ))
-    })?;
-    confirm_active(config, &intended)
 }
 
 /// What the pre-reboot hook did.
@@ -684,25 +667,7 @@ pub fn cluster_version_from_kubelet_env(config: &Config) -> Result<String> {
 /// The OS version update_engine has staged for the next boot, if an update
 /// waits for a reboot (`UPDATE_STATUS_UPDATED_NEED_REBOOT`).
 pub async fn next_os_from_update_engine() -> Result<Option<String>> {
-    #[zbus::proxy(
-        interface = "com.coreos.update1.Manager",
-        default_service = "com.coreos.update1",
-        default_path = "/com/coreos/update1"
-    )]
-    trait UpdateEngine {
-        fn get_status(&self) -> zbus::Result<(i64, f64, String, String, i64)>;
-    }
-    let ask = async {
-        let conn = zbus::Connection::system().await?;
-        let proxy = UpdateEngineProxy::new(&conn).await?;
-        proxy.get_status().await
-    };
-    let (_, _, op, new_version, _) = tokio::time::timeout(Duration::from_secs(10), ask)
-        .await
-        .map_err(|_| Error::retryable("update_engine did not answer GetStatus within 10s"))?
-        .map_err(|e| Error::retryable(format!("asking update_engine for its status: {e}")))?;
-    Ok(
-        (op == "UPDATE_STATUS_UPDATED_NEED_REBOOT" && !new_version.is_empty())
-            .then_some(new_version),
-    )
+    let bus = crate::systemd::agent_bus().await?;
+    let engine = crate::updater::UpdateEngine::new(&bus).await?;
+    crate::updater::pending_reboot(&engine).await
 }

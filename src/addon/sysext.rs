@@ -60,7 +60,7 @@ pub fn read_record(config: &Config) -> Option<SysextRecord> {
     match serde_json::from_str(&text) {
         Ok(r) => Some(r),
         Err(e) => {
-            warn!(phase = "docker-addon", path = %p.display(), error = %e, "ignoring an unreadable sysext record");
+            warn!(step = "docker-addon", path = %p.display(), error = %e, "ignoring an unreadable sysext record");
             None
         }
     }
@@ -81,7 +81,7 @@ pub fn merged_release(config: &Config) -> Option<Vec<(String, String)>> {
         .sysext_release_dir
         .join(format!("extension-release.{EXTENSION_NAME}"));
     let text = fs::read_to_string(p).ok()?;
-    Some(super::osrelease::parse_env(&text))
+    Some(crate::osrelease::parse_env(&text))
 }
 
 /// What the merged extension says about the docker running now, without
@@ -143,7 +143,7 @@ pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) 
         match res {
             Ok(s) => return Ok(s),
             Err(e) => {
-                warn!(phase = "docker-addon", url = %u, error = %e, "image location failed");
+                warn!(step = "docker-addon", url = %u, error = %e, "image location failed");
                 if first_err
                     .as_ref()
                     .is_none_or(|f| f.class() != ErrorClass::Verification)
@@ -166,7 +166,7 @@ pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
             continue;
         }
         atomic_symlink(Path::new("/dev/null"), &link)?;
-        info!(phase = "docker-addon", path = %link.display(), "masked a built-in extension");
+        info!(step = "docker-addon", path = %link.display(), "masked a built-in extension");
         written.push(link);
     }
     Ok(written)
@@ -202,7 +202,7 @@ pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
         )));
     };
     atomic_symlink(&unit, &wants)?;
-    info!(phase = "docker-addon", path = %wants.display(), "enabled {}", SYSEXT_UNIT);
+    info!(step = "docker-addon", path = %wants.display(), "enabled {}", SYSEXT_UNIT);
     Ok(Some(wants))
 }
 

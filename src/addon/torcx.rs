@@ -1,5 +1,5 @@
 //! torcx as the node sees it: stores, profiles, `next-profile`, and the
-//! running state under `/run/torcx` (FORMATS.md §5, torcx's own code).
+//! running state under `/run/torcx` (docs/formats.md §5).
 //!
 //! - Stores, searched in this order when booting OS version V, the first
 //!   archive for a `name:reference` winning: `/usr/share/torcx/store/` (only
@@ -24,7 +24,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use tracing::{info, warn};
 
-pub const PROFILE_KIND: &str = "profile-manifest-v0";
+/// The profile kinds torcx reads (`internal/torcx/profile.go`); it writes
+/// `/run/torcx/profile.json` as v0, `torcx profile new` writes v1.
+pub const PROFILE_KIND_V0: &str = "profile-manifest-v0";
+pub const PROFILE_KIND_V1: &str = "profile-manifest-v1";
 pub const VENDOR_PROFILE: &str = "vendor";
 pub const OEM_PROFILE: &str = "oem";
 pub const ARCHIVE_SUFFIX: &str = ".torcx.tgz";
@@ -34,18 +37,63 @@ pub const ARCHIVE_SUFFIX: &str = ".torcx.tgz";
 pub struct Image {
     pub name: String,
     pub reference: String,
+    /// v1 profiles: the remote the image comes from (`""`: the local
+    /// stores); v0 has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+impl Image {
+    /// A local image (no remote).
+    pub fn new(name: &str, reference: &str) -> Image {
+        Image {
+            name: name.to_string(),
+            reference: reference.to_string(),
+            remote: None,
+        }
+    }
+}
+
+/// A profile as torcx reads it: its kind and images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// v1 when the file was `profile-manifest-v1` (written back as v1).
+    pub v1: bool,
+    pub images: Vec<Image>,
+}
+
+#[derive(Debug, Deserialize)]
 struct ProfileBox {
     kind: String,
-    value: ProfileValue,
+    /// Required, as in torcx; `null` is an empty profile (Go leaves the
+    /// struct empty).
+    value: serde_json::Value,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct ProfileValue {
+    /// torcx writes `"images": null` when it applied no image.
     #[serde(default)]
-    images: Vec<Image>,
+    images: Option<Vec<Image>>,
+}
+
+#[derive(Serialize)]
+struct ProfileOut<'a> {
+    kind: &'a str,
+    value: ImagesOut<'a>,
+}
+
+#[derive(Serialize)]
+struct ImagesOut<'a> {
+    images: Vec<ImageOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct ImageOut<'a> {
+    name: &'a str,
+    reference: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote: Option<&'a str>,
 }
 
 /// The torcx locations, derived from the agent's configured paths.
@@ -120,36 +168,69 @@ fn sibling(dir: &Path, name: &str) -> PathBuf {
     dir.parent().unwrap_or(Path::new("/")).join(name)
 }
 
-/// Parses a profile; a malformed one is [`ErrorClass::BadInput`] naming it.
-pub fn parse_profile(bytes: &[u8], source: &Path) -> Result<Vec<Image>> {
+/// Parses a profile the way torcx does: v0 or v1, `null` images or value
+/// meaning none, an empty file meaning none. A malformed one, or another
+/// kind, is [`ErrorClass::BadInput`] naming the file.
+pub fn parse_profile(bytes: &[u8], source: &Path) -> Result<Profile> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Profile {
+            v1: false,
+            images: Vec::new(),
+        });
+    }
     let b: ProfileBox = serde_json::from_slice(bytes).ctx(ErrorClass::BadInput, || {
         format!("invalid torcx profile {}", source.display())
     })?;
-    if b.kind != PROFILE_KIND {
-        return Err(Error::bad_input(format!(
-            "invalid torcx profile {}: kind is {:?}, expected {PROFILE_KIND:?}",
-            source.display(),
-            b.kind
-        )));
+    let v1 = match b.kind.as_str() {
+        PROFILE_KIND_V0 => false,
+        PROFILE_KIND_V1 => true,
+        other => {
+            return Err(Error::bad_input(format!(
+                "invalid torcx profile {}: kind is {other:?}, expected {PROFILE_KIND_V0:?} or {PROFILE_KIND_V1:?}",
+                source.display(),
+            )));
+        }
+    };
+    let value: ProfileValue = match b.value {
+        serde_json::Value::Null => ProfileValue::default(),
+        v => serde_json::from_value(v).ctx(ErrorClass::BadInput, || {
+            format!("invalid torcx profile {}", source.display())
+        })?,
+    };
+    let mut images = value.images.unwrap_or_default();
+    if !v1 {
+        images.iter_mut().for_each(|i| i.remote = None);
     }
-    Ok(b.value.images)
+    Ok(Profile { v1, images })
 }
 
-/// A profile's JSON as torcx writes it.
-pub fn render_profile(images: &[Image]) -> String {
-    let b = ProfileBox {
-        kind: PROFILE_KIND.to_string(),
-        value: ProfileValue {
-            images: images.to_vec(),
+/// A profile's JSON as torcx writes it: v1 images always carry `remote`.
+pub fn render_profile(profile: &Profile) -> String {
+    let out = ProfileOut {
+        kind: if profile.v1 {
+            PROFILE_KIND_V1
+        } else {
+            PROFILE_KIND_V0
+        },
+        value: ImagesOut {
+            images: profile
+                .images
+                .iter()
+                .map(|i| ImageOut {
+                    name: &i.name,
+                    reference: &i.reference,
+                    remote: profile.v1.then(|| i.remote.as_deref().unwrap_or_default()),
+                })
+                .collect(),
         },
     };
-    let mut s = serde_json::to_string(&b).expect("profiles serialize");
+    let mut s = serde_json::to_string(&out).expect("profiles serialize");
     s.push('\n');
     s
 }
 
 /// Reads a profile file; `Ok(None)` when it does not exist.
-pub fn read_profile(path: &Path) -> Result<Option<Vec<Image>>> {
+pub fn read_profile(path: &Path) -> Result<Option<Profile>> {
     match fs::read(path) {
         Ok(b) => parse_profile(&b, path).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -158,6 +239,11 @@ pub fn read_profile(path: &Path) -> Result<Option<Vec<Image>>> {
             path.display()
         ))),
     }
+}
+
+/// The images of a profile file; `Ok(None)` when it does not exist.
+pub fn read_images(path: &Path) -> Result<Option<Vec<Image>>> {
+    Ok(read_profile(path)?.map(|p| p.images))
 }
 
 /// Every profile by name (user profiles override OEM, OEM vendor).
@@ -209,14 +295,14 @@ pub fn next_boot_images(tp: &TorcxPaths) -> Result<Vec<Image>> {
     let mut images = Vec::new();
     for lower in [VENDOR_PROFILE, OEM_PROFILE] {
         if let Some(p) = profiles.get(lower)
-            && let Some(imgs) = read_profile(p)?
+            && let Some(imgs) = read_images(p)?
         {
             images = merge_images(&images, &imgs);
         }
     }
     if let Some(next) = read_next_profile(tp)?
         && let Some(p) = profiles.get(&next)
-        && let Some(imgs) = read_profile(p)?
+        && let Some(imgs) = read_images(p)?
     {
         images = merge_images(&images, &imgs);
     }
@@ -225,7 +311,7 @@ pub fn next_boot_images(tp: &TorcxPaths) -> Result<Vec<Image>> {
 
 /// What torcx applied at this boot (`/run/torcx/profile.json`).
 pub fn running_images(tp: &TorcxPaths) -> Result<Option<Vec<Image>>> {
-    read_profile(&tp.run_profile())
+    read_images(&tp.run_profile())
 }
 
 /// The docker reference among images.
@@ -271,11 +357,11 @@ pub async fn prepare_package(
         }
         let h = hash_of(&f)?;
         if h == choice.hash {
-            info!(phase = "docker-addon", path = %f.display(), version = %choice.version, os_version, "package already in a torcx store");
+            info!(step = "docker-addon", path = %f.display(), version = %choice.version, os_version, "package already in a torcx store");
             return Ok(PackagePlan::InPlace(f));
         }
         if dir == ours {
-            warn!(phase = "docker-addon", path = %f.display(), "store file does not match the manifest; replacing it");
+            warn!(step = "docker-addon", path = %f.display(), "store file does not match the manifest; replacing it");
             break;
         }
         if dir.starts_with(&tp.user_store) {
@@ -283,7 +369,7 @@ pub async fn prepare_package(
             continue;
         }
         warn!(
-            phase = "docker-addon",
+            step = "docker-addon",
             path = %f.display(),
             version = %choice.version,
             "the OS or OEM image ships its own build of this docker version, which torcx prefers; using it"
@@ -293,7 +379,7 @@ pub async fn prepare_package(
     if os_version != current_os {
         let vendor = tp.vendor_store.join(&name);
         if choice.paths.contains(&vendor) {
-            info!(phase = "docker-addon", path = %vendor.display(), os_version, "the next OS image ships this package");
+            info!(step = "docker-addon", path = %vendor.display(), os_version, "the next OS image ships this package");
             return Ok(PackagePlan::ShippedWithOs(vendor));
         }
     }
@@ -302,7 +388,7 @@ pub async fn prepare_package(
         None => find_by_hash(tp, &choice.hash)?,
     };
     if let Some(found) = found {
-        info!(phase = "docker-addon", from = %found.display(), os_version, "reusing a package from another store");
+        info!(step = "docker-addon", from = %found.display(), os_version, "reusing a package from another store");
         let staged = fetcher
             .fetch_package(&Source::File(found), &ours, &name, &choice.hash)
             .await?;
@@ -347,7 +433,7 @@ pub async fn download_any(
         match res {
             Ok(s) => return Ok(PackagePlan::Staged(s)),
             Err(e) => {
-                warn!(phase = "docker-addon", url = %u, error = %e, "package location failed");
+                warn!(step = "docker-addon", url = %u, error = %e, "package location failed");
                 // A verification failure is the most important to report.
                 if first_err
                     .as_ref()
@@ -409,26 +495,31 @@ fn find_by_hash(tp: &TorcxPaths, hash: &Sha512) -> Result<Option<PathBuf>> {
 }
 
 /// Writes the user profile `name` with docker at `reference` (other images
-/// kept) and points `next-profile` at it, each atomically and only when it
-/// changes. Returns the files written.
+/// and the profile's kind kept: a v1 profile stays v1) and points
+/// `next-profile` at it, each atomically and only when it changes. Returns
+/// the files written.
 pub fn activate(tp: &TorcxPaths, name: &str, reference: &str) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let path = tp.user_profiles().join(format!("{name}.json"));
     let existing = read_profile(&path)?;
-    let mut images = existing.clone().unwrap_or_default();
+    let mut profile = existing.clone().unwrap_or(Profile {
+        v1: false,
+        images: Vec::new(),
+    });
+    // Our package is in a local store: no remote.
     let docker = Image {
-        name: super::manifest::DOCKER.to_string(),
-        reference: reference.to_string(),
+        remote: profile.v1.then(String::new),
+        ..Image::new(super::manifest::DOCKER, reference)
     };
-    match images.iter_mut().find(|i| i.name == docker.name) {
+    match profile.images.iter_mut().find(|i| i.name == docker.name) {
         Some(i) => *i = docker,
-        None => images.push(docker),
+        None => profile.images.push(docker),
     }
-    if existing.as_ref() != Some(&images) {
+    if existing.as_ref() != Some(&profile) {
         fsutil::write_file(
             "torcx profile",
             &path,
-            render_profile(&images).as_bytes(),
+            render_profile(&profile).as_bytes(),
             fsutil::MODE_PUBLIC,
         )?;
         written.push(path);
@@ -461,7 +552,7 @@ pub fn profile_to_use(tp: &TorcxPaths, configured: &str) -> Result<String> {
             return Ok(next);
         }
         warn!(
-            phase = "docker-addon",
+            step = "docker-addon",
             profile = %next,
             path = %tp.next_profile_file().display(),
             "next-profile names no user profile under {}; using {configured}",
@@ -473,7 +564,7 @@ pub fn profile_to_use(tp: &TorcxPaths, configured: &str) -> Result<String> {
 
 /// Removes store directories of OS versions older than `running`
 /// (`/var/lib/torcx/store/<V>/` with V < running). Returns what it removed.
-pub fn gc(tp: &TorcxPaths, running: super::version::OsVersion) -> Result<Vec<PathBuf>> {
+pub fn gc(tp: &TorcxPaths, running: crate::osrelease::OsVersion) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     let entries = match fs::read_dir(&tp.user_store) {
         Ok(e) => e,
@@ -485,11 +576,11 @@ pub fn gc(tp: &TorcxPaths, running: super::version::OsVersion) -> Result<Vec<Pat
             )));
         }
     };
-    let mut dirs: Vec<(super::version::OsVersion, PathBuf)> = entries
+    let mut dirs: Vec<(crate::osrelease::OsVersion, PathBuf)> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
-            let v = super::version::OsVersion::parse(&e.file_name().to_string_lossy())?;
+            let v = crate::osrelease::OsVersion::parse(&e.file_name().to_string_lossy())?;
             Some((v, e.path()))
         })
         .filter(|(v, _)| *v < running)
@@ -499,7 +590,7 @@ pub fn gc(tp: &TorcxPaths, running: super::version::OsVersion) -> Result<Vec<Pat
         fs::remove_dir_all(&p).ctx(ErrorClass::Internal, || {
             format!("failed to remove old torcx store {}", p.display())
         })?;
-        info!(phase = "docker-addon", path = %p.display(), os_version = %v, "removed the store of an older OS version");
+        info!(step = "docker-addon", path = %p.display(), os_version = %v, "removed the store of an older OS version");
         removed.push(p);
     }
     if !removed.is_empty() {
@@ -513,22 +604,26 @@ mod tests {
     use super::*;
 
     fn img(n: &str, r: &str) -> Image {
-        Image {
-            name: n.into(),
-            reference: r.into(),
+        Image::new(n, r)
+    }
+
+    fn v0(images: &[Image]) -> Profile {
+        Profile {
+            v1: false,
+            images: images.to_vec(),
         }
     }
 
     #[test]
     fn profile_round_trip_and_torcx_merge() {
-        let text = render_profile(&[img("docker", "17.03")]);
+        let text = render_profile(&v0(&[img("docker", "17.03")]));
         assert_eq!(
             text,
             "{\"kind\":\"profile-manifest-v0\",\"value\":{\"images\":[{\"name\":\"docker\",\"reference\":\"17.03\"}]}}\n"
         );
         assert_eq!(
             parse_profile(text.as_bytes(), Path::new("/p")).unwrap(),
-            [img("docker", "17.03")]
+            v0(&[img("docker", "17.03")])
         );
         let merged = merge_images(
             &[img("docker", "1.12"), img("rkt", "1.0")],
@@ -544,6 +639,67 @@ mod tests {
         assert!(
             err.to_string().contains("/etc/torcx/profiles/a.json"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn empty_profiles_read_as_torcx_reads_them() {
+        for text in [
+            &br#"{"kind":"profile-manifest-v0","value":{"images":null}}"#[..],
+            br#"{"kind":"profile-manifest-v0","value":null}"#,
+            br#"{"kind":"profile-manifest-v1","value":{}}"#,
+            b"",
+            b"\n",
+        ] {
+            let p = parse_profile(text, Path::new("/run/torcx/profile.json")).unwrap();
+            assert!(p.images.is_empty(), "{}", String::from_utf8_lossy(text));
+        }
+        assert!(parse_profile(br#"{"kind":"profile-manifest-v0"}"#, Path::new("/p")).is_err());
+    }
+
+    /// Files the real torcx wrote (tests/fixtures/torcx; the simulated-node
+    /// test `the_torcx_fixtures_are_what_the_real_torcx_writes` keeps them
+    /// honest).
+    #[test]
+    fn profiles_written_by_the_real_torcx_are_read() {
+        let read =
+            |name: &str, text: &str| parse_profile(text.as_bytes(), Path::new(name)).unwrap();
+        let none = read(
+            "run-profile-no-images.json",
+            include_str!("../../tests/fixtures/torcx/run-profile-no-images.json"),
+        );
+        assert_eq!(none, v0(&[]));
+        let docker = read(
+            "run-profile-docker.json",
+            include_str!("../../tests/fixtures/torcx/run-profile-docker.json"),
+        );
+        assert_eq!(docker, v0(&[img("docker", "1.12")]));
+        assert_eq!(
+            read(
+                "user-profile-new.json",
+                include_str!("../../tests/fixtures/torcx/user-profile-new.json")
+            ),
+            v0(&[])
+        );
+        assert_eq!(
+            read(
+                "user-profile-use-image.json",
+                include_str!("../../tests/fixtures/torcx/user-profile-use-image.json")
+            ),
+            v0(&[img("docker", "1.12")])
+        );
+    }
+
+    #[test]
+    fn v1_profiles_keep_their_kind_and_remotes() {
+        let text = br#"{"kind":"profile-manifest-v1","value":{"images":[{"name":"docker","reference":"1.12","remote":"com.coreos.cl"},{"name":"rkt","reference":"1.0","remote":""}]}}"#;
+        let p = parse_profile(text, Path::new("/p")).unwrap();
+        assert!(p.v1);
+        assert_eq!(p.images[0].remote.as_deref(), Some("com.coreos.cl"));
+        assert_eq!(
+            render_profile(&p),
+            format!("{}\n", String::from_utf8_lossy(text)),
+            "written back as read"
         );
     }
 

@@ -1,4 +1,4 @@
-//! Version numbers as the addon phase meets them: docker versions as torcx
+//! Version numbers as the addon step meets them: docker versions as torcx
 //! references and Docker's API spell them (`17.03`, `1.12.6`, `17.03.2-ce`),
 //! OS versions as os-release's `VERSION_ID` spells them (`1520.3.0`), and
 //! Kubernetes' `major.minor` of a cluster version (`v1.9.6+coreos.0`).
@@ -97,43 +97,6 @@ impl fmt::Display for DockerVersion {
     }
 }
 
-/// A Container Linux / Flatcar OS version (`VERSION_ID`): `major.minor.patch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OsVersion(pub u64, pub u64, pub u64);
-
-impl OsVersion {
-    /// The first OS version with remote docker packages (tectonic-torcx's
-    /// `MinimumRemoteDocker`).
-    pub const FIRST_REMOTE_PACKAGES: OsVersion = OsVersion(1520, 3, 0);
-
-    pub fn parse(s: &str) -> Option<OsVersion> {
-        let mut it = s.trim().split('.');
-        let mut next = || -> Option<u64> {
-            let p = it.next()?;
-            if p.is_empty() || p.len() > 9 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            p.parse().ok()
-        };
-        let v = OsVersion(next()?, next()?, next()?);
-        if it.next().is_some() {
-            return None;
-        }
-        Some(v)
-    }
-
-    /// Whether remote docker packages exist for this OS version.
-    pub fn has_remote_packages(self) -> bool {
-        self >= Self::FIRST_REMOTE_PACKAGES
-    }
-}
-
-impl fmt::Display for OsVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
 /// `(major, minor)` of a Kubernetes cluster version: `v1.9.6+coreos.0` ->
 /// `(1, 9)`, `1.10.2` -> `(1, 10)`.
 pub fn kube_major_minor(cluster_version: &str) -> Result<(u64, u64)> {
@@ -192,18 +155,6 @@ mod tests {
         assert!(!d("1.12").same_docker(&d("17.03")));
         assert!(d("17.03.1").datadir_compatible(&d("17.03.2")));
         assert!(!d("1.12.6").datadir_compatible(&d("17.03.2")));
-    }
-
-    #[test]
-    fn os_versions_compare_numerically() {
-        let v = |s| OsVersion::parse(s).unwrap();
-        assert!(v("1520.3.0").has_remote_packages());
-        assert!(!v("1520.2.9").has_remote_packages());
-        assert!(v("1632.3.0") > v("1520.10.0"));
-        assert!(v("1520.10.0") > v("1520.9.0"));
-        for bad in ["1520.3", "1520.3.0.1", "1520.3.0+2017-12-01", "x.y.z", ""] {
-            assert!(OsVersion::parse(bad).is_none(), "{bad:?}");
-        }
     }
 
     #[test]

@@ -162,6 +162,21 @@ pub struct S3Settings {
 }
 
 impl S3Settings {
+    /// Settings for reading below `prefix` of `bucket` (`metadata validate
+    /// s3://…`), every other field at its default: region, endpoint and
+    /// credentials from the standard AWS chain.
+    pub fn for_prefix(bucket: &str, prefix: &str) -> FieldResult<S3Settings> {
+        let mut s = RawS3 {
+            bucket: Some(bucket.to_string()),
+            // Required of an object; replaced by the prefix below.
+            key: Some("-".to_string()),
+            ..Default::default()
+        }
+        .validate()?;
+        s.key = prefix.trim_matches('/').to_string();
+        Ok(s)
+    }
+
     /// `s3://bucket/key`, for messages.
     pub fn uri(&self) -> String {
         format!("s3://{}/{}", self.bucket, self.key)

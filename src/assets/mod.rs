@@ -176,7 +176,7 @@ impl Drop for Staging {
         if let Err(e) = fs::remove_dir_all(&self.dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
-            tracing::warn!(phase = "assets", path = %self.dir.display(), error = %e,
+            tracing::warn!(step = "assets", path = %self.dir.display(), error = %e,
                 "failed to remove the staging dir");
         }
     }
@@ -195,10 +195,10 @@ fn remove_stale_staging(parent: &Path, name: &str) {
             let p = e.path();
             match fs::remove_dir_all(&p) {
                 Ok(()) => {
-                    tracing::info!(phase = "assets", path = %p.display(), "removed a stale staging dir")
+                    tracing::info!(step = "assets", path = %p.display(), "removed a stale staging dir")
                 }
                 Err(err) => {
-                    tracing::warn!(phase = "assets", path = %p.display(), error = %err, "failed to remove a stale staging dir")
+                    tracing::warn!(step = "assets", path = %p.display(), error = %err, "failed to remove a stale staging dir")
                 }
             }
         }
@@ -212,7 +212,7 @@ fn install_tree(tree: &Path, target: &Path, marker: Option<&str>) -> Result<bool
         fsutil::write_file(
             "assets marker",
             &tree.join(m),
-            format!("{} assets pull\n", crate::journal::now_rfc3339()).as_bytes(),
+            format!("{} assets pull\n", crate::clock::now_rfc3339()).as_bytes(),
             fsutil::MODE_PUBLIC,
         )?;
     }
@@ -325,7 +325,7 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
         ..Default::default()
     };
     if is_complete(target, marker) {
-        tracing::info!(phase = "assets", path = %target.display(), url = %s3.uri(),
+        tracing::info!(step = "assets", path = %target.display(), url = %s3.uri(),
             "assets already in place; nothing to pull");
         report.already_present = true;
         return Ok(report);
@@ -345,14 +345,14 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
 
     let staging = Staging::create(&parent, &name)?;
     let bundle = staging.dir.join("bundle");
-    tracing::info!(phase = "assets", url = %s3.uri(), path = %target.display(),
+    tracing::info!(step = "assets", url = %s3.uri(), path = %target.display(),
         part_size = s3.part_size, concurrency = s3.concurrency, "pulling the asset bundle");
     let client = s3::client(s3).await?;
     let dl = download_with_waits(&client, s3, &bundle).await?;
     report.bytes = dl.size;
     report.parts = dl.parts;
     report.retries = dl.retries;
-    tracing::info!(phase = "assets", url = %s3.uri(), bytes = dl.size, parts = dl.parts,
+    tracing::info!(step = "assets", url = %s3.uri(), bytes = dl.size, parts = dl.parts,
         retries = dl.retries, "asset bundle fetched; unpacking and hashing it");
     let known = s3.checksums.iter().chain(&dl.metadata_checksums);
     if known.clone().next().is_none() {
@@ -383,7 +383,7 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
         &dl.metadata_checksums,
     )?;
     report.sha256 = Some(digests.sha256.clone());
-    tracing::info!(phase = "assets", url = %s3.uri(), bytes = dl.size, sha256 = %digests.sha256,
+    tracing::info!(step = "assets", url = %s3.uri(), bytes = dl.size, sha256 = %digests.sha256,
         verified = %report.verified.join(", "), "asset bundle unpacked and verified");
     let unpacked = unpacked.context(|| format!("unpacking asset bundle {}", s3.uri()))?;
     // The bundle is no longer needed; free the space before the rename.
@@ -392,20 +392,20 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     report.secrets = unpacked.secrets.len() as u64;
     // A concurrent push may have completed meanwhile: keep what is there.
     if is_complete(target, marker) {
-        tracing::warn!(phase = "assets", path = %target.display(),
+        tracing::warn!(step = "assets", path = %target.display(),
             "assets appeared while pulling; keeping them and discarding the download");
         report.already_present = true;
     } else {
         report.replaced_incomplete = install_tree(&tree, target, marker)?;
         if report.replaced_incomplete {
-            tracing::warn!(phase = "assets", path = %target.display(),
+            tracing::warn!(step = "assets", path = %target.display(),
                 "replaced an incomplete assets dir");
         }
     }
     drop(staging);
     report.elapsed_ms = t0.elapsed().as_millis() as u64;
     report.peak_rss_kib = peak_rss_kib();
-    tracing::info!(phase = "assets", path = %target.display(), url = %s3.uri(),
+    tracing::info!(step = "assets", path = %target.display(), url = %s3.uri(),
         files = unpacked.files, dirs = unpacked.dirs, symlinks = unpacked.symlinks,
         secrets = report.secrets, bytes = dl.size, parts = dl.parts, retries = dl.retries,
         elapsed_ms = report.elapsed_ms, peak_rss_kib = report.peak_rss_kib.unwrap_or(0),
@@ -438,7 +438,7 @@ async fn download_with_waits(
                 if changes > 3 {
                     return Err(e.context("the asset bundle keeps changing"));
                 }
-                tracing::warn!(phase = "assets", url = %s3.uri(), error = %e, "restarting the download");
+                tracing::warn!(step = "assets", url = %s3.uri(), error = %e, "restarting the download");
                 continue;
             }
             Err(s3::Failure::Other(e)) => return Err(e),
@@ -451,7 +451,7 @@ async fn download_with_waits(
             }
             return Err(err.context(format!("gave up after waiting {}s", t0.elapsed().as_secs())));
         }
-        tracing::warn!(phase = "assets", url = %s3.uri(), error = %err, attempt = waits,
+        tracing::warn!(step = "assets", url = %s3.uri(), error = %err, attempt = waits,
             delay_ms = delay.as_millis() as u64, "asset bundle {why}; waiting");
         tokio::time::sleep(delay).await;
     }

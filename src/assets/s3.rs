@@ -333,7 +333,7 @@ fn metadata_checksums(out: &GetObjectOutput) -> Vec<Checksum> {
                 match Checksum::parse(&format!("x-amz-meta-{key}"), alg, h) {
                     Ok(c) => v.push(c),
                     Err(e) => {
-                        tracing::warn!(phase = "assets", field = %e.field, error = %e.message,
+                        tracing::warn!(step = "assets", field = %e.field, error = %e.message,
                         "ignoring malformed checksum in the object's metadata")
                     }
                 }

@@ -15,7 +15,7 @@ Exit codes:
   0   success (status: node complete)
   1   internal error (a bug or unexpected host condition)
   2   usage error
-  3   retryable failure (network, API server, update-engine, reboot pending); systemd restarts the unit
+  3   retryable failure (network, API server, update_engine, reboot pending); systemd restarts the unit
   4   configuration error (config file missing or invalid); not retried
   5   bad input (seed file, kubeconfig, mappings, archive missing or malformed); not retried
   6   verification failure (signature or checksum); nothing was installed
@@ -181,15 +181,20 @@ pub enum MetadataCommand {
     /// Look an artifact up along the search path and say where it was found
     /// and why earlier locations did not serve it.
     Find {
-        /// Artifact name (e.g. docker, node-bootstrap).
-        #[arg(long)]
-        name: String,
+        /// Artifact name (e.g. docker-torcx, node-bootstrap); with --series
+        /// and --arch it makes the product id by sources.product_id_template.
+        #[arg(long, required_unless_present = "product_id", requires_all = ["series", "arch"])]
+        name: Option<String>,
         /// OS version or series (e.g. 1520.3.0, flatcar).
-        #[arg(long)]
-        series: String,
+        #[arg(long, requires = "name")]
+        series: Option<String>,
         /// Architecture (e.g. amd64).
-        #[arg(long)]
-        arch: String,
+        #[arg(long, requires = "name")]
+        arch: Option<String>,
+        /// The full product id instead of name, series and arch (e.g.
+        /// com.ubuntu.juju:16.04:amd64 of a Juju agent stream).
+        #[arg(long, conflicts_with = "name")]
+        product_id: Option<String>,
         /// Exactly this version.
         #[arg(long, conflicts_with = "major")]
         version: Option<String>,
@@ -207,6 +212,25 @@ pub enum MetadataCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The addon subcommand as the addon subsystem takes it.
+fn addon_action(cmd: &AddonCommand) -> crate::addon::command::AddonAction {
+    use crate::addon::command::AddonAction;
+    match cmd {
+        AddonCommand::Ensure(a) => AddonAction::Ensure(crate::addon::AddonRequest {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        }),
+        AddonCommand::Confirm { docker_next } => AddonAction::Confirm {
+            docker_next: docker_next.clone(),
+        },
+        AddonCommand::PreRebootHook(a) => AddonAction::PreRebootHook {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        },
+        AddonCommand::Gc => AddonAction::Gc,
+    }
 }
 
 /// Parses the process arguments, runs the command, returns the exit code.
@@ -365,6 +389,7 @@ fn metadata_command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
             name,
             series,
             arch,
+            product_id,
             version,
             major,
             dev_dir,
@@ -381,15 +406,17 @@ fn metadata_command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
                 }
                 config.sources.dev_dir = Some(d.clone());
             }
-            let query = metadata::ArtifactQuery {
-                name: name.clone(),
-                series: series.clone(),
-                arch: arch.clone(),
-                version: match (version, major) {
-                    (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
-                    (None, Some(m)) => metadata::format::VersionMatch::Major(*m),
-                    (None, None) => metadata::format::VersionMatch::Latest,
-                },
+            let wanted = match (version, major) {
+                (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
+                (None, Some(m)) => metadata::format::VersionMatch::Major(*m),
+                (None, None) => metadata::format::VersionMatch::Latest,
+            };
+            let query = match (product_id, name, series, arch) {
+                (Some(id), _, _, _) => metadata::ArtifactQuery::by_id(id, wanted),
+                (None, Some(n), Some(s), Some(a)) => {
+                    metadata::ArtifactQuery::new(&config.sources, n, s, a, wanted)
+                }
+                _ => unreachable!("clap requires --product-id or --name, --series and --arch"),
             };
             let rt = runtime()?;
             let found = rt.block_on(metadata::find(&config, &query))?;
@@ -454,12 +481,12 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Helper { step } => {
             let config = load(&cli)?;
             let step = match step {
-                HelperStep::Bootkube => crate::helper::Step::Bootkube,
-                HelperStep::Tectonic => crate::helper::Step::Tectonic,
+                HelperStep::Bootkube => crate::helper::Helper::Bootkube,
+                HelperStep::Tectonic => crate::helper::Helper::Tectonic,
             };
             crate::helper::main(&config, step)
         }
-        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, cmd),
+        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, addon_action(cmd)),
         Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }
 }

@@ -190,7 +190,7 @@ impl ApiClient {
     /// `GET /version` with bounded, jittered retries.
     pub async fn version(&self, policy: RetryPolicy) -> Result<ServerVersion> {
         retry(policy, "asking the API server for its version", |attempt| async move {
-            tracing::debug!(phase = "cluster-version", url = %self.url, attempt, "asking the API server for its version");
+            tracing::debug!(step = "cluster-version", url = %self.url, attempt, "asking the API server for its version");
             self.version_once().await
         })
         .await

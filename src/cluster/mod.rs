@@ -1,6 +1,6 @@
 //! Cluster version discovery: which Kubernetes version this node joins.
 //!
-//! First hit wins (FORMATS.md section 3):
+//! First hit wins (docs/formats.md §3):
 //! 1. `cluster.forced_version` from the config. On a joining node (not the
 //!    bootkube master) with a kubeconfig, the API server is asked once for
 //!    its version and a forced version that breaks the skew policy is
@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use tracing::{info, warn};
 
-const PHASE: &str = "cluster-version";
+const STEP: &str = "cluster-version";
 
 /// The Kubernetes version this node's kubelet will run, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ pub async fn discover(
         } else {
             probe_forced(config, forced).await?
         };
-        info!(phase = PHASE, version = %forced, source = "forced", "cluster version forced by config");
+        info!(step = STEP, version = %forced, source = "forced", "cluster version forced by config");
         return Ok(ClusterVersion {
             version: forced.clone(),
             source: VersionSource::Forced,
@@ -101,7 +101,7 @@ pub async fn discover(
 
     if config.role.is_bootkube_master() {
         let v = from_seed(seed_tag, &seed_path)?;
-        info!(phase = PHASE, version = %v.version, path = %seed_path.display(), source = "seed",
+        info!(step = STEP, version = %v.version, path = %seed_path.display(), source = "seed",
             "bootkube master: using the seed version (no API server exists before this node bootstraps it)");
         return Ok(v);
     }
@@ -109,11 +109,11 @@ pub async fn discover(
     let kc = kubeconfig::load(&config.paths.kubeconfig)?;
     let client = apiclient::ApiClient::new(&kc, c.api_timeout)?;
     let url = client.url().to_string();
-    info!(phase = PHASE, url = %url, credentials = %kc.credentials.kinds(), attempts = c.api_attempts,
+    info!(step = STEP, url = %url, credentials = %kc.credentials.kinds(), attempts = c.api_attempts,
         "asking the API server for the cluster version");
     match client.version(c.api_retry_policy()).await {
         Ok(sv) => {
-            info!(phase = PHASE, version = %sv.git_version, url = %url, source = "api-server", "cluster version from the API server");
+            info!(step = STEP, version = %sv.git_version, url = %url, source = "api-server", "cluster version from the API server");
             Ok(ClusterVersion {
                 version: sv.git_version.clone(),
                 source: VersionSource::ApiServer { url },
@@ -124,7 +124,7 @@ pub async fn discover(
             let v = from_seed(seed_tag, &seed_path).context(|| {
                 format!("the API server is unreachable ({e}) and the seed has no usable version")
             })?;
-            warn!(phase = PHASE, version = %v.version, url = %url, error = %e, path = %seed_path.display(),
+            warn!(step = STEP, version = %v.version, url = %url, error = %e, path = %seed_path.display(),
                 "API server unreachable: falling back to the seed version (cluster.fallback_to_seed)");
             Ok(v)
         }
@@ -168,7 +168,7 @@ fn from_seed(seed_tag: Option<&str>, seed_path: &std::path::Path) -> Result<Clus
 async fn probe_forced(config: &crate::config::Config, forced: &str) -> Result<Option<String>> {
     let path = &config.paths.kubeconfig;
     if !path.exists() {
-        info!(phase = PHASE, path = %path.display(), "no kubeconfig: forced version not checked against the API server");
+        info!(step = STEP, path = %path.display(), "no kubeconfig: forced version not checked against the API server");
         return Ok(None);
     }
     let kc = kubeconfig::load(path)?;
@@ -182,7 +182,7 @@ async fn probe_forced(config: &crate::config::Config, forced: &str) -> Result<Op
             Ok(Some(sv.git_version))
         }
         Err(e) if e.class() == ErrorClass::Retryable => {
-            warn!(phase = PHASE, version = %forced, url = %client.url(), error = %e,
+            warn!(step = STEP, version = %forced, url = %client.url(), error = %e,
                 "API server unreachable: forced version not checked against it");
             Ok(None)
         }

@@ -5,7 +5,7 @@
 //! an operator). Image tags cannot hold `+`, so the kubelet image tag is the
 //! version with `+` turned into `_` (`v1.9.6_coreos.0`).
 //!
-//! Skew policy (Kubernetes "Version Skew Policy", FORMATS.md section 3): the
+//! Skew policy (Kubernetes "Version Skew Policy", docs/formats.md §3): the
 //! kubelet must never be newer than kube-apiserver and at most three minor
 //! versions older; majors must match. Patch levels and suffixes do not count.
 

@@ -6,7 +6,7 @@ use super::preflight;
 use crate::config::Config;
 use crate::error::{ErrorClass, Result};
 use crate::fsutil::{self, RunLock};
-use crate::journal::{self, JournalFile};
+use crate::journal::JournalFile;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -17,7 +17,7 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 pub async fn run(config: &Config) -> Result<()> {
     let _lock = RunLock::acquire(&config.paths.run_lock(), LOCK_WAIT)?;
     if config.paths.kubelet_env.exists() {
-        info!(phase = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
+        info!(step = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
         return Ok(());
     }
     for dir in [
@@ -36,12 +36,12 @@ pub async fn run(config: &Config) -> Result<()> {
         }
     }
     // One system bus connection for preflight and every step after it.
-    let bus = crate::systemd::manager::system_bus().await;
+    let bus = crate::systemd::agent_bus().await;
     preflight::first_failure(preflight::run_checks_on(config, &bus).await)?;
     let bus = bus?;
-    let boot_id = journal::boot_id(&config.paths.run_dir)?;
+    let boot_id = crate::boot::id(&config.paths.run_dir)?;
     if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
-        info!(phase = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
+        info!(step = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
     }
     let seams = NodeSeams::new(config, &boot_id, bus);
     let driver = Driver {

@@ -15,12 +15,11 @@
 //! and the record written just before a reboot request are fsynced (the
 //! reboot is the one action that cannot be taken back).
 
-use super::plan::{self, Action, Facts, Step};
-use super::seams::{OsUpdateRecord, Seams};
+use super::plan::{self, Action, Facts};
+use super::seams::Seams;
 use crate::error::{Error, Result};
 use crate::fsutil::Durability;
-use crate::journal::{JournalFile, StateJournal};
-use serde_json::{Value, json};
+use crate::journal::{Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult};
 use tracing::{error, info, warn};
 
 /// How `run` ended when it did not fail.
@@ -107,7 +106,7 @@ impl<S: Seams> Driver<'_, S> {
             match action {
                 Action::Done => {
                     rec.flush(Durability::AtomicOnly)?;
-                    info!(phase = "run", "node bootstrapped: kubelet.env is in place");
+                    info!(step = "run", "node bootstrapped: kubelet.env is in place");
                     return Ok(RunOutcome::Complete);
                 }
                 Action::Run(step) => self.run_step(&mut rec, step).await,
@@ -132,29 +131,29 @@ impl<S: Seams> Driver<'_, S> {
         )))
     }
 
-    fn finish(&self, rec: &mut Recorder, step: Step, owner_boot: &str, result: Value) {
-        info!(phase = step.name(), result = %result, "phase done");
+    fn finish(&self, rec: &mut Recorder, step: Step, owner_boot: &str, result: StepResult) {
+        info!(step = step.name(), result = %result.to_json(), "step done");
         let owner = owner_boot.to_string();
-        rec.record(move |j| j.finish(&owner, step.name(), result.clone()));
+        rec.record(move |j| j.finish(&owner, step, result.clone()));
     }
 
     /// Logs and records a step's failure; [`Driver::run`] writes it (durably)
     /// as the run ends.
     fn fail(&self, rec: &mut Recorder, step: Step, err: Error) -> Error {
-        error!(phase = step.name(), error_class = ?err.class(), error = %err, "phase failed");
+        error!(step = step.name(), error_class = ?err.class(), error = %err, "step failed");
         let boot = self.boot_id.clone();
         let (class, message) = (err.class(), err.to_string());
         rec.record(move |j| {
             let recorded = Error::new(class, message.clone());
-            j.fail(&boot, step.name(), &recorded, Vec::new())
+            j.fail(&boot, step, &recorded, Vec::new())
         });
         err
     }
 
     async fn run_step(&self, rec: &mut Recorder<'_>, step: Step) -> Result<()> {
-        info!(phase = step.name(), boot_id = %self.boot_id, "phase started");
+        info!(step = step.name(), boot_id = %self.boot_id, "step started");
         let boot = self.boot_id.clone();
-        rec.record(move |j| j.begin(&boot, step.name()));
+        rec.record(move |j| j.begin(&boot, step));
         rec.flush(Durability::AtomicOnly)?;
         let result = match self.execute(step, &rec.view).await {
             Ok(v) => v,
@@ -165,49 +164,65 @@ impl<S: Seams> Driver<'_, S> {
         self.finish(rec, step, &self.boot_id, result);
         Ok(())
     }
-    async fn execute(&self, step: Step, journal: &StateJournal) -> Result<Value> {
+    async fn execute(&self, step: Step, journal: &StateJournal) -> Result<StepResult> {
         let s = self.seams;
-        match step {
-            Step::Assets => s.check_assets().await,
-            Step::ClusterVersion => s.discover_version().await,
-            Step::OsUpdate => {
-                let rec: OsUpdateRecord = if self.os_update_enabled {
-                    s.os_update().await?
-                } else {
-                    s.os_update_disabled().await?
-                };
-                Ok(serde_json::to_value(rec).expect("serializable"))
-            }
+        Ok(match step {
+            Step::Assets => StepResult::Assets(s.check_assets().await?),
+            Step::ClusterVersion => StepResult::ClusterVersion(s.discover_version().await?),
+            Step::OsUpdate => StepResult::OsUpdate(Confirmable::new(if self.os_update_enabled {
+                s.os_update().await?
+            } else {
+                s.os_update_disabled().await?
+            })),
             Step::DockerAddon => {
                 let version = cluster_version(journal)?;
                 let next_os = pending_os_version(journal, &self.boot_id);
-                s.addon_ensure(&version, next_os.as_deref()).await
+                StepResult::DockerAddon(Confirmable::new(
+                    s.addon_ensure(&version, next_os.as_deref()).await?,
+                ))
             }
             Step::KubeletEnv => {
                 let version = cluster_version(journal)?;
-                s.write_kubelet_env(&version).await
+                StepResult::KubeletEnv(s.write_kubelet_env(&version).await?)
             }
-            Step::Reboot => unreachable!("the reboot is an action of its own"),
-        }
+            Step::Reboot | Step::Bootkube | Step::Tectonic => {
+                unreachable!("{step} is not a step the driver executes")
+            }
+        })
     }
 
     async fn confirm(&self, rec: &mut Recorder<'_>, step: Step) -> Result<()> {
         let record = rec
             .view
-            .step(step.name())
+            .step(step)
             .expect("the plan confirms recorded steps");
         let owner = record.boot_id.clone();
-        let mut result = record.result.clone().unwrap_or_else(|| json!({}));
+        let result = record.result.clone();
         if step == Step::Reboot {
-            info!(phase = "reboot", "the node rebooted");
-            let done = json!({"rebooted": true, "reason": result.get("reason")});
+            info!(step = step.name(), "the node rebooted");
+            let reason = result
+                .as_ref()
+                .and_then(StepResult::reboot)
+                .and_then(|r| r.reason.clone());
+            let done = StepResult::Reboot(RebootRecord {
+                reason,
+                wipe_docker_datadir: None,
+                rebooted: Some(true),
+            });
             self.finish(rec, Step::Reboot, &self.boot_id, done);
             return Ok(());
         }
-        match self.check_in_effect(step, &result).await {
+        let Some(mut result) = result else {
+            unreachable!("the plan confirms only steps whose result it read")
+        };
+        match self.check_in_effect(&result).await {
             Ok(()) => {
-                result["confirmed_in_boot"] = json!(self.boot_id);
-                info!(phase = step.name(), "change confirmed after the reboot");
+                match &mut result {
+                    StepResult::OsUpdate(c) => c.confirmed_in_boot = Some(self.boot_id.clone()),
+                    StepResult::DockerAddon(c) => c.confirmed_in_boot = Some(self.boot_id.clone()),
+                    _ => unreachable!("only the OS update and the addon are confirmed"),
+                }
+                info!(step = step.name(), "change confirmed after the reboot");
                 self.finish(rec, step, &owner, result);
                 Ok(())
             }
@@ -216,17 +231,11 @@ impl<S: Seams> Driver<'_, S> {
     }
 
     /// Whether the change a step recorded before the reboot is in effect now.
-    async fn check_in_effect(&self, step: Step, result: &Value) -> Result<()> {
-        match step {
-            Step::OsUpdate => {
-                let want = result
-                    .get("new_version")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let before = result
-                    .get("current_version")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+    async fn check_in_effect(&self, result: &StepResult) -> Result<()> {
+        match result {
+            StepResult::OsUpdate(os) => {
+                let want = os.found.new_version.as_deref().unwrap_or_default();
+                let before = os.found.current_version.as_str();
                 let have = self.seams.os_version().await?;
                 // update_engine reports "0.0.0" when it no longer knows the
                 // target (it restarted); then any version but the old one is it.
@@ -241,14 +250,11 @@ impl<S: Seams> Driver<'_, S> {
                     )))
                 }
             }
-            Step::DockerAddon => {
-                if self.seams.addon_confirm(result).await? {
+            StepResult::DockerAddon(addon) => {
+                if self.seams.addon_confirm(&addon.found).await? {
                     Ok(())
                 } else {
-                    let want = result
-                        .get("docker_next")
-                        .and_then(Value::as_str)
-                        .unwrap_or("?");
+                    let want = &addon.found.docker_next;
                     Err(Error::refused(format!(
                         "docker {want} is not active after the reboot; not rebooting again. Check /etc/torcx/next-profile \
                          and /run/torcx/profile.json, then restart k8s-node-bootstrap.service"
@@ -268,16 +274,18 @@ impl<S: Seams> Driver<'_, S> {
         wipe_docker_datadir: bool,
     ) -> Error {
         info!(
-            phase = "reboot",
+            step = Step::Reboot.name(),
             reason, wipe_docker_datadir, "rebooting to apply changes"
         );
         let boot = self.boot_id.clone();
-        let intent = json!({"reason": reason, "wipe_docker_datadir": wipe_docker_datadir});
+        let intent = StepResult::Reboot(RebootRecord {
+            reason: Some(reason.to_string()),
+            wipe_docker_datadir: Some(wipe_docker_datadir),
+            rebooted: None,
+        });
         rec.record(move |j| {
-            j.begin(&boot, Step::Reboot.name());
-            if let Some(r) = j.steps.get_mut(Step::Reboot.name()) {
-                r.result = Some(intent.clone());
-            }
+            j.begin(&boot, Step::Reboot);
+            j.note(Step::Reboot, intent.clone());
         });
         if let Err(e) = rec.flush(Durability::Durable) {
             return e;
@@ -291,32 +299,30 @@ impl<S: Seams> Driver<'_, S> {
 
 fn cluster_version(journal: &StateJournal) -> Result<String> {
     journal
-        .step(Step::ClusterVersion.name())
+        .step(Step::ClusterVersion)
         .and_then(|r| r.result.as_ref())
-        .and_then(|r| r.get("version"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
+        .and_then(StepResult::cluster_version)
+        .map(|c| c.version.clone())
         .ok_or_else(|| Error::internal("no cluster version recorded in the state journal"))
 }
 
 /// The OS version the node boots next, when an update is pending in this boot.
 fn pending_os_version(journal: &StateJournal, boot_id: &str) -> Option<String> {
-    let rec = journal.step(Step::OsUpdate.name())?;
-    if rec.boot_id != boot_id || !plan::needs_reboot(Step::OsUpdate, rec) {
+    let rec = journal.step(Step::OsUpdate)?;
+    if rec.boot_id != boot_id || !plan::needs_reboot(rec) {
         return None;
     }
-    rec.result
-        .as_ref()?
-        .get("new_version")?
-        .as_str()
-        .map(str::to_string)
+    rec.result.as_ref()?.os_update()?.found.new_version.clone()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addon::AddonOutcome;
+    use crate::cluster::{ClusterVersion, VersionSource};
     use crate::error::ErrorClass;
-    use crate::flow::seams::OsOutcome;
+    use crate::journal::{AssetsRecord, KubeletEnvRecord, StepStatus};
+    use crate::updater::{OsOutcome, OsUpdateRecord};
     use std::cell::RefCell;
     use std::convert::Infallible;
 
@@ -343,11 +349,15 @@ mod tests {
         fn kubelet_env_present(&self) -> bool {
             self.env_written.borrow().is_some()
         }
-        async fn check_assets(&self) -> Result<Value> {
+        async fn check_assets(&self) -> Result<AssetsRecord> {
             self.calls.borrow_mut().push("assets".into());
-            Ok(json!({}))
+            Ok(AssetsRecord {
+                seed: "/etc/kubernetes/installer/kubelet.env".into(),
+                kubeconfig: None,
+                assets: "none pushed to this role".into(),
+            })
         }
-        async fn discover_version(&self) -> Result<Value> {
+        async fn discover_version(&self) -> Result<ClusterVersion> {
             self.calls.borrow_mut().push("version".into());
             if let Some(p) = &self.journal_file {
                 *self.on_disk_during_version.borrow_mut() = JournalFile::new(p).load().unwrap();
@@ -360,7 +370,13 @@ mod tests {
                     "GET https://10.0.0.1:443/version: connection refused",
                 ));
             }
-            Ok(json!({"version": "v1.9.6+coreos.0", "source": "api-server"}))
+            Ok(ClusterVersion {
+                version: "v1.9.6+coreos.0".into(),
+                source: VersionSource::ApiServer {
+                    url: "https://10.0.0.1:443/version".into(),
+                },
+                apiserver_version: Some("v1.9.6+coreos.0".into()),
+            })
         }
         async fn os_update(&self) -> Result<OsUpdateRecord> {
             self.calls.borrow_mut().push("os-update".into());
@@ -384,16 +400,24 @@ mod tests {
         async fn os_version(&self) -> Result<String> {
             Ok(self.os_version.borrow().clone())
         }
-        async fn addon_ensure(&self, version: &str, next_os: Option<&str>) -> Result<Value> {
+        async fn addon_ensure(&self, version: &str, next_os: Option<&str>) -> Result<AddonOutcome> {
             self.calls
                 .borrow_mut()
                 .push(format!("addon {version} next-os={next_os:?}"));
-            Ok(
-                json!({"docker_running": "1.12", "docker_next": if self.docker_change { "17.03" } else { "1.12" },
-                      "reboot_needed": self.docker_change, "wipe_docker_datadir": self.docker_change}),
-            )
+            Ok(AddonOutcome {
+                docker_running: Some("1.12".into()),
+                docker_next: if self.docker_change { "17.03" } else { "1.12" }.into(),
+                reboot_needed: self.docker_change,
+                wipe_docker_datadir: self.docker_change,
+                installed: vec![],
+                backend: Default::default(),
+                docker_running_source: None,
+                os_versions: vec![],
+                profile: None,
+                note: None,
+            })
         }
-        async fn addon_confirm(&self, _intended: &Value) -> Result<bool> {
+        async fn addon_confirm(&self, _intended: &AddonOutcome) -> Result<bool> {
             self.calls.borrow_mut().push("addon-confirm".into());
             if *self.confirm_error.borrow() {
                 return Err(Error::retryable("(test) docker API unreachable"));
@@ -413,12 +437,15 @@ mod tests {
                 Err(Error::retryable("reboot did not happen within 300s"))
             }
         }
-        async fn write_kubelet_env(&self, version: &str) -> Result<Value> {
+        async fn write_kubelet_env(&self, version: &str) -> Result<KubeletEnvRecord> {
             self.calls
                 .borrow_mut()
                 .push(format!("kubelet-env {version}"));
             *self.env_written.borrow_mut() = Some(version.to_string());
-            Ok(json!({"image_tag": version.replace('+', "_")}))
+            Ok(KubeletEnvRecord {
+                path: "/etc/kubernetes/kubelet.env".into(),
+                image_tag: version.replace('+', "_"),
+            })
         }
     }
 
@@ -444,25 +471,19 @@ mod tests {
         // While the version was being discovered, the file already said so,
         // and the step before it had its end recorded.
         let during = node.on_disk_during_version.borrow().clone().unwrap();
-        let status = |j: &StateJournal, s: &str| j.step(s).map(|r| r.status);
+        let status = |j: &StateJournal, s: Step| j.step(s).map(|r| r.status);
         assert_eq!(
-            status(&during, "cluster-version"),
-            Some(crate::journal::StepStatus::Running)
+            status(&during, Step::ClusterVersion),
+            Some(StepStatus::Running)
         );
-        assert_eq!(
-            status(&during, "assets"),
-            Some(crate::journal::StepStatus::Done)
-        );
-        assert_eq!(status(&during, "os-update"), None);
+        assert_eq!(status(&during, Step::Assets), Some(StepStatus::Done));
+        assert_eq!(status(&during, Step::OsUpdate), None);
         // After the run, the final step's end is on disk too.
         let after = JournalFile::new(d.path().join("state.json"))
             .load()
             .unwrap()
             .unwrap();
-        assert_eq!(
-            status(&after, "kubelet-env"),
-            Some(crate::journal::StepStatus::Done)
-        );
+        assert_eq!(status(&after, Step::KubeletEnv), Some(StepStatus::Done));
     }
 
     #[tokio::test]
@@ -491,19 +512,15 @@ mod tests {
             .unwrap()
             .unwrap();
         for step in [
-            "assets",
-            "cluster-version",
-            "os-update",
-            "docker-addon",
-            "kubelet-env",
+            Step::Assets,
+            Step::ClusterVersion,
+            Step::OsUpdate,
+            Step::DockerAddon,
+            Step::KubeletEnv,
         ] {
-            assert_eq!(
-                j.step(step).unwrap().status,
-                crate::journal::StepStatus::Done,
-                "{step}"
-            );
+            assert_eq!(j.step(step).unwrap().status, StepStatus::Done, "{step}");
         }
-        assert!(j.step("reboot").is_none());
+        assert!(j.step(Step::Reboot).is_none());
     }
 
     /// A node on 1520.3.0 whose update_engine offers 1576.4.0, whose docker
@@ -551,13 +568,21 @@ mod tests {
             .load()
             .unwrap()
             .unwrap();
+        let result = |s: Step| j.step(s).unwrap().result.clone().unwrap();
+        let reboot = result(Step::Reboot);
+        let reboot = reboot.reboot().unwrap();
+        assert_eq!(reboot.rebooted, Some(true));
         assert_eq!(
-            j.step("reboot").unwrap().result.as_ref().unwrap()["rebooted"],
-            true
+            reboot.reason.as_deref(),
+            Some("os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03"),
+            "the reason asked for, kept"
         );
         assert_eq!(
-            j.step("os-update").unwrap().result.as_ref().unwrap()["confirmed_in_boot"],
-            "b2"
+            result(Step::OsUpdate)
+                .os_update()
+                .unwrap()
+                .confirmed_in_boot,
+            Some("b2".to_string())
         );
     }
 
@@ -608,17 +633,21 @@ mod tests {
             .load()
             .unwrap()
             .unwrap();
-        let assets = j.step("assets").unwrap();
+        let assets = j.step(Step::Assets).unwrap();
         assert_eq!(
             (assets.status, assets.boot_id.as_str()),
-            (crate::journal::StepStatus::Done, "b2")
+            (StepStatus::Done, "b2")
         );
-        let os = j.step("os-update").unwrap().result.clone().unwrap();
-        assert_eq!(os["confirmed_in_boot"], "b2", "{os}");
+        let os = j.step(Step::OsUpdate).unwrap().result.clone().unwrap();
+        assert_eq!(
+            os.os_update().unwrap().confirmed_in_boot.as_deref(),
+            Some("b2"),
+            "{os:?}"
+        );
         // The confirmation that could not ask is that step's failure, for
         // `status` to show.
-        let addon = j.step("docker-addon").unwrap();
-        assert_eq!(addon.status, crate::journal::StepStatus::Failed);
+        let addon = j.step(Step::DockerAddon).unwrap();
+        assert_eq!(addon.status, StepStatus::Failed);
         assert_eq!(
             addon.error.as_deref(),
             Some("(test) docker API unreachable")
@@ -643,8 +672,8 @@ mod tests {
             .load()
             .unwrap()
             .unwrap();
-        let rec = j.step("cluster-version").unwrap();
-        assert_eq!(rec.status, crate::journal::StepStatus::Failed);
+        let rec = j.step(Step::ClusterVersion).unwrap();
+        assert_eq!(rec.status, StepStatus::Failed);
         assert_eq!(rec.error_class, Some(ErrorClass::Retryable));
         node.fail_version = false;
         node.calls.borrow_mut().clear();
@@ -678,7 +707,7 @@ mod tests {
                 .load()
                 .unwrap()
                 .unwrap();
-            let rec = j.step("cluster-version").unwrap();
+            let rec = j.step(Step::ClusterVersion).unwrap();
             assert_eq!(rec.error_class, Some(class));
             assert_eq!(
                 rec.error.as_deref(),

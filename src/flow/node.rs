@@ -1,11 +1,14 @@
 //! The real seams: the node's files, the system bus (systemd, logind,
 //! update_engine), the API server, and the docker addon.
 
-use super::seams::{OsOutcome, OsUpdateRecord, Seams};
+use super::seams::Seams;
+use crate::addon::AddonOutcome;
+use crate::cluster::ClusterVersion;
 use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
+use crate::journal::{AssetsRecord, KubeletEnvRecord};
+use crate::updater::{OsOutcome, OsUpdateRecord};
 use crate::{fsutil, kubeletenv};
-use serde_json::{Value, json};
 use std::convert::Infallible;
 use tracing::{info, warn};
 
@@ -30,23 +33,12 @@ impl<'a> NodeSeams<'a> {
     }
 }
 
-/// VERSION_ID of an os-release file (FORMATS.md §5: not VERSION, which
-/// carries a `+date` suffix on dev builds).
-pub fn os_version_id(path: &std::path::Path) -> Result<String> {
-    let text = fsutil::read_input("os-release", path)?;
-    let env = kubeletenv::EnvFile::parse(&text, path)?;
-    env.get("VERSION_ID")
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-        .ok_or_else(|| Error::bad_input(format!("os-release {} has no VERSION_ID", path.display())))
-}
-
 impl Seams for NodeSeams<'_> {
     fn kubelet_env_present(&self) -> bool {
         self.config.paths.kubelet_env.exists()
     }
 
-    async fn check_assets(&self) -> Result<Value> {
+    async fn check_assets(&self) -> Result<AssetsRecord> {
         let paths = &self.config.paths;
         let seed = paths.seed_kubelet_env();
         kubeletenv::read_seed(&seed)?;
@@ -61,10 +53,13 @@ impl Seams for NodeSeams<'_> {
         // them. Push mode: terraform pushes whenever it gets to it and the
         // path units wait; `run` does not need the pushed assets.
         let pulled = self.config.assets.mode == crate::assets::config::AssetsMode::Pull;
+        let record = |assets: String| AssetsRecord {
+            seed: seed.display().to_string(),
+            kubeconfig: kubeconfig.clone(),
+            assets,
+        };
         if !pulled && !self.config.role.is_bootkube_master() {
-            return Ok(
-                json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig, "assets": "none pushed to this role"}),
-            );
+            return Ok(record("none pushed to this role".into()));
         }
         let assets = match crate::assets::readiness(self.config) {
             crate::assets::AssetsReadiness::Ready { path } => {
@@ -77,13 +72,12 @@ impl Seams for NodeSeams<'_> {
                 what
             }
         };
-        Ok(json!({"seed": seed.display().to_string(), "kubeconfig": kubeconfig, "assets": assets}))
+        Ok(record(assets))
     }
 
-    async fn discover_version(&self) -> Result<Value> {
+    async fn discover_version(&self) -> Result<ClusterVersion> {
         let seed = kubeletenv::read_seed(&self.config.paths.seed_kubelet_env())?;
-        let found = crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await?;
-        Ok(serde_json::to_value(&found).expect("serializable"))
+        crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await
     }
 
     async fn os_update(&self) -> Result<OsUpdateRecord> {
@@ -114,7 +108,7 @@ impl Seams for NodeSeams<'_> {
         .await;
         Ok(match pending {
             Ok(Some(v)) => {
-                info!(phase = "os-update", new_version = %v, "updates are disabled, but an update already waits for a reboot");
+                info!(step = "os-update", new_version = %v, "updates are disabled, but an update already waits for a reboot");
                 OsUpdateRecord {
                     outcome: OsOutcome::RebootPending,
                     current_version: current,
@@ -127,7 +121,7 @@ impl Seams for NodeSeams<'_> {
                 new_version: None,
             },
             Err(e) => {
-                warn!(phase = "os-update", error = %e, "updates are disabled and update_engine cannot be asked whether a reboot is pending; assuming none");
+                warn!(step = "os-update", error = %e, "updates are disabled and update_engine cannot be asked whether a reboot is pending; assuming none");
                 OsUpdateRecord {
                     outcome: OsOutcome::Disabled,
                     current_version: current,
@@ -138,19 +132,23 @@ impl Seams for NodeSeams<'_> {
     }
 
     async fn os_version(&self) -> Result<String> {
-        os_version_id(&self.config.paths.os_release)
+        crate::osrelease::version_id(&self.config.paths.os_release)
     }
 
     async fn addon_ensure(
         &self,
         cluster_version: &str,
         next_os_version: Option<&str>,
-    ) -> Result<Value> {
-        crate::addon::ensure_for_flow(self.config, cluster_version, next_os_version).await
+    ) -> Result<AddonOutcome> {
+        let req = crate::addon::AddonRequest {
+            cluster_version: cluster_version.to_string(),
+            next_os_version: next_os_version.map(str::to_string),
+        };
+        crate::addon::ensure(self.config, &req).await
     }
 
-    async fn addon_confirm(&self, intended: &Value) -> Result<bool> {
-        crate::addon::confirm_for_flow(self.config, intended)
+    async fn addon_confirm(&self, intended: &AddonOutcome) -> Result<bool> {
+        crate::addon::confirm_active(self.config, intended)
     }
 
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
@@ -165,7 +163,7 @@ impl Seams for NodeSeams<'_> {
         .await
     }
 
-    async fn write_kubelet_env(&self, cluster_version: &str) -> Result<Value> {
+    async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
         let seed = kubeletenv::read_seed(&paths.seed_kubelet_env())?;
         let text = kubeletenv::render_for(&seed, cluster_version).context(|| {
@@ -181,7 +179,10 @@ impl Seams for NodeSeams<'_> {
             fsutil::MODE_PUBLIC,
         )?;
         let tag = kubeletenv::image_tag(cluster_version);
-        info!(phase = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, "kubelet.env written");
-        Ok(json!({"path": paths.kubelet_env.display().to_string(), "image_tag": tag}))
+        info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, "kubelet.env written");
+        Ok(KubeletEnvRecord {
+            path: paths.kubelet_env.display().to_string(),
+            image_tag: tag,
+        })
     }
 }

@@ -12,47 +12,13 @@
 //!   done without a change, they are kept;
 //! - a `reboot` requested in an earlier boot (still running, or failed
 //!   because it came later than we waited) means it happened: it is confirmed;
-//! - a step running (interrupted) or failed is run again;
+//! - a step running (interrupted) or failed is run again, and so is a done
+//!   step whose result the flow cannot read (another agent version wrote it);
 //! - a reboot is requested when a step done in *this* boot needs one; and
 //!   kubelet.env, the commit point, is written only when none is pending.
 
-use crate::journal::{StateJournal, StepRecord, StepStatus};
-use serde::{Deserialize, Serialize};
-
-/// The steps of `run`, in order. Their names are the state journal's keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Step {
-    Assets,
-    ClusterVersion,
-    OsUpdate,
-    DockerAddon,
-    Reboot,
-    KubeletEnv,
-}
-
-impl Step {
-    pub const ALL: [Step; 6] = [
-        Step::Assets,
-        Step::ClusterVersion,
-        Step::OsUpdate,
-        Step::DockerAddon,
-        Step::Reboot,
-        Step::KubeletEnv,
-    ];
-
-    /// The journal key (`cluster-version`, …).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Step::Assets => "assets",
-            Step::ClusterVersion => "cluster-version",
-            Step::OsUpdate => "os-update",
-            Step::DockerAddon => "docker-addon",
-            Step::Reboot => "reboot",
-            Step::KubeletEnv => "kubelet-env",
-        }
-    }
-}
+use crate::journal::{StateJournal, Step, StepRecord, StepResult, StepStatus};
+use crate::updater::OsOutcome;
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,25 +48,35 @@ pub struct Facts {
 }
 
 /// Whether a done step's result says it needs a reboot to take effect.
-/// Results follow the shapes the driver records: os-update
-/// `{"outcome": "reboot-pending"}`, docker-addon `{"reboot_needed": true}`.
-pub fn needs_reboot(step: Step, rec: &StepRecord) -> bool {
-    let Some(result) = &rec.result else {
-        return false;
-    };
-    match step {
-        Step::OsUpdate => result.get("outcome").and_then(|v| v.as_str()) == Some("reboot-pending"),
-        Step::DockerAddon => result.get("reboot_needed").and_then(|v| v.as_bool()) == Some(true),
+pub fn needs_reboot(rec: &StepRecord) -> bool {
+    match &rec.result {
+        Some(StepResult::OsUpdate(r)) => r.found.outcome == OsOutcome::RebootPending,
+        Some(StepResult::DockerAddon(r)) => r.found.reboot_needed,
         _ => false,
     }
 }
 
 /// Whether a step's effect was confirmed after its reboot.
 pub fn confirmed(rec: &StepRecord) -> bool {
-    rec.result
-        .as_ref()
-        .and_then(|r| r.get("confirmed_in_boot"))
-        .is_some()
+    match &rec.result {
+        Some(StepResult::OsUpdate(r)) => r.confirmed_in_boot.is_some(),
+        Some(StepResult::DockerAddon(r)) => r.confirmed_in_boot.is_some(),
+        _ => false,
+    }
+}
+
+/// Whether the flow can read what a done step found: the later steps and
+/// the reboot decision read the cluster version, the OS update and the
+/// addon's outcome; one it cannot read (another agent version wrote it) is
+/// found again.
+fn result_readable(step: Step, rec: &StepRecord) -> bool {
+    let r = rec.result.as_ref();
+    match step {
+        Step::ClusterVersion => r.and_then(StepResult::cluster_version).is_some(),
+        Step::OsUpdate => r.and_then(StepResult::os_update).is_some(),
+        Step::DockerAddon => r.and_then(StepResult::docker_addon).is_some(),
+        _ => true,
+    }
 }
 
 /// A human reason for the reboot, e.g. "os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03".
@@ -108,37 +84,25 @@ fn reboot_reason(journal: &StateJournal, boot_id: &str) -> Option<(String, bool)
     let mut reasons = Vec::new();
     let mut wipe = false;
     let this_boot = |step: Step| {
-        journal.step(step.name()).filter(|r| {
-            r.status == StepStatus::Done && r.boot_id == boot_id && needs_reboot(step, r)
-        })
+        journal
+            .step(step)
+            .filter(|r| r.status == StepStatus::Done && r.boot_id == boot_id && needs_reboot(r))
+            .and_then(|r| r.result.as_ref())
     };
-    if let Some(r) = this_boot(Step::OsUpdate) {
-        let res = r.result.as_ref().expect("needs_reboot implies a result");
-        let from = res
-            .get("current_version")
-            .and_then(|v| v.as_str())
-            .unwrap_or("current");
-        let to = res
-            .get("new_version")
-            .and_then(|v| v.as_str())
-            .unwrap_or("new version");
-        reasons.push(format!("os {from} -> {to}"));
+    if let Some(os) = this_boot(Step::OsUpdate).and_then(StepResult::os_update) {
+        reasons.push(format!(
+            "os {} -> {}",
+            os.found.current_version,
+            os.found.new_version.as_deref().unwrap_or("new version")
+        ));
     }
-    if let Some(r) = this_boot(Step::DockerAddon) {
-        let res = r.result.as_ref().expect("needs_reboot implies a result");
-        let from = res
-            .get("docker_running")
-            .and_then(|v| v.as_str())
-            .unwrap_or("none");
-        let to = res
-            .get("docker_next")
-            .and_then(|v| v.as_str())
-            .unwrap_or("?");
-        reasons.push(format!("docker {from} -> {to}"));
-        wipe = res
-            .get("wipe_docker_datadir")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false);
+    if let Some(addon) = this_boot(Step::DockerAddon).and_then(StepResult::docker_addon) {
+        reasons.push(format!(
+            "docker {} -> {}",
+            addon.found.docker_running.as_deref().unwrap_or("none"),
+            addon.found.docker_next
+        ));
+        wipe = addon.found.wipe_docker_datadir;
     }
     (!reasons.is_empty()).then(|| (reasons.join("; "), wipe))
 }
@@ -149,9 +113,11 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
         return Action::Done;
     }
     let boot = facts.boot_id.as_str();
-    for step in Step::ALL {
-        let rec = journal.step(step.name());
-        let done_here = rec.is_some_and(|r| r.status == StepStatus::Done && r.boot_id == boot);
+    for step in Step::FLOW {
+        let rec = journal.step(step);
+        let done_here = rec.is_some_and(|r| {
+            r.status == StepStatus::Done && r.boot_id == boot && result_readable(step, r)
+        });
         if done_here && step != Step::Reboot {
             continue;
         }
@@ -182,6 +148,9 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
         let Some(r) = rec else {
             return Action::Run(step);
         };
+        if !result_readable(step, r) {
+            return Action::Run(step);
+        }
         match r.status {
             StepStatus::Running | StepStatus::Failed => return Action::Run(step),
             StepStatus::Done => {
@@ -190,13 +159,15 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
                     Step::Assets => return Action::Run(step),
                     Step::ClusterVersion => continue,
                     Step::OsUpdate | Step::DockerAddon => {
-                        if needs_reboot(step, r) && !confirmed(r) {
+                        if needs_reboot(r) && !confirmed(r) {
                             return Action::Confirm(step);
                         }
                         continue;
                     }
                     Step::KubeletEnv => return Action::Run(step),
-                    Step::Reboot => unreachable!("handled above"),
+                    Step::Reboot | Step::Bootkube | Step::Tectonic => {
+                        unreachable!("not a flow step, or handled above")
+                    }
                 }
             }
         }
@@ -209,8 +180,10 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addon::AddonOutcome;
     use crate::error::Error;
-    use serde_json::json;
+    use crate::journal::{AssetsRecord, Confirmable, KubeletEnvRecord, RebootRecord};
+    use crate::updater::OsUpdateRecord;
 
     const B1: &str = "boot-1";
     const B2: &str = "boot-2";
@@ -223,26 +196,111 @@ mod tests {
         }
     }
 
-    fn done(j: &mut StateJournal, boot: &str, step: Step, result: serde_json::Value) {
-        j.begin(boot, step.name());
-        j.finish(boot, step.name(), result);
+    fn done(j: &mut StateJournal, boot: &str, step: Step, result: StepResult) {
+        j.begin(boot, step);
+        j.finish(boot, step, result);
+    }
+
+    fn os(outcome: OsOutcome, current: &str, new: Option<&str>) -> StepResult {
+        StepResult::OsUpdate(Confirmable::new(OsUpdateRecord {
+            outcome,
+            current_version: current.into(),
+            new_version: new.map(str::to_string),
+        }))
+    }
+
+    fn no_os_update() -> StepResult {
+        os(OsOutcome::NoUpdate, "1520.3.0", None)
+    }
+
+    fn os_update_to(new: &str) -> StepResult {
+        os(OsOutcome::RebootPending, "1520.3.0", Some(new))
+    }
+
+    fn addon(running: &str, next: &str, reboot: bool, wipe: bool) -> StepResult {
+        StepResult::DockerAddon(Confirmable::new(AddonOutcome {
+            docker_running: Some(running.into()),
+            docker_next: next.into(),
+            reboot_needed: reboot,
+            wipe_docker_datadir: wipe,
+            installed: vec![],
+            backend: Default::default(),
+            docker_running_source: None,
+            os_versions: vec![],
+            profile: None,
+            note: None,
+        }))
+    }
+
+    fn same_docker() -> StepResult {
+        addon("17.03", "17.03", false, false)
+    }
+
+    fn version() -> StepResult {
+        StepResult::ClusterVersion(crate::cluster::ClusterVersion {
+            version: "v1.9.6+coreos.0".into(),
+            source: crate::cluster::VersionSource::Forced,
+            apiserver_version: None,
+        })
+    }
+
+    fn assets() -> StepResult {
+        StepResult::Assets(AssetsRecord {
+            seed: "/etc/kubernetes/installer/kubelet.env".into(),
+            kubeconfig: None,
+            assets: "none pushed to this role".into(),
+        })
+    }
+
+    fn kubelet_env() -> StepResult {
+        StepResult::KubeletEnv(KubeletEnvRecord {
+            path: "/etc/kubernetes/kubelet.env".into(),
+            image_tag: "v1.9.6_coreos.0".into(),
+        })
+    }
+
+    fn rebooted() -> StepResult {
+        StepResult::Reboot(RebootRecord {
+            reason: None,
+            wipe_docker_datadir: None,
+            rebooted: Some(true),
+        })
+    }
+
+    /// A plausible result for `step`, with or without a change that needs
+    /// a reboot.
+    fn result_for(step: Step, change: bool) -> StepResult {
+        match step {
+            Step::Assets => assets(),
+            Step::ClusterVersion => version(),
+            Step::OsUpdate if change => os_update_to("1576.4.0"),
+            Step::OsUpdate => no_os_update(),
+            Step::DockerAddon => addon("1.12", "17.03", change, change),
+            Step::Reboot => rebooted(),
+            Step::KubeletEnv => kubelet_env(),
+            Step::Bootkube | Step::Tectonic => unreachable!("not a flow step"),
+        }
+    }
+
+    /// Marks a step that needed a reboot as confirmed in `boot`.
+    fn confirm_in(j: &mut StateJournal, step: Step, boot: &str) {
+        let rec = j.step(step).unwrap();
+        let owner = rec.boot_id.clone();
+        let mut r = rec.result.clone().unwrap();
+        match &mut r {
+            StepResult::OsUpdate(c) => c.confirmed_in_boot = Some(boot.into()),
+            StepResult::DockerAddon(c) => c.confirmed_in_boot = Some(boot.into()),
+            other => panic!("{step} is never confirmed: {other:?}"),
+        }
+        j.finish(&owner, step, r);
     }
 
     /// Plays the flow on a journal the way the driver would, returning the
     /// actions taken until `Done` or a reboot.
-    fn journal_through_addon(
-        boot: &str,
-        os: serde_json::Value,
-        addon: serde_json::Value,
-    ) -> StateJournal {
+    fn journal_through_addon(boot: &str, os: StepResult, addon: StepResult) -> StateJournal {
         let mut j = StateJournal::default();
-        done(&mut j, boot, Step::Assets, json!({}));
-        done(
-            &mut j,
-            boot,
-            Step::ClusterVersion,
-            json!({"version": "v1.9.6+coreos.0"}),
-        );
+        done(&mut j, boot, Step::Assets, assets());
+        done(&mut j, boot, Step::ClusterVersion, version());
         done(&mut j, boot, Step::OsUpdate, os);
         done(&mut j, boot, Step::DockerAddon, addon);
         j
@@ -263,11 +321,8 @@ mod tests {
             assert_eq!(a, Action::Run(step));
             seen.push(step);
             let result = match step {
-                Step::OsUpdate => json!({"outcome": "no-update"}),
-                Step::DockerAddon => {
-                    json!({"reboot_needed": false, "docker_next": "17.03", "docker_running": "17.03"})
-                }
-                _ => json!({}),
+                Step::DockerAddon => same_docker(),
+                s => result_for(s, false),
             };
             done(&mut j, B1, step, result);
         }
@@ -276,7 +331,7 @@ mod tests {
             Action::Run(Step::KubeletEnv),
             "no reboot when nothing changed"
         );
-        done(&mut j, B1, Step::KubeletEnv, json!({}));
+        done(&mut j, B1, Step::KubeletEnv, kubelet_env());
         assert_eq!(
             next_action(
                 &j,
@@ -292,9 +347,14 @@ mod tests {
     #[test]
     fn disabled_addon_is_skipped() {
         let mut j = StateJournal::default();
-        done(&mut j, B1, Step::Assets, json!({}));
-        done(&mut j, B1, Step::ClusterVersion, json!({}));
-        done(&mut j, B1, Step::OsUpdate, json!({"outcome": "disabled"}));
+        done(&mut j, B1, Step::Assets, assets());
+        done(&mut j, B1, Step::ClusterVersion, version());
+        done(
+            &mut j,
+            B1,
+            Step::OsUpdate,
+            os(OsOutcome::Disabled, "1520.3.0", None),
+        );
         let f = Facts {
             addon_enabled: false,
             ..facts(B1)
@@ -304,11 +364,7 @@ mod tests {
 
     #[test]
     fn os_update_needing_reboot_reboots_before_kubelet_env() {
-        let j = journal_through_addon(
-            B1,
-            json!({"outcome": "reboot-pending", "current_version": "1520.3.0", "new_version": "1576.4.0"}),
-            json!({"reboot_needed": false, "docker_next": "17.03", "docker_running": "17.03"}),
-        );
+        let j = journal_through_addon(B1, os_update_to("1576.4.0"), same_docker());
         assert_eq!(
             next_action(&j, &facts(B1)),
             Action::Reboot {
@@ -320,11 +376,7 @@ mod tests {
 
     #[test]
     fn docker_change_reboots_and_wipes_datadir() {
-        let j = journal_through_addon(
-            B1,
-            json!({"outcome": "no-update"}),
-            json!({"reboot_needed": true, "docker_running": "1.12", "docker_next": "17.03", "wipe_docker_datadir": true}),
-        );
+        let j = journal_through_addon(B1, no_os_update(), addon("1.12", "17.03", true, true));
         assert_eq!(
             next_action(&j, &facts(B1)),
             Action::Reboot {
@@ -338,8 +390,8 @@ mod tests {
     fn both_changes_give_one_reboot_with_both_reasons() {
         let j = journal_through_addon(
             B1,
-            json!({"outcome": "reboot-pending", "current_version": "1520.3.0", "new_version": "1576.4.0"}),
-            json!({"reboot_needed": true, "docker_running": "1.12", "docker_next": "17.03", "wipe_docker_datadir": true}),
+            os_update_to("1576.4.0"),
+            addon("1.12", "17.03", true, true),
         );
         assert_eq!(
             next_action(&j, &facts(B1)),
@@ -352,21 +404,17 @@ mod tests {
 
     #[test]
     fn a_reboot_that_did_not_happen_is_requested_again_in_the_same_boot() {
-        let mut j = journal_through_addon(
-            B1,
-            json!({"outcome": "reboot-pending", "new_version": "1576.4.0"}),
-            json!({"reboot_needed": false}),
-        );
-        j.begin(B1, Step::Reboot.name());
+        let mut j = journal_through_addon(B1, os_update_to("1576.4.0"), same_docker());
+        j.begin(B1, Step::Reboot);
         j.fail(
             B1,
-            Step::Reboot.name(),
+            Step::Reboot,
             &Error::retryable("reboot did not happen within 300s"),
             vec![],
         );
         assert!(matches!(next_action(&j, &facts(B1)), Action::Reboot { .. }));
         // Same when the process was restarted while the reboot was pending.
-        j.begin(B1, Step::Reboot.name());
+        j.begin(B1, Step::Reboot);
         assert!(matches!(next_action(&j, &facts(B1)), Action::Reboot { .. }));
     }
 
@@ -374,24 +422,20 @@ mod tests {
     fn after_the_reboot_the_reboot_then_each_change_is_confirmed_then_kubelet_env() {
         let mut j = journal_through_addon(
             B1,
-            json!({"outcome": "reboot-pending", "new_version": "1576.4.0"}),
-            json!({"reboot_needed": true, "docker_next": "17.03"}),
+            os_update_to("1576.4.0"),
+            addon("1.12", "17.03", true, false),
         );
-        j.begin(B1, Step::Reboot.name());
+        j.begin(B1, Step::Reboot);
         let f = facts(B2);
         // Assets are re-checked first in the new boot.
         assert_eq!(next_action(&j, &f), Action::Run(Step::Assets));
-        done(&mut j, B2, Step::Assets, json!({}));
+        done(&mut j, B2, Step::Assets, assets());
         assert_eq!(next_action(&j, &f), Action::Confirm(Step::OsUpdate));
-        let mut os = j.step("os-update").unwrap().result.clone().unwrap();
-        os["confirmed_in_boot"] = json!(B2);
-        j.finish(B1, "os-update", os);
+        confirm_in(&mut j, Step::OsUpdate, B2);
         assert_eq!(next_action(&j, &f), Action::Confirm(Step::DockerAddon));
-        let mut ad = j.step("docker-addon").unwrap().result.clone().unwrap();
-        ad["confirmed_in_boot"] = json!(B2);
-        j.finish(B1, "docker-addon", ad);
+        confirm_in(&mut j, Step::DockerAddon, B2);
         assert_eq!(next_action(&j, &f), Action::Confirm(Step::Reboot));
-        done(&mut j, B2, Step::Reboot, json!({"rebooted": true}));
+        done(&mut j, B2, Step::Reboot, rebooted());
         assert_eq!(next_action(&j, &f), Action::Run(Step::KubeletEnv));
     }
 
@@ -404,15 +448,10 @@ mod tests {
             Step::DockerAddon,
         ] {
             let mut j = StateJournal::default();
-            for earlier in Step::ALL.iter().take_while(|s| **s != step) {
-                done(
-                    &mut j,
-                    B1,
-                    *earlier,
-                    json!({"outcome": "no-update", "reboot_needed": false}),
-                );
+            for earlier in Step::FLOW.iter().take_while(|s| **s != step) {
+                done(&mut j, B1, *earlier, result_for(*earlier, false));
             }
-            j.begin(B1, step.name());
+            j.begin(B1, step);
             assert_eq!(
                 next_action(&j, &facts(B1)),
                 Action::Run(step),
@@ -423,7 +462,7 @@ mod tests {
                 Action::Run(Step::Assets),
                 "{step:?}: assets first after a power loss"
             );
-            done(&mut j, B2, Step::Assets, json!({}));
+            done(&mut j, B2, Step::Assets, assets());
             if step != Step::Assets {
                 assert_eq!(
                     next_action(&j, &facts(B2)),
@@ -437,11 +476,11 @@ mod tests {
     #[test]
     fn failed_steps_are_retried() {
         let mut j = StateJournal::default();
-        done(&mut j, B1, Step::Assets, json!({}));
-        j.begin(B1, "cluster-version");
+        done(&mut j, B1, Step::Assets, assets());
+        j.begin(B1, Step::ClusterVersion);
         j.fail(
             B1,
-            "cluster-version",
+            Step::ClusterVersion,
             &Error::retryable("API unreachable"),
             vec![],
         );
@@ -454,39 +493,36 @@ mod tests {
     #[test]
     fn cluster_version_from_an_earlier_boot_is_kept() {
         let mut j = StateJournal::default();
-        done(&mut j, B1, Step::Assets, json!({}));
-        done(
-            &mut j,
-            B1,
-            Step::ClusterVersion,
-            json!({"version": "v1.9.6+coreos.0"}),
-        );
-        done(&mut j, B2, Step::Assets, json!({}));
+        done(&mut j, B1, Step::Assets, assets());
+        done(&mut j, B1, Step::ClusterVersion, version());
+        done(&mut j, B2, Step::Assets, assets());
         assert_eq!(next_action(&j, &facts(B2)), Action::Run(Step::OsUpdate));
     }
 
     #[test]
     fn steps_without_change_from_an_earlier_boot_are_not_redone() {
-        let mut j = journal_through_addon(
-            B1,
-            json!({"outcome": "no-update"}),
-            json!({"reboot_needed": false}),
-        );
-        done(&mut j, B2, Step::Assets, json!({}));
+        let mut j = journal_through_addon(B1, no_os_update(), same_docker());
+        done(&mut j, B2, Step::Assets, assets());
         assert_eq!(next_action(&j, &facts(B2)), Action::Run(Step::KubeletEnv));
     }
 
     #[test]
     fn kubelet_env_written_earlier_but_gone_is_rewritten() {
-        let mut j = journal_through_addon(
-            B1,
-            json!({"outcome": "no-update"}),
-            json!({"reboot_needed": false}),
-        );
-        done(&mut j, B1, Step::KubeletEnv, json!({}));
+        let mut j = journal_through_addon(B1, no_os_update(), same_docker());
+        done(&mut j, B1, Step::KubeletEnv, kubelet_env());
         assert_eq!(next_action(&j, &facts(B1)), Action::Run(Step::KubeletEnv));
-        done(&mut j, B2, Step::Assets, json!({}));
+        done(&mut j, B2, Step::Assets, assets());
         assert_eq!(next_action(&j, &facts(B2)), Action::Run(Step::KubeletEnv));
+    }
+
+    #[test]
+    fn a_done_step_whose_result_cannot_be_read_is_found_again() {
+        let mut j = journal_through_addon(B1, no_os_update(), same_docker());
+        let unreadable = StepResult::Raw(serde_json::json!({"reboot_needed": "yes"}));
+        j.finish(B1, Step::DockerAddon, unreadable.clone());
+        assert_eq!(next_action(&j, &facts(B1)), Action::Run(Step::DockerAddon));
+        j.finish(B1, Step::OsUpdate, unreadable);
+        assert_eq!(next_action(&j, &facts(B1)), Action::Run(Step::OsUpdate));
     }
 
     #[test]
@@ -528,15 +564,11 @@ mod tests {
                             (Step::DockerAddon, d),
                         ] {
                             if let Some(st) = st {
-                                j.begin(B1, step.name());
+                                j.begin(B1, step);
                                 match st {
-                                    StepStatus::Done => j.finish(
-                                        B1,
-                                        step.name(),
-                                        json!({"outcome": "reboot-pending", "reboot_needed": true}),
-                                    ),
+                                    StepStatus::Done => j.finish(B1, step, result_for(step, true)),
                                     StepStatus::Failed => {
-                                        j.fail(B1, step.name(), &Error::retryable("x"), vec![])
+                                        j.fail(B1, step, &Error::retryable("x"), vec![])
                                     }
                                     StepStatus::Running => {}
                                 }
@@ -556,26 +588,16 @@ mod tests {
                             match next_action(&j, &f) {
                                 Action::Done => break,
                                 Action::Run(Step::KubeletEnv) => {
-                                    done(&mut j, &boot, Step::KubeletEnv, json!({}));
+                                    done(&mut j, &boot, Step::KubeletEnv, kubelet_env());
                                     env = true;
                                 }
-                                Action::Run(s) => done(
-                                    &mut j,
-                                    &boot,
-                                    s,
-                                    json!({"outcome": "no-update", "reboot_needed": false}),
-                                ),
+                                Action::Run(s) => done(&mut j, &boot, s, result_for(s, false)),
                                 Action::Confirm(Step::Reboot) => {
-                                    done(&mut j, &boot, Step::Reboot, json!({}))
+                                    done(&mut j, &boot, Step::Reboot, rebooted())
                                 }
-                                Action::Confirm(s) => {
-                                    let mut r = j.step(s.name()).unwrap().result.clone().unwrap();
-                                    r["confirmed_in_boot"] = json!(boot);
-                                    let owner = j.step(s.name()).unwrap().boot_id.clone();
-                                    j.finish(&owner, s.name(), r);
-                                }
+                                Action::Confirm(s) => confirm_in(&mut j, s, &boot),
                                 Action::Reboot { .. } => {
-                                    j.begin(&boot, Step::Reboot.name());
+                                    j.begin(&boot, Step::Reboot);
                                     boot = format!("{boot}x");
                                 }
                             }

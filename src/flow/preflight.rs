@@ -1,4 +1,4 @@
-//! Sanity checks before the first phase (seed 000's "sanity checks before
+//! Sanity checks before the first step (seed 000's "sanity checks before
 //! doing anything"): the seed kubelet.env parses, the kubeconfig and its CA
 //! exist and parse, the clock is not before the CA's validity, the state dir
 //! is writable, the system bus answers, and there is room on disk for the
@@ -59,7 +59,7 @@ pub struct Check {
 
 /// Runs every check (they do not stop at the first failure).
 pub async fn run_checks(config: &Config) -> Vec<Check> {
-    run_checks_on(config, &crate::systemd::manager::system_bus().await).await
+    run_checks_on(config, &crate::systemd::agent_bus().await).await
 }
 
 /// [`run_checks`] on a system bus connection the caller made (and keeps

@@ -1,5 +1,5 @@
-//! Filesystem primitives every subsystem uses: atomic writes, `.done`
-//! markers, the run lock.
+//! Filesystem primitives every subsystem uses: atomic writes, the one way
+//! a file gets its final name ([`publish`]), `.done` markers, the run lock.
 //!
 //! A file that another unit reads (kubelet.env, torcx profiles, store
 //! archives, `.done` markers, the state journal) is only ever replaced
@@ -10,6 +10,10 @@
 //! files) are [`Durability::Durable`]: the temp file is fsynced before the
 //! rename and the directory after it. At worst a power cut leaves a stray
 //! temp file (named `.<name>.tmp-*`) that [`remove_stale_temps`] clears.
+//!
+//! Downloads follow the same rule: streamed into an [`AtomicFile`] (or a
+//! resumable partial of their own name), verified, and only then given
+//! their final name by [`AtomicFile::commit`] / [`publish`].
 
 mod lock;
 
@@ -114,17 +118,7 @@ impl AtomicFile {
     /// file is fsynced before and the directory after.
     pub fn commit_with(mut self, durability: Durability) -> io::Result<()> {
         let file = self.file.take().expect("file is present until commit");
-        let durable = durability == Durability::Durable;
-        if durable {
-            file.sync_all()?;
-        }
-        file.set_permissions(fs::Permissions::from_mode(self.mode))?;
-        drop(file);
-        fs::rename(&self.temp, &self.target)?;
-        if durable {
-            fsync_dir(parent_dir(&self.target))?;
-        }
-        Ok(())
+        publish_open(file, &self.temp, &self.target, self.mode, durability)
     }
 }
 
@@ -143,6 +137,35 @@ impl Drop for AtomicFile {
             let _ = fs::remove_file(&self.temp);
         }
     }
+}
+
+/// Gives a written (and verified) file `temp` its final name `target`:
+/// with [`Durability::Durable`] the file is fsynced first and the directory
+/// after; its mode is set; the rename replaces whatever `target` was in one
+/// step. The one way a file gets its final name (see module docs).
+pub fn publish(temp: &Path, target: &Path, mode: u32, durability: Durability) -> io::Result<()> {
+    let file = OpenOptions::new().read(true).open(temp)?;
+    publish_open(file, temp, target, mode, durability)
+}
+
+fn publish_open(
+    file: File,
+    temp: &Path,
+    target: &Path,
+    mode: u32,
+    durability: Durability,
+) -> io::Result<()> {
+    let durable = durability == Durability::Durable;
+    if durable {
+        file.sync_all()?;
+    }
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    drop(file);
+    fs::rename(temp, target)?;
+    if durable {
+        fsync_dir(parent_dir(target))?;
+    }
+    Ok(())
 }
 
 fn parent_dir(p: &Path) -> &Path {
@@ -211,7 +234,7 @@ pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
 
 /// Writes a `.done` marker atomically; its content says when and what.
 pub fn mark_done(marker: &Path, note: &str) -> Result<()> {
-    let body = format!("{} {note}\n", crate::journal::now_rfc3339());
+    let body = format!("{} {note}\n", crate::clock::now_rfc3339());
     write_file("done marker", marker, body.as_bytes(), MODE_PUBLIC)
 }
 

@@ -12,6 +12,7 @@
 
 use super::config::DockerSettings;
 use super::{LogTail, StepRun, clean_line};
+use crate::docker::connect;
 use crate::error::{Error, Result};
 use bollard::Docker;
 use bollard::container::LogOutput;
@@ -28,11 +29,6 @@ use std::time::Duration;
 
 /// Timeout of a single Docker API request (not of the step).
 pub const API_TIMEOUT: Duration = Duration::from_secs(30);
-/// The oldest API we speak: Docker 1.12 (Container Linux's oldest addon).
-pub const MIN_API: bollard::ClientVersion = bollard::ClientVersion {
-    major_version: 1,
-    minor_version: 24,
-};
 /// Label that marks our containers.
 pub const LABEL: &str = "io.node-bootstrap.step";
 
@@ -81,29 +77,6 @@ impl ContainerSpec {
             }),
             ..Default::default()
         }
-    }
-}
-
-/// Connects to the Docker socket and agrees on an API version, within
-/// `timeout`. Errors say which socket and why.
-pub async fn connect(socket: &Path, timeout: Duration) -> Result<Docker> {
-    let docker = Docker::connect_with_unix(
-        &socket.to_string_lossy(),
-        timeout.as_secs().max(1),
-        &MIN_API,
-    )
-    .map_err(|e| Error::retryable(format!("cannot reach Docker at {}: {e}", socket.display())))?;
-    match tokio::time::timeout(timeout, docker.negotiate_version()).await {
-        Ok(Ok(d)) => Ok(d),
-        Ok(Err(e)) => Err(Error::retryable(format!(
-            "cannot reach Docker at {}: {e}",
-            socket.display()
-        ))),
-        Err(_) => Err(Error::retryable(format!(
-            "cannot reach Docker at {}: no answer within {}s",
-            socket.display(),
-            timeout.as_secs_f32()
-        ))),
     }
 }
 

@@ -37,7 +37,7 @@ pub mod script;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsutil::{self, RunLock};
-use crate::journal::{self, JournalFile};
+use crate::journal::{self, HelperRecord, JournalFile, StepResult};
 use config::{HelperMode, StepSettings};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -50,46 +50,46 @@ pub const MAX_LINE_CHARS: usize = 2000;
 
 /// Which control-plane step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum Helper {
     Bootkube,
     Tectonic,
 }
 
-impl Step {
+impl Helper {
     pub fn name(self) -> &'static str {
         match self {
-            Step::Bootkube => "bootkube",
-            Step::Tectonic => "tectonic",
+            Helper::Bootkube => "bootkube",
+            Helper::Tectonic => "tectonic",
         }
     }
 
-    /// The step's name in the state journal.
-    pub fn journal_step(self) -> &'static str {
+    /// The helper's step in the state journal.
+    pub fn journal_step(self) -> crate::journal::Step {
         match self {
-            Step::Bootkube => "helper/bootkube",
-            Step::Tectonic => "helper/tectonic",
+            Helper::Bootkube => crate::journal::Step::Bootkube,
+            Helper::Tectonic => crate::journal::Step::Tectonic,
         }
     }
 
     /// The asset script's file name in the assets dir.
     pub fn default_script(self) -> &'static str {
         match self {
-            Step::Bootkube => "bootkube.sh",
-            Step::Tectonic => "tectonic-wrapper.sh",
+            Helper::Bootkube => "bootkube.sh",
+            Helper::Tectonic => "tectonic-wrapper.sh",
         }
     }
 
     pub fn done_marker(self, config: &Config) -> PathBuf {
         match self {
-            Step::Bootkube => config.paths.bootkube_done(),
-            Step::Tectonic => config.paths.tectonic_done(),
+            Helper::Bootkube => config.paths.bootkube_done(),
+            Helper::Tectonic => config.paths.tectonic_done(),
         }
     }
 
     pub fn settings(self, config: &Config) -> &StepSettings {
         match self {
-            Step::Bootkube => &config.helpers.bootkube,
-            Step::Tectonic => &config.helpers.tectonic,
+            Helper::Bootkube => &config.helpers.bootkube,
+            Helper::Tectonic => &config.helpers.tectonic,
         }
     }
 }
@@ -148,26 +148,27 @@ pub struct StepRun {
 
 /// Runs the helper for `step` (see module docs). `Ok` means the step
 /// succeeded (or was already done) and its marker exists.
-pub async fn run(config: &Config, step: Step) -> Result<()> {
+pub async fn run(config: &Config, step: Helper) -> Result<()> {
     let marker = step.done_marker(config);
     let jstep = step.journal_step();
+    let step_name = jstep.name();
     if fsutil::is_done(&marker) {
-        tracing::info!(step = jstep, path = %marker.display(), "already done; nothing to do");
+        tracing::info!(step = step_name, path = %marker.display(), "already done; nothing to do");
         return Ok(());
     }
     let journal = JournalFile::new(config.paths.state_journal());
-    let boot_id = journal::boot_id(&config.paths.run_dir).unwrap_or_else(|e| {
-        tracing::warn!(step = jstep, error = %e, "could not read the boot id");
+    let boot_id = crate::boot::id(&config.paths.run_dir).unwrap_or_else(|e| {
+        tracing::warn!(step = step_name, error = %e, "could not read the boot id");
         "unknown".to_string()
     });
     let record = |f: &dyn Fn(&mut journal::StateJournal)| {
         if let Err(e) = journal.update(|j| f(j)) {
             // The journal is for `status`; a step must not fail for it.
-            tracing::warn!(step = jstep, error = %e, "could not record the step in the state journal");
+            tracing::warn!(step = step_name, error = %e, "could not record the step in the state journal");
         }
     };
 
-    if step == Step::Tectonic && !fsutil::is_done(&config.paths.bootkube_done()) {
+    if step == Helper::Tectonic && !fsutil::is_done(&config.paths.bootkube_done()) {
         let err = Error::refused(format!(
             "bootkube has not completed ({} is missing); refusing to run tectonic",
             config.paths.bootkube_done().display()
@@ -186,7 +187,7 @@ pub async fn run(config: &Config, step: Step) -> Result<()> {
     let _lock = RunLock::acquire(&lock_path, Duration::ZERO)?;
     // Re-check under the lock: another helper may have just finished.
     if fsutil::is_done(&marker) {
-        tracing::info!(step = jstep, path = %marker.display(), "already done; nothing to do");
+        tracing::info!(step = step_name, path = %marker.display(), "already done; nothing to do");
         return Ok(());
     }
 
@@ -194,7 +195,7 @@ pub async fn run(config: &Config, step: Step) -> Result<()> {
     record(&|j| j.begin(&boot_id, jstep));
     let started = Instant::now();
     tracing::info!(
-        step = jstep,
+        step = step_name,
         mode = settings.mode.as_str(),
         timeout_secs = settings.timeout.as_secs(),
         "starting"
@@ -203,28 +204,29 @@ pub async fn run(config: &Config, step: Step) -> Result<()> {
     let duration_ms = started.elapsed().as_millis() as u64;
     let result = outcome.and_then(|run| judge(step, settings, run));
     let result = match result {
-        Ok(exit_code) => fsutil::mark_done(&marker, jstep)
+        Ok(exit_code) => fsutil::mark_done(&marker, step_name)
             .map(|()| exit_code)
             .map_err(|e| (e, vec![])),
         Err(e) => Err(e),
     };
     match result {
         Ok(exit_code) => {
-            let mut res = serde_json::json!({
-                "exit_code": exit_code,
-                "duration_ms": duration_ms,
-                "mode": settings.mode.as_str(),
+            let res = StepResult::Helper(HelperRecord {
+                exit_code,
+                duration_ms,
+                mode: settings.mode.as_str().to_string(),
+                image: match (settings.mode, &settings.docker) {
+                    (HelperMode::Docker, Some(d)) => Some(d.image.clone()),
+                    _ => None,
+                },
             });
-            if let (HelperMode::Docker, Some(d)) = (settings.mode, &settings.docker) {
-                res["image"] = d.image.clone().into();
-            }
             record(&|j| j.finish(&boot_id, jstep, res.clone()));
-            tracing::info!(step = jstep, duration_ms, path = %marker.display(), "done");
+            tracing::info!(step = step_name, duration_ms, path = %marker.display(), "done");
             Ok(())
         }
         Err((err, tail)) => {
             record(&|j| j.fail(&boot_id, jstep, &err, tail.clone()));
-            tracing::error!(step = jstep, duration_ms, error = %err, "failed");
+            tracing::error!(step = step_name, duration_ms, error = %err, "failed");
             Err(err)
         }
     }
@@ -234,10 +236,10 @@ type Failure = (Error, Vec<String>);
 
 async fn execute(
     config: &Config,
-    step: Step,
+    step: Helper,
     settings: &StepSettings,
 ) -> std::result::Result<StepRun, Failure> {
-    let jstep = step.journal_step();
+    let step_name = step.journal_step().name();
     let stop = async {
         stop_signal().await;
         "stopped by SIGTERM".to_string()
@@ -254,7 +256,7 @@ async fn execute(
                 return Err((err, vec![]));
             }
             script::run_script(
-                jstep,
+                step_name,
                 &script,
                 &config.paths.assets_dir,
                 settings.timeout,
@@ -270,7 +272,7 @@ async fn execute(
                 .as_ref()
                 .expect("docker settings are validated present in docker mode");
             docker::run_container(
-                jstep,
+                step_name,
                 &config.paths.docker_socket,
                 &docker::ContainerSpec::new(step.name(), d, &config.paths.assets_dir),
                 settings.timeout,
@@ -283,7 +285,7 @@ async fn execute(
 }
 
 /// Success only for exit code 0 without an early stop.
-fn judge(step: Step, settings: &StepSettings, run: StepRun) -> std::result::Result<i64, Failure> {
+fn judge(step: Helper, settings: &StepSettings, run: StepRun) -> std::result::Result<i64, Failure> {
     let what = match settings.mode {
         HelperMode::Script => format!("{} step ({})", step.name(), step.default_script()),
         HelperMode::Docker => format!(
@@ -329,7 +331,7 @@ async fn stop_signal() {
 
 /// Entry point for the CLI: runs the step on a runtime of its own and
 /// returns the exit code.
-pub fn main(config: &Config, step: Step) -> Result<u8> {
+pub fn main(config: &Config, step: Helper) -> Result<u8> {
     let rt = crate::runtime::current_thread()?;
     rt.block_on(run(config, step))?;
     Ok(crate::error::exit::SUCCESS)
@@ -367,7 +369,7 @@ mod tests {
             tail: vec!["starting".into(), "error: no api".into(), "".into()],
             last_stderr: None,
         };
-        let (err, tail) = judge(Step::Bootkube, &s, run).unwrap_err();
+        let (err, tail) = judge(Helper::Bootkube, &s, run).unwrap_err();
         assert_eq!(
             err.to_string(),
             "bootkube step (bootkube.sh) exited with code 2; last output: error: no api"
@@ -380,14 +382,14 @@ mod tests {
             tail: vec![],
             last_stderr: None,
         };
-        assert_eq!(judge(Step::Bootkube, &s, ok).unwrap(), 0);
+        assert_eq!(judge(Helper::Bootkube, &s, ok).unwrap(), 0);
         let stopped = StepRun {
             exit_code: Some(0),
             stopped: Some("timed out after 5s".into()),
             tail: vec!["x".into()],
             last_stderr: Some("error: y".into()),
         };
-        let (err, _) = judge(Step::Tectonic, &s, stopped).unwrap_err();
+        let (err, _) = judge(Helper::Tectonic, &s, stopped).unwrap_err();
         assert_eq!(
             err.to_string(),
             "tectonic step (tectonic-wrapper.sh) timed out after 5s; last output: error: y"

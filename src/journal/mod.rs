@@ -1,5 +1,6 @@
 //! The state journal: what each step of the flow did, when, and how it
-//! ended. `run` and the helpers write it; `status` reads it.
+//! ended. `run` and the helpers write it; `status` reads it. The steps and
+//! their typed results are in [`steps`].
 //!
 //! One JSON file (`<state_dir>/state.json`, schema below) replaced atomically
 //! on every change, under an `flock` so `run` and a helper writing at the
@@ -7,13 +8,21 @@
 //! outlives reboots; how durable each write is, the writer chooses
 //! ([`JournalFile::update_with`]): the helpers and the record before a
 //! reboot request are fsynced; `run`'s per-step records are not (see
-//! `flow::driver`), since the flow re-derives a lost record from the node. A step is a phase of `run`
-//! (`cluster-version`, `os-update`, …) or a helper (`helper/bootkube`).
+//! `flow::driver`), since the flow re-derives a lost record from the node. A
+//! step is one of `run`'s (`cluster-version`, `os-update`, …) or a helper
+//! (`helper/bootkube`).
 //!
-//! Each record carries the id of the boot it was written in (a random id kept
-//! in the per-boot tmpfs `run_dir`), so the flow can tell "done before the
-//! reboot" from "done in this boot".
+//! Each record carries the id of the boot it was written in
+//! ([`crate::boot`]), so the flow can tell "done before the reboot" from
+//! "done in this boot".
 
+mod steps;
+
+pub use steps::{
+    AssetsRecord, Confirmable, HelperRecord, KubeletEnvRecord, RebootRecord, Step, StepResult,
+};
+
+use crate::clock::now_rfc3339;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
 use nix::fcntl::{Flock, FlockArg};
@@ -39,7 +48,7 @@ pub enum StepStatus {
 }
 
 /// The latest attempt of one step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepRecord {
     pub status: StepStatus,
     /// Boot id (see module docs) of the boot this attempt ran in.
@@ -48,9 +57,9 @@ pub struct StepRecord {
     pub ended_at: Option<String>,
     /// Attempts so far, across restarts and boots.
     pub attempts: u32,
-    /// Step-specific outcome (e.g. `{"version": "v1.9.6+coreos.0"}`).
+    /// What the step found ([`StepResult`], typed by the step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<serde_json::Value>,
+    pub result: Option<StepResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +67,49 @@ pub struct StepRecord {
     /// Last lines of a helper's output, for `status`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_tail: Vec<String>,
+}
+
+/// A step record as the file holds it, before its result is typed by the
+/// step's name.
+#[derive(Deserialize)]
+struct RawStepRecord {
+    status: StepStatus,
+    boot_id: String,
+    started_at: String,
+    ended_at: Option<String>,
+    attempts: u32,
+    #[serde(default)]
+    result: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    error_class: Option<ErrorClass>,
+    #[serde(default)]
+    log_tail: Vec<String>,
+}
+
+fn typed_steps<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<BTreeMap<String, StepRecord>, D::Error> {
+    let raw = BTreeMap::<String, RawStepRecord>::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .map(|(name, r)| {
+            let result = r.result.map(|v| StepResult::read(&name, v));
+            let rec = StepRecord {
+                status: r.status,
+                boot_id: r.boot_id,
+                started_at: r.started_at,
+                ended_at: r.ended_at,
+                attempts: r.attempts,
+                result,
+                error: r.error,
+                error_class: r.error_class,
+                log_tail: r.log_tail,
+            };
+            (name, rec)
+        })
+        .collect())
 }
 
 /// One line of history.
@@ -75,7 +127,8 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateJournal {
     pub schema: u32,
-    #[serde(default)]
+    /// By step name (a step this agent does not know is kept as read).
+    #[serde(default, deserialize_with = "typed_steps")]
     pub steps: BTreeMap<String, StepRecord>,
     #[serde(default)]
     pub history: Vec<Event>,
@@ -92,8 +145,8 @@ impl Default for StateJournal {
 }
 
 impl StateJournal {
-    pub fn step(&self, name: &str) -> Option<&StepRecord> {
-        self.steps.get(name)
+    pub fn step(&self, step: Step) -> Option<&StepRecord> {
+        self.steps.get(step.name())
     }
 
     /// Parses the file's text; a newer schema or bad JSON is [`ErrorClass::BadInput`].
@@ -111,11 +164,11 @@ impl StateJournal {
         Ok(j)
     }
 
-    fn push_event(&mut self, boot_id: &str, step: &str, event: StepStatus, detail: Option<String>) {
+    fn push_event(&mut self, boot_id: &str, step: Step, event: StepStatus, detail: Option<String>) {
         self.history.push(Event {
             at: now_rfc3339(),
             boot_id: boot_id.into(),
-            step: step.into(),
+            step: step.name().into(),
             event,
             detail,
         });
@@ -126,10 +179,10 @@ impl StateJournal {
     }
 
     /// Records that `step` started in `boot_id`.
-    pub fn begin(&mut self, boot_id: &str, step: &str) {
-        let attempts = self.steps.get(step).map_or(0, |r| r.attempts) + 1;
+    pub fn begin(&mut self, boot_id: &str, step: Step) {
+        let attempts = self.step(step).map_or(0, |r| r.attempts) + 1;
         self.steps.insert(
-            step.to_string(),
+            step.name().to_string(),
             StepRecord {
                 status: StepStatus::Running,
                 boot_id: boot_id.into(),
@@ -146,7 +199,7 @@ impl StateJournal {
     }
 
     /// Records that `step` finished with `result`.
-    pub fn finish(&mut self, boot_id: &str, step: &str, result: serde_json::Value) {
+    pub fn finish(&mut self, boot_id: &str, step: Step, result: StepResult) {
         let rec = self.entry(boot_id, step);
         rec.status = StepStatus::Done;
         rec.ended_at = Some(now_rfc3339());
@@ -156,8 +209,16 @@ impl StateJournal {
         self.push_event(boot_id, step, StepStatus::Done, None);
     }
 
+    /// Records what a running `step` is about, before it ends (the reboot's
+    /// reason, so `status` can say it while the node goes down).
+    pub fn note(&mut self, step: Step, result: StepResult) {
+        if let Some(r) = self.steps.get_mut(step.name()) {
+            r.result = Some(result);
+        }
+    }
+
     /// Records that `step` failed.
-    pub fn fail(&mut self, boot_id: &str, step: &str, err: &Error, log_tail: Vec<String>) {
+    pub fn fail(&mut self, boot_id: &str, step: Step, err: &Error, log_tail: Vec<String>) {
         let rec = self.entry(boot_id, step);
         rec.status = StepStatus::Failed;
         rec.ended_at = Some(now_rfc3339());
@@ -168,13 +229,13 @@ impl StateJournal {
     }
 
     /// Forgets a step (its result is gone and it must run again).
-    pub fn forget(&mut self, step: &str) {
-        self.steps.remove(step);
+    pub fn forget(&mut self, step: Step) {
+        self.steps.remove(step.name());
     }
 
-    fn entry(&mut self, boot_id: &str, step: &str) -> &mut StepRecord {
+    fn entry(&mut self, boot_id: &str, step: Step) -> &mut StepRecord {
         self.steps
-            .entry(step.to_string())
+            .entry(step.name().to_string())
             .or_insert_with(|| StepRecord {
                 status: StepStatus::Running,
                 boot_id: boot_id.into(),
@@ -263,42 +324,6 @@ impl JournalFile {
     }
 }
 
-/// Current time as RFC 3339 UTC, second precision.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339)
-        .expect("RFC 3339 formatting cannot fail for UTC")
-}
-
-/// This boot's id: a random id kept in `run_dir/boot-id` (tmpfs, so it is
-/// new after every reboot). Created on first use in a boot.
-pub fn boot_id(run_dir: &Path) -> Result<String> {
-    let path = run_dir.join("boot-id");
-    if let Some(id) = fsutil::read_optional(&path).ctx(ErrorClass::Internal, || {
-        format!("failed to read boot id {}", path.display())
-    })? {
-        let id = id.trim();
-        if !id.is_empty() {
-            return Ok(id.to_string());
-        }
-    }
-    let id = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
-    // Two processes racing here: whichever rename lands last wins, and both
-    // re-read below, so every caller in this boot agrees on one id.
-    fsutil::write_file(
-        "boot id",
-        &path,
-        format!("{id}\n").as_bytes(),
-        fsutil::MODE_PUBLIC,
-    )?;
-    let stored = std::fs::read_to_string(&path).ctx(ErrorClass::Internal, || {
-        format!("failed to read boot id {}", path.display())
-    })?;
-    Ok(stored.trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,26 +333,31 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let jf = JournalFile::new(d.path().join("state.json"));
         assert!(jf.load().unwrap().is_none());
-        jf.update(|j| j.begin("b1", "cluster-version")).unwrap();
+        jf.update(|j| j.begin("b1", Step::ClusterVersion)).unwrap();
+        let found = crate::cluster::ClusterVersion {
+            version: "v1.9.6+coreos.0".into(),
+            source: crate::cluster::VersionSource::Forced,
+            apiserver_version: None,
+        };
         jf.update(|j| {
             j.finish(
                 "b1",
-                "cluster-version",
-                serde_json::json!({"version": "v1.9.6+coreos.0"}),
+                Step::ClusterVersion,
+                StepResult::ClusterVersion(found.clone()),
             )
         })
         .unwrap();
-        jf.update(|j| j.begin("b1", "os-update")).unwrap();
+        jf.update(|j| j.begin("b1", Step::OsUpdate)).unwrap();
         jf.update(|j| {
             j.fail(
                 "b1",
-                "os-update",
-                &Error::retryable("update-engine timed out"),
+                Step::OsUpdate,
+                &Error::retryable("update_engine timed out"),
                 vec![],
             )
         })
         .unwrap();
-        jf.update(|j| j.begin("b2", "os-update")).unwrap();
+        jf.update(|j| j.begin("b2", Step::OsUpdate)).unwrap();
 
         let j = jf.load().unwrap().unwrap();
         use std::os::unix::fs::MetadataExt;
@@ -336,17 +366,17 @@ mod tests {
             0o640,
             "not world-readable"
         );
-        let cv = j.step("cluster-version").unwrap();
+        let cv = j.step(Step::ClusterVersion).unwrap();
         assert_eq!(cv.status, StepStatus::Done);
-        assert_eq!(cv.result.as_ref().unwrap()["version"], "v1.9.6+coreos.0");
-        let ou = j.step("os-update").unwrap();
+        assert_eq!(cv.result, Some(StepResult::ClusterVersion(found)));
+        let ou = j.step(Step::OsUpdate).unwrap();
         assert_eq!(ou.status, StepStatus::Running);
         assert_eq!(ou.attempts, 2);
         assert_eq!(ou.boot_id, "b2");
         assert_eq!(j.history.len(), 5);
         assert_eq!(
             j.history[3].detail.as_deref(),
-            Some("update-engine timed out")
+            Some("update_engine timed out")
         );
     }
 
@@ -359,7 +389,7 @@ mod tests {
         let err = jf.load().unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
         assert!(err.to_string().contains("is corrupt"), "{err}");
-        jf.update(|j| j.begin("b", "assets")).unwrap();
+        jf.update(|j| j.begin("b", Step::Assets)).unwrap();
         assert!(d.path().join("state.json.corrupt").exists());
         assert_eq!(jf.load().unwrap().unwrap().steps.len(), 1);
     }
@@ -374,17 +404,8 @@ mod tests {
     fn history_is_bounded() {
         let mut j = StateJournal::default();
         for i in 0..(HISTORY_LIMIT + 50) {
-            j.begin("b", &format!("s{}", i % 3));
+            j.begin("b", Step::FLOW[i % Step::FLOW.len()]);
         }
         assert_eq!(j.history.len(), HISTORY_LIMIT);
-    }
-
-    #[test]
-    fn boot_id_is_stable_within_a_boot() {
-        let d = tempfile::tempdir().unwrap();
-        let a = boot_id(d.path()).unwrap();
-        let b = boot_id(d.path()).unwrap();
-        assert_eq!(a, b);
-        assert_eq!(a.len(), 32);
     }
 }

@@ -9,6 +9,7 @@
 //!   "allow_unsigned": ["local"],
 //!   "keyring": "/etc/kubernetes/installer/keyring.asc",
 //!   "dev_dir": "/home/core/build/artifacts",
+//!   "product_id_template": "com.node-bootstrap:{name}:{series}:{arch}",
 //!   "timeout_secs": 30, "attempts": 3
 //! }
 //! ```
@@ -88,6 +89,11 @@ pub struct RawSources {
     /// Development mode: search this directory of locally built artifacts
     /// first, unsigned allowed. Loudly logged on every search.
     pub dev_dir: Option<PathBuf>,
+    /// How the product ids of the mirrors name an artifact: `{name}`,
+    /// `{series}` and `{arch}` filled in (default
+    /// `com.node-bootstrap:{name}:{series}:{arch}`, what `metadata generate`
+    /// writes; another writer's scheme, e.g. `com.example:{series}:{arch}`).
+    pub product_id_template: Option<String>,
     /// Timeout of one HTTP request, seconds (default 30).
     pub timeout_secs: Option<u64>,
     /// Attempts per HTTP/S3 fetch on transient errors (default 3).
@@ -131,6 +137,7 @@ pub struct SourcesSettings {
     pub allow_unsigned: Vec<LocationKind>,
     pub keyring: Option<PathBuf>,
     pub dev_dir: Option<PathBuf>,
+    pub product_id_template: String,
     pub timeout: Duration,
     pub attempts: u32,
 }
@@ -206,7 +213,12 @@ impl RawSources {
                 "\"dev\" is always unsigned; list only local, url, bucket, default",
             ));
         }
+        let product_id_template = self
+            .product_id_template
+            .unwrap_or_else(|| super::format::DEFAULT_PRODUCT_ID_TEMPLATE.to_string());
+        check_template(&product_id_template)?;
         Ok(SourcesSettings {
+            product_id_template,
             local_dir,
             url,
             use_cluster_bucket: self.use_cluster_bucket.unwrap_or(true),
@@ -224,6 +236,35 @@ impl RawSources {
             attempts,
         })
     }
+}
+
+/// A product id template names the artifact (`{name}`) and uses no
+/// placeholder but `{name}`, `{series}` and `{arch}`.
+fn check_template(t: &str) -> FieldResult<()> {
+    const FIELD: &str = "sources.product_id_template";
+    let mut rest = t;
+    while let Some(open) = rest.find('{') {
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| FieldError::new(FIELD, format!("has an unclosed {{ in {t:?}")))?;
+        let name = &rest[open + 1..open + close];
+        if !["name", "series", "arch"].contains(&name) {
+            return Err(FieldError::new(
+                FIELD,
+                format!(
+                    "has the placeholder {{{name}}}; only {{name}}, {{series}} and {{arch}} exist"
+                ),
+            ));
+        }
+        rest = &rest[open + close + 1..];
+    }
+    if !t.contains("{name}") {
+        return Err(FieldError::new(
+            FIELD,
+            format!("{t:?} does not contain {{name}}, so every artifact would be the same product"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

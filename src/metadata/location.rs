@@ -132,20 +132,22 @@ impl Location {
         }
     }
 
-    /// Copies the artifact at `rel` to `dest` atomically (mode 0644),
-    /// refusing more than `max` bytes.
+    /// Copies the artifact at `rel` into `out` (a file not yet under its
+    /// final name: the caller verifies it, then commits it), refusing more
+    /// than `max` bytes.
     pub async fn fetch_to(
         &self,
         rel: &str,
-        dest: &Path,
+        out: &mut fsutil::AtomicFile,
         timeout: Duration,
         attempts: u32,
         max: u64,
     ) -> Result<(), FetchError> {
+        let temp = out.temp_path().to_path_buf();
         let failed = |e: std::io::Error| {
             FetchError::Failed(Error::internal(format!(
                 "failed to write {}: {e}",
-                dest.display()
+                temp.display()
             )))
         };
         match self {
@@ -163,42 +165,21 @@ impl Location {
                     }
                     Ok(f) => f,
                 };
-                let mut out =
-                    fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC).map_err(failed)?;
-                let n = std::io::copy(&mut (&mut f).take(max + 1), &mut out).map_err(failed)?;
+                let n = std::io::copy(&mut (&mut f).take(max + 1), out).map_err(failed)?;
                 if n > max {
                     return Err(FetchError::Failed(Error::bad_input(format!(
                         "{} is larger than {max} bytes",
                         src.display()
                     ))));
                 }
-                out.commit().map_err(failed)
+                Ok(())
             }
             Location::Http(base) => {
                 let url = join_url(base, rel);
                 let client = http_client(timeout).map_err(FetchError::Failed)?;
-                let mut out =
-                    fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC).map_err(failed)?;
-                http_stream(&client, &url, attempts, max, &mut out).await?;
-                out.commit().map_err(failed)
+                http_stream(&client, &url, attempts, max, out).await
             }
-            Location::S3(s) => {
-                let parent = dest.parent().unwrap_or(Path::new("."));
-                std::fs::create_dir_all(parent).map_err(failed)?;
-                let tmp = parent.join(format!(
-                    ".{}.tmp-{}-{:08x}",
-                    dest.file_name().unwrap_or_default().to_string_lossy(),
-                    std::process::id(),
-                    fastrand::u32(..)
-                ));
-                let r = self.copy_s3(s, rel, &tmp, attempts, max).await;
-                if r.is_err() {
-                    let _ = std::fs::remove_file(&tmp);
-                    return r;
-                }
-                std::fs::rename(&tmp, dest).map_err(failed)?;
-                fsutil::fsync_dir(parent).map_err(failed)
-            }
+            Location::S3(s) => self.copy_s3(s, rel, &temp, attempts, max).await,
         }
     }
 }

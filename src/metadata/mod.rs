@@ -38,27 +38,43 @@ use crate::config::Config;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
 use config::{LocationKind, UserLocation};
-use format::{Index, Item, Products, VersionMatch};
+use format::{Artifact, Index, Products, VersionMatch};
 use location::{FetchError, Location};
 use serde::Serialize;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
 
-/// What to look for: product (name, series, arch) and which version.
+/// What to look for: a product, by its full id, and which version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ArtifactQuery {
-    /// Artifact name, e.g. `docker`, `node-bootstrap`.
-    pub name: String,
-    /// OS version or series, e.g. `1520.3.0`, `flatcar`.
-    pub series: String,
-    /// Architecture, e.g. `amd64`.
-    pub arch: String,
+    /// e.g. `com.node-bootstrap:docker-torcx:1632.3.0:amd64-usr`, or a
+    /// foreign writer's id such as `com.ubuntu.juju:16.04:amd64`.
+    pub product_id: String,
     pub version: VersionMatch,
 }
 
 impl ArtifactQuery {
-    pub fn product_id(&self) -> String {
-        format::product_id(&self.name, &self.series, &self.arch)
+    /// The product `name` for `series` and `arch`, its id made by
+    /// `sources.product_id_template`.
+    pub fn new(
+        sources: &config::SourcesSettings,
+        name: &str,
+        series: &str,
+        arch: &str,
+        version: VersionMatch,
+    ) -> ArtifactQuery {
+        ArtifactQuery {
+            product_id: format::product_id(&sources.product_id_template, name, series, arch),
+            version,
+        }
+    }
+
+    /// A product by its full id.
+    pub fn by_id(product_id: &str, version: VersionMatch) -> ArtifactQuery {
+        ArtifactQuery {
+            product_id: product_id.to_string(),
+            version,
+        }
     }
 }
 
@@ -79,9 +95,13 @@ pub struct Found {
     /// Whether the metadata was signed (and verified).
     pub signed: bool,
     pub product_id: String,
+    /// The artifact's version (see [`format`]: the item's `version`, else
+    /// the version name).
     pub version: String,
+    /// The name of the version in the product file (a date in Juju streams).
+    pub version_name: String,
     pub item_name: String,
-    pub item: Item,
+    pub item: Artifact,
     /// Where the item itself is (path, URL or `s3://`).
     pub url: String,
     /// Earlier locations and why they did not serve it.
@@ -136,7 +156,7 @@ async fn load_location(
     config: &Config,
     kind: LocationKind,
     loc: &Location,
-    keyring: &std::result::Result<sign::Keyring, String>,
+    keyring: &std::result::Result<crate::openpgp::Keyring, String>,
     product_filter: Option<&str>,
 ) -> std::result::Result<Loaded, Miss> {
     let s = &config.sources;
@@ -150,7 +170,7 @@ async fn load_location(
                 ))
             })?;
             let text = ring
-                .verify(&bytes, &loc.resolve(signed_path))
+                .verify_cleartext(&bytes, &loc.resolve(signed_path))
                 .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?;
             (true, text)
         }
@@ -200,7 +220,7 @@ async fn load_location(
     let mut products = Vec::new();
     for (content_id, entry) in &index.index {
         if let Some(id) = product_filter
-            && !entry.products.iter().any(|p| p == id)
+            && !entry.may_hold(id)
         {
             continue;
         }
@@ -210,6 +230,9 @@ async fn load_location(
                 entry.path
             )));
         }
+        // A signed index names the signed product files (as simplestreams
+        // writes it); one that names `.json` files is read through their
+        // `.sjson` twins, never unsigned.
         let rel = if signed {
             format::signed_twin(&entry.path)
         } else {
@@ -226,17 +249,17 @@ async fn load_location(
                 return Err(Miss::Unreachable(format!("unreachable: {e}")));
             }
         };
-        let text = if signed {
+        let text = if format::is_signed_path(&rel) {
             keyring
                 .as_ref()
                 .map_err(|e| Miss::Unreachable(e.clone()))?
-                .verify(&bytes, &loc.resolve(&rel))
+                .verify_cleartext(&bytes, &loc.resolve(&rel))
                 .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?
         } else {
             String::from_utf8(bytes)
                 .map_err(|_| Miss::Plain(format!("{} is not UTF-8", loc.resolve(&rel))))?
         };
-        let p: Products = serde_json::from_str(&text).map_err(|e| {
+        let p = Products::parse(&text).map_err(|e| {
             Miss::Plain(format!(
                 "{} is not a valid product file: {e}",
                 loc.resolve(&rel)
@@ -255,9 +278,9 @@ async fn load_location(
     Ok(Loaded { signed, products })
 }
 
-fn load_keyring(config: &Config) -> std::result::Result<sign::Keyring, String> {
+fn load_keyring(config: &Config) -> std::result::Result<crate::openpgp::Keyring, String> {
     let path = config.sources.keyring_path(&config.paths);
-    sign::Keyring::load(&path).map_err(|e| e.to_string())
+    crate::openpgp::Keyring::load(&path).map_err(|e| e.to_string())
 }
 
 /// Searches the search path for `query` (see module docs).
@@ -281,17 +304,17 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
     let mut unreachable = false;
     for (kind, loc) in &path {
         if *kind == LocationKind::Dev {
-            tracing::warn!(phase = "metadata", location = %loc,
-                products = %queries.iter().map(|q| q.product_id()).collect::<Vec<_>>().join(","),
+            tracing::warn!(step = "metadata", location = %loc,
+                products = %queries.iter().map(|q| q.product_id.as_str()).collect::<Vec<_>>().join(","),
                 "DEVELOPMENT MODE: searching locally built artifacts first (sources.dev_dir); unsigned metadata accepted there");
         }
     }
     for query in queries {
-        let id = query.product_id();
+        let id = query.product_id.clone();
         for (i, (kind, loc)) in path.iter().enumerate() {
             let kind = *kind;
             let skip = |reason: String, skipped: &mut Vec<Skipped>| {
-                tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
                     wanted = %query.version, reason = %reason, "location did not serve the artifact");
                 skipped.push(Skipped {
                     kind,
@@ -311,7 +334,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
                     continue;
                 }
                 Err(Miss::Tampered(r)) => {
-                    tracing::warn!(phase = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
+                    tracing::warn!(step = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
                     tampered = true;
                     skip(r.clone(), &mut skipped);
                     continue;
@@ -327,44 +350,37 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
                 skip(format!("no product {id}"), &mut skipped);
                 continue;
             };
-            let Some((version, ver)) = format::select(product, &query.version) else {
-                let mut have: Vec<&String> = product.versions.keys().collect();
-                have.sort_by(|a, b| format::compare_versions(a, b));
+            let Some(pick) = format::select(product, &query.version) else {
                 skip(
                     format!(
                         "product {id} has no {} (has: {})",
                         query.version,
-                        have.iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        product.artifact_versions().join(", ")
                     ),
                     &mut skipped,
                 );
                 continue;
             };
-            // One item per version is the norm; take the first by name.
-            let (item_name, item) = ver
-                .items
-                .iter()
-                .next()
-                .expect("select skips empty versions");
-            if let Err(e) = item.check(item_name) {
-                skip(format!("bad item: {e}"), &mut skipped);
-                continue;
-            }
+            let item = match pick.item.artifact(pick.item_name, pick.version_name) {
+                Ok(a) => a,
+                Err(e) => {
+                    skip(format!("bad item: {e}"), &mut skipped);
+                    continue;
+                }
+            };
             let url = loc.resolve(&item.path);
-            tracing::info!(phase = "metadata", location = %loc, kind = kind.as_str(), product = %id,
-                version = %version, url = %url, signed = loaded.signed,
+            tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                version = %item.version, url = %url, signed = loaded.signed,
                 skipped = skipped.len(), "artifact found");
             return Ok(Found {
                 kind,
                 location: loc.to_string(),
                 signed: loaded.signed,
                 product_id: id,
-                version: version.to_string(),
-                item_name: item_name.clone(),
-                item: item.clone(),
+                version: item.version.clone(),
+                version_name: pick.version_name.to_string(),
+                item_name: pick.item_name.to_string(),
+                item,
                 url,
                 skipped,
                 base: Some(loc.clone()),
@@ -377,7 +393,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
         .collect();
     let wanted: Vec<String> = queries
         .iter()
-        .map(|q| format!("{} of {}", q.version, q.product_id()))
+        .map(|q| format!("{} of {}", q.version, q.product_id))
         .collect();
     let msg = format!(
         "no location has {}; tried: {}",
@@ -394,7 +410,7 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
 }
 
 /// Checks a downloaded file's size and hashes against its item.
-pub fn verify_file(path: &Path, item: &Item, what: &str) -> Result<()> {
+pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ctx(ErrorClass::Internal, || {
         format!("failed to open {}", path.display())
@@ -444,52 +460,40 @@ pub fn verify_file(path: &Path, item: &Item, what: &str) -> Result<()> {
 }
 
 /// Downloads the item `found` names to `dest`, verifying size and hashes
-/// before it appears there (atomic rename); a bad download is removed.
+/// before it appears there ([`fsutil::AtomicFile`]); a bad download is
+/// removed.
 pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<()> {
     let loc = found
         .base
         .as_ref()
         .ok_or_else(|| Error::internal("Found without a location"))?;
-    let parent = dest.parent().unwrap_or(Path::new("."));
-    let tmp = parent.join(format!(
-        ".{}.tmp-{}-{:08x}",
-        dest.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id(),
-        fastrand::u32(..)
-    ));
-    let r = async {
-        match loc
-            .fetch_to(
-                &found.item.path,
-                &tmp,
-                config.sources.timeout,
-                config.sources.attempts,
-                found.item.size,
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(FetchError::NotFound) => {
-                return Err(Error::bad_input(format!(
-                    "{} is listed in the metadata of {} but does not exist",
-                    found.url, found.location
-                )));
-            }
-            Err(FetchError::Failed(e)) => return Err(e),
-        }
-        verify_file(&tmp, &found.item, &found.url)?;
-        std::fs::rename(&tmp, dest).ctx(ErrorClass::Internal, || {
-            format!("failed to rename {} to {}", tmp.display(), dest.display())
+    let mut out = fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC)
+        .ctx(ErrorClass::Internal, || {
+            format!("failed to create a file beside {}", dest.display())
         })?;
-        fsutil::fsync_dir(parent).ctx(ErrorClass::Internal, || {
-            format!("failed to fsync {}", parent.display())
-        })
+    match loc
+        .fetch_to(
+            &found.item.path,
+            &mut out,
+            config.sources.timeout,
+            config.sources.attempts,
+            found.item.size,
+        )
+        .await
+    {
+        Ok(()) => {}
+        Err(FetchError::NotFound) => {
+            return Err(Error::bad_input(format!(
+                "{} is listed in the metadata of {} but does not exist",
+                found.url, found.location
+            )));
+        }
+        Err(FetchError::Failed(e)) => return Err(e),
     }
-    .await;
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    verify_file(out.temp_path(), &found.item, &found.url)?;
+    out.commit().ctx(ErrorClass::Internal, || {
+        format!("failed to put {} in place", dest.display())
+    })
 }
 
 /// What `metadata generate` wrote.
@@ -575,9 +579,12 @@ fn hash_file_sync(p: &Path) -> Result<(u64, String, String)> {
     ))
 }
 
-/// `metadata generate <dir>`: see module docs. With a signer, writes the
-/// signed twins too; without, removes stale signed files (which readers
-/// would otherwise prefer).
+/// `metadata generate <dir>`: see module docs. Writes what simplestreams'
+/// own writers write: `index.json` naming `.json` product files; with a
+/// signer also `index.sjson` naming the `.sjson` product files, each the
+/// same JSON inline-signed (`util.make_signed_content_paths`); `updated` in
+/// RFC 2822. Without a signer, stale signed files (which readers would
+/// otherwise prefer) are removed.
 pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateReport> {
     let mut files = Vec::new();
     scan(dir, dir, &mut files)?;
@@ -585,8 +592,8 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
         signed: signer.is_some(),
         ..Default::default()
     };
-    let updated = crate::journal::now_rfc3339();
-    let mut products: std::collections::BTreeMap<String, format::Product> = Default::default();
+    let updated = format::timestamp(time::OffsetDateTime::now_utc());
+    let mut products = serde_json::Map::new();
     for f in files {
         let name = f
             .file_name()
@@ -594,7 +601,7 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
             .to_string_lossy()
             .into_owned();
         let Some((pname, version, series, arch, ftype)) = parse_artifact_name(&name) else {
-            tracing::warn!(phase = "metadata", path = %f.display(),
+            tracing::warn!(step = "metadata", path = %f.display(),
                 "ignored: not named <name>_<version>_<series>_<arch>[.<ext>]");
             report.ignored.push(f);
             continue;
@@ -605,95 +612,96 @@ pub fn generate(dir: &Path, signer: Option<&sign::Signer>) -> Result<GenerateRep
             .expect("scanned below dir")
             .to_string_lossy()
             .into_owned();
-        let id = format::product_id(&pname, &series, &arch);
-        let product = products.entry(id).or_insert_with(|| format::Product {
-            name: pname.clone(),
-            series: series.clone(),
-            arch: arch.clone(),
-            versions: Default::default(),
-        });
-        product
-            .versions
+        let id = format::product_id(format::DEFAULT_PRODUCT_ID_TEMPLATE, &pname, &series, &arch);
+        let product = products.entry(id).or_insert_with(
+            || serde_json::json!({"name": pname, "series": series, "arch": arch, "versions": {}}),
+        );
+        let versions = product["versions"]
+            .as_object_mut()
+            .expect("made with a versions object");
+        let v = versions
             .entry(version.clone())
-            .or_insert_with(|| format::Version {
-                items: Default::default(),
-            })
-            .items
-            .insert(
-                name.clone(),
-                Item {
-                    version,
-                    ftype,
-                    size,
-                    path: rel,
-                    sha256: Some(sha256),
-                    sha512: Some(sha512),
-                },
-            );
+            .or_insert_with(|| serde_json::json!({"items": {}}));
+        v["items"].as_object_mut().expect("made with items").insert(
+            name.clone(),
+            serde_json::json!({"version": version, "ftype": ftype, "size": size,
+                "path": rel, "sha256": sha256, "sha512": sha512}),
+        );
         report.items += 1;
     }
     report.products = products.len();
-    let index = Index {
-        format: format::INDEX_FORMAT.into(),
-        updated: updated.clone(),
-        index: [(
-            format::CONTENT_ID.to_string(),
-            format::IndexEntry {
-                format: format::PRODUCTS_FORMAT.into(),
-                datatype: format::DATATYPE.into(),
-                updated: updated.clone(),
-                path: format::PRODUCTS_PATH.into(),
-                products: products.keys().cloned().collect(),
-            },
-        )]
-        .into(),
+    let index = |path: &str| {
+        serde_json::json!({
+            "format": format::INDEX_FORMAT,
+            "updated": updated,
+            "index": {format::CONTENT_ID: {
+                "format": format::PRODUCTS_FORMAT,
+                "datatype": format::DATATYPE,
+                "updated": updated,
+                "path": path,
+                "products": products.keys().collect::<Vec<_>>(),
+            }},
+        })
     };
-    let prods = Products {
-        format: format::PRODUCTS_FORMAT.into(),
-        content_id: format::CONTENT_ID.into(),
-        datatype: format::DATATYPE.into(),
-        updated,
-        products,
-    };
-    let mut docs = vec![
-        (
-            format::PRODUCTS_PATH.to_string(),
-            serde_json::to_string_pretty(&prods).expect("serializes") + "\n",
-        ),
-        (
-            format::index_path(false).to_string(),
-            serde_json::to_string_pretty(&index).expect("serializes") + "\n",
-        ),
-    ];
-    // Product files before the index, signed twins before the unsigned, so
-    // a reader never sees an index naming a file not yet written.
+    let pretty =
+        |v: &serde_json::Value| serde_json::to_string_pretty(v).expect("serializes") + "\n";
+    let products_text = pretty(&serde_json::json!({
+        "format": format::PRODUCTS_FORMAT,
+        "content_id": format::CONTENT_ID,
+        "datatype": format::DATATYPE,
+        "updated": updated,
+        "products": products,
+    }));
+    let signed_products = format::signed_twin(format::PRODUCTS_PATH);
+    // Product files before the index, signed before unsigned, so a reader
+    // never sees an index naming a file not yet written.
+    let mut docs = Vec::new();
     if let Some(s) = signer {
-        let mut signed = Vec::new();
-        for (rel, text) in &docs {
-            signed.push((format::signed_twin(rel), s.sign(text)?));
-        }
-        signed.append(&mut docs);
-        docs = signed;
-    } else {
-        for rel in [
+        docs.push((signed_products.clone(), s.sign(&products_text)?));
+        docs.push((
             format::index_path(true).to_string(),
-            format::signed_twin(format::PRODUCTS_PATH),
-        ] {
-            let p = dir.join(&rel);
+            s.sign(&pretty(&index(&signed_products)))?,
+        ));
+    } else {
+        for rel in [format::index_path(true), signed_products.as_str()] {
+            let p = dir.join(rel);
             if p.exists() {
                 std::fs::remove_file(&p).ctx(ErrorClass::Internal, || {
                     format!("failed to remove stale signed metadata {}", p.display())
                 })?;
-                tracing::warn!(phase = "metadata", path = %p.display(), "removed stale signed metadata");
+                tracing::warn!(step = "metadata", path = %p.display(), "removed stale signed metadata");
             }
         }
     }
+    docs.push((format::PRODUCTS_PATH.to_string(), products_text));
+    docs.push((
+        format::index_path(false).to_string(),
+        pretty(&index(format::PRODUCTS_PATH)),
+    ));
     for (rel, text) in docs {
         let p = dir.join(&rel);
         fsutil::write_file("metadata", &p, text.as_bytes(), fsutil::MODE_PUBLIC)?;
         report.written.push(p);
     }
     Ok(report)
+}
+
+/// A product in our own namespace whose `name`, `series` and `arch` (where
+/// it has all three) do not make its id; foreign products are whatever
+/// their writer says.
+fn own_product_mismatch(id: &str, product: &format::Product) -> Option<String> {
+    let own = format::product_id(format::DEFAULT_PRODUCT_ID_TEMPLATE, "", "", "");
+    let own_prefix = own.split(':').next().unwrap_or_default();
+    if !id.starts_with(&format!("{own_prefix}:")) {
+        return None;
+    }
+    let (name, series, arch) = (
+        product.field("name")?,
+        product.field("series")?,
+        product.field("arch")?,
+    );
+    let want = format::product_id(format::DEFAULT_PRODUCT_ID_TEMPLATE, name, series, arch);
+    (want != id).then(|| format!("product {id} says name={name} series={series} arch={arch}"))
 }
 
 /// What `metadata validate` found.
@@ -715,25 +723,17 @@ pub fn parse_validate_location(config: &Config, s: &str) -> Result<Location> {
         if bucket.is_empty() {
             return Err(Error::bad_input(format!("{s:?} names no bucket")));
         }
-        let mut s3 = match &config.assets.s3 {
-            Some(s3) => s3.clone(),
-            None => crate::assets::config::RawAssets {
-                mode: Default::default(),
-                marker: None,
-                s3: Some(crate::assets::config::RawS3 {
-                    bucket: Some(bucket.to_string()),
-                    key: Some("x".into()),
-                    ..Default::default()
-                }),
-                limits: Default::default(),
+        let s3 = match &config.assets.s3 {
+            // The cluster's connection settings (endpoint, region), this bucket.
+            Some(s3) => {
+                let mut s3 = s3.clone();
+                s3.bucket = bucket.to_string();
+                s3.key = prefix.trim_matches('/').to_string();
+                s3
             }
-            .validate()
-            .map_err(|e| Error::internal(e.message))?
-            .s3
-            .expect("set above"),
+            None => crate::assets::config::S3Settings::for_prefix(bucket, prefix)
+                .map_err(|e| Error::bad_input(format!("{s:?}: {}", e.message)))?,
         };
-        s3.bucket = bucket.to_string();
-        s3.key = prefix.trim_matches('/').to_string();
         return Ok(Location::S3(Box::new(s3)));
     }
     match config::parse_location("location", s) {
@@ -772,39 +772,38 @@ pub async fn validate(
     for p in &loaded.products {
         for (id, product) in &p.products {
             report.products += 1;
-            if format::product_id(&product.name, &product.series, &product.arch) != *id {
-                report.problems.push(format!(
-                    "product {id} says name={} series={} arch={}",
-                    product.name, product.series, product.arch
-                ));
+            if let Some(problem) = own_product_mismatch(id, product) {
+                report.problems.push(problem);
             }
-            for (version, ver) in &product.versions {
-                for (name, item) in &ver.items {
-                    report.items += 1;
-                    let what = format!("{id} {version} {name}");
-                    if let Err(e) = item.check(name) {
-                        report.problems.push(e);
+            for (version_name, name, item) in product.downloads() {
+                report.items += 1;
+                let item = match item.artifact(name, version_name) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        report.problems.push(format!("{id} {version_name}: {e}"));
                         continue;
                     }
-                    let dest = location::Scratch::new();
-                    let found = Found {
-                        kind: LocationKind::Url,
-                        location: loc.to_string(),
-                        signed: loaded.signed,
-                        product_id: id.clone(),
-                        version: version.clone(),
-                        item_name: name.clone(),
-                        item: item.clone(),
-                        url: loc.resolve(&item.path),
-                        skipped: vec![],
-                        base: Some(loc.clone()),
-                    };
-                    match fetch_item(&c, &found, &dest.0).await {
-                        Ok(()) => {
-                            tracing::info!(phase = "metadata", url = %found.url, "item verified")
-                        }
-                        Err(e) => report.problems.push(format!("{what}: {e}")),
+                };
+                let what = format!("{id} {version_name} {name}");
+                let dest = location::Scratch::new();
+                let found = Found {
+                    kind: LocationKind::Url,
+                    location: loc.to_string(),
+                    signed: loaded.signed,
+                    product_id: id.clone(),
+                    version: item.version.clone(),
+                    version_name: version_name.to_string(),
+                    item_name: name.to_string(),
+                    url: loc.resolve(&item.path),
+                    item,
+                    skipped: vec![],
+                    base: Some(loc.clone()),
+                };
+                match fetch_item(&c, &found, &dest.0).await {
+                    Ok(()) => {
+                        tracing::info!(step = "metadata", url = %found.url, "item verified")
                     }
+                    Err(e) => report.problems.push(format!("{what}: {e}")),
                 }
             }
         }

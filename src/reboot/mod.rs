@@ -2,7 +2,7 @@
 //!
 //! When docker's version changes, its data directory must not survive into
 //! the new version: a runtime unit that wipes it during shutdown is
-//! installed first (FORMATS.md §6), and a failure to install it stops the
+//! installed first (docs/formats.md §8), and a failure to install it stops the
 //! reboot. The runtime unit lives in /run and is lost with the power, so a
 //! persistent marker (`<state_dir>/docker-datadir-wipe-pending`, holding the
 //! boot id that asked) is written first; the shutdown unit removes it after
@@ -92,7 +92,7 @@ pub async fn reboot(
         .reboot()
         .await
         .context(|| format!("failed to request the reboot ({reason})"))?;
-    info!(phase = "reboot", reason, method = ?method, wait_secs = config.reboot.wait.as_secs(), "reboot requested; waiting to be stopped");
+    info!(step = "reboot", reason, method = ?method, wait_secs = config.reboot.wait.as_secs(), "reboot requested; waiting to be stopped");
     tokio::time::sleep(config.reboot.wait).await;
     Err(Error::retryable(format!(
         "reboot requested ({reason}) but the node is still up after {}s; something delays the shutdown",
@@ -114,7 +114,7 @@ pub async fn finish_pending_wipe(config: &Config, boot_id: &str) -> Result<bool>
     }
     let datadir = &config.paths.docker_datadir;
     cleanup_unit(datadir, &marker)?; // the same safety checks as the unit
-    warn!(phase = "reboot", path = %datadir.display(),
+    warn!(step = "reboot", path = %datadir.display(),
         "the docker datadir wipe did not run at shutdown (power loss?); wiping it now");
     stop_docker().await?;
     match std::fs::remove_dir_all(datadir) {
@@ -137,7 +137,7 @@ pub async fn finish_pending_wipe(config: &Config, boot_id: &str) -> Result<bool>
 
 /// Docker must not run on the datadir being wiped: stop it if it runs.
 async fn stop_docker() -> Result<()> {
-    let Ok(conn) = crate::systemd::manager::system_bus().await else {
+    let Ok(conn) = crate::systemd::agent_bus().await else {
         return Ok(()); // no systemd to have started docker
     };
     let units = crate::systemd::units::Units::new(conn.clone());

@@ -4,20 +4,9 @@
 
 use crate::config::Role;
 use crate::error::ErrorClass;
-use crate::journal::{StateJournal, StepStatus};
+use crate::journal::{StateJournal, Step, StepResult, StepStatus};
 use crate::systemd::units::UnitState;
 use serde::Serialize;
-
-/// The flow's steps in the state journal, in the order `run` takes them.
-pub const FLOW_STEPS: &[&str] = &[
-    crate::flow::plan::Step::Assets.name(),
-    crate::flow::plan::Step::ClusterVersion.name(),
-    crate::flow::plan::Step::OsUpdate.name(),
-    crate::flow::plan::Step::DockerAddon.name(),
-    crate::flow::plan::Step::Reboot.name(),
-    crate::flow::plan::Step::KubeletEnv.name(),
-];
-pub const HELPER_STEPS: &[&str] = &["helper/bootkube", "helper/tectonic"];
 
 pub const KNB: &str = "k8s-node-bootstrap.service";
 pub const KUBELET: &str = "kubelet.service";
@@ -45,8 +34,10 @@ pub struct Facts {
     /// `None`: systemd could not be reached (see `unreachable`).
     pub units: Option<Vec<UnitFacts>>,
     pub state_journal: JournalFacts,
-    /// The flow's phases and helpers; `None` when the journal is missing or corrupt.
-    pub phases: Option<Vec<Phase>>,
+    /// The flow's steps and helpers; `None` when the journal is missing or
+    /// corrupt. (Serialized as `phases`, its schema 1 name.)
+    #[serde(rename = "phases")]
+    pub steps: Option<Vec<StepView>>,
     pub kubelet_env: KubeletEnv,
     pub assets: Assets,
     pub torcx: Option<Torcx>,
@@ -102,7 +93,7 @@ impl JournalFacts {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum PhaseState {
+pub enum StepState {
     Done,
     Running,
     Failed,
@@ -116,15 +107,19 @@ pub enum PhaseState {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Phase {
+pub struct StepView {
     pub name: String,
-    pub state: PhaseState,
+    /// The step, when this agent knows it (`None`: a step recorded by
+    /// another version).
+    #[serde(skip)]
+    pub step: Option<Step>,
+    pub state: StepState,
     /// Whether the latest attempt ran in this boot (`None`: never ran).
     pub this_boot: Option<bool>,
     pub attempts: u32,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
-    pub result: Option<serde_json::Value>,
+    pub result: Option<StepResult>,
     pub error: Option<String>,
     pub error_class: Option<ErrorClass>,
     /// Whether running again can help (from the error class).
@@ -132,10 +127,11 @@ pub struct Phase {
     pub log_tail: Vec<String>,
 }
 
-impl Phase {
-    fn never_ran(name: &str, state: PhaseState) -> Phase {
-        Phase {
+impl StepView {
+    fn never_ran(name: &str, state: StepState) -> StepView {
+        StepView {
             name: name.to_string(),
+            step: Step::from_name(name),
             state,
             this_boot: None,
             attempts: 0,
@@ -150,22 +146,23 @@ impl Phase {
     }
 }
 
-/// The journal's steps as phases: the flow's steps in order, the helpers
+/// The journal's steps as `status` shows them: the flow's steps in order, the helpers
 /// (on the bootkube master, or whenever recorded), then any other step.
 /// `disabled` names flow steps turned off in config.
-pub fn phases(
+pub fn steps(
     j: &StateJournal,
     boot_id: Option<&str>,
     master: bool,
     disabled: &[&str],
-) -> Vec<Phase> {
+) -> Vec<StepView> {
     let committed = j
-        .step(crate::flow::plan::Step::KubeletEnv.name())
+        .step(Step::KubeletEnv)
         .is_some_and(|r| r.status == StepStatus::Done);
-    let mut names: Vec<&str> = FLOW_STEPS.to_vec();
-    for h in HELPER_STEPS {
-        if master || j.steps.contains_key(*h) {
-            names.push(h);
+    let flow: Vec<&str> = Step::FLOW.iter().map(|s| s.name()).collect();
+    let mut names = flow.clone();
+    for h in Step::HELPERS {
+        if master || j.step(h).is_some() {
+            names.push(h.name());
         }
     }
     for k in j.steps.keys() {
@@ -175,23 +172,26 @@ pub fn phases(
     }
     names
         .into_iter()
-        .map(|name| match j.step(name) {
-            None if disabled.contains(&name) => Phase::never_ran(name, PhaseState::Skipped),
-            None if committed && FLOW_STEPS.contains(&name) => {
-                Phase::never_ran(name, PhaseState::Skipped)
+        .map(|name| match j.steps.get(name) {
+            None if disabled.contains(&name) => StepView::never_ran(name, StepState::Skipped),
+            None if committed && flow.contains(&name) => {
+                StepView::never_ran(name, StepState::Skipped)
             }
-            None => Phase::never_ran(name, PhaseState::Pending),
+            None => StepView::never_ran(name, StepState::Pending),
             Some(r) => {
                 let this_boot = boot_id == Some(r.boot_id.as_str());
                 let state = match r.status {
-                    StepStatus::Done => PhaseState::Done,
-                    StepStatus::Failed => PhaseState::Failed,
+                    StepStatus::Done => StepState::Done,
+                    StepStatus::Failed => StepState::Failed,
                     // The reboot step stays Running across the reboot it asked for.
-                    StepStatus::Running if this_boot || name == "reboot" => PhaseState::Running,
-                    StepStatus::Running => PhaseState::Interrupted,
+                    StepStatus::Running if this_boot || name == Step::Reboot.name() => {
+                        StepState::Running
+                    }
+                    StepStatus::Running => StepState::Interrupted,
                 };
-                Phase {
+                StepView {
                     name: name.to_string(),
+                    step: Step::from_name(name),
                     state,
                     this_boot: Some(this_boot),
                     attempts: r.attempts,
@@ -254,7 +254,7 @@ pub struct UpdateEngine {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Unreachable {
-    /// `config`, `systemd`, `state-journal`, `kubelet-env`, `torcx`, `docker`, `update-engine`.
+    /// `config`, `systemd`, `state-journal`, `kubelet-env`, `torcx`, `docker`, `update-engine` (the names of status JSON, kept).
     pub source: &'static str,
     pub error: String,
 }
@@ -268,8 +268,16 @@ impl Facts {
             .find(|u| u.name == name)
     }
 
-    pub fn phase(&self, name: &str) -> Option<&Phase> {
-        self.phases.as_ref()?.iter().find(|p| p.name == name)
+    pub fn step(&self, step: Step) -> Option<&StepView> {
+        self.steps.as_ref()?.iter().find(|p| p.step == Some(step))
+    }
+
+    /// The flow's steps (not the helpers).
+    pub fn flow_steps(&self) -> impl Iterator<Item = &StepView> {
+        self.steps
+            .iter()
+            .flatten()
+            .filter(|p| p.step.is_some_and(|s| !s.is_helper()))
     }
 
     pub fn systemd_reachable(&self) -> bool {
@@ -293,16 +301,23 @@ mod tests {
     use crate::error::Error;
 
     #[test]
-    fn phases_follow_the_flow_order_and_tell_interrupted_from_running() {
+    fn steps_follow_the_flow_order_and_tell_interrupted_from_running() {
         let mut j = StateJournal::default();
-        j.begin("old", "assets");
-        j.finish("old", "assets", serde_json::json!({}));
-        j.begin("old", "cluster-version");
-        j.begin("old", "reboot");
-        j.begin("now", "os-update");
-        j.fail("now", "os-update", &Error::config("bad"), vec![]);
-        j.begin("now", "custom");
-        let p = phases(&j, Some("now"), false, &[]);
+        j.begin("old", Step::Assets);
+        j.finish(
+            "old",
+            Step::Assets,
+            StepResult::Raw(serde_json::json!({"assets": "pushed"})),
+        );
+        j.begin("old", Step::ClusterVersion);
+        j.begin("old", Step::Reboot);
+        j.begin("now", Step::OsUpdate);
+        j.fail("now", Step::OsUpdate, &Error::config("bad"), vec![]);
+        // A step another agent version recorded.
+        let mut custom = j.step(Step::OsUpdate).unwrap().clone();
+        custom.status = StepStatus::Running;
+        j.steps.insert("custom".into(), custom);
+        let p = steps(&j, Some("now"), false, &[]);
         let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,
@@ -316,44 +331,48 @@ mod tests {
                 "custom"
             ]
         );
-        let st: Vec<PhaseState> = p.iter().map(|p| p.state).collect();
+        let st: Vec<StepState> = p.iter().map(|p| p.state).collect();
         assert_eq!(
             st,
             vec![
-                PhaseState::Done,
-                PhaseState::Interrupted,
-                PhaseState::Failed,
-                PhaseState::Pending,
-                PhaseState::Running,
-                PhaseState::Pending,
-                PhaseState::Running
+                StepState::Done,
+                StepState::Interrupted,
+                StepState::Failed,
+                StepState::Pending,
+                StepState::Running,
+                StepState::Pending,
+                StepState::Running
             ]
         );
         assert_eq!(p[2].retryable, Some(false));
         assert_eq!(p[4].this_boot, Some(false));
         // The helpers show on the master even before they ran.
-        let p = phases(&j, Some("now"), true, &[]);
+        let p = steps(&j, Some("now"), true, &[]);
         assert!(p.iter().any(|p| p.name == "helper/tectonic"));
     }
 
     #[test]
     fn disabled_and_unneeded_steps_are_skipped_not_pending() {
         let mut j = StateJournal::default();
-        let state = |p: &[Phase], n: &str| p.iter().find(|p| p.name == n).unwrap().state;
-        j.begin("now", "assets");
-        let p = phases(&j, Some("now"), false, &["docker-addon"]);
-        assert_eq!(state(&p, "docker-addon"), PhaseState::Skipped);
+        let state = |p: &[StepView], n: &str| p.iter().find(|p| p.name == n).unwrap().state;
+        j.begin("now", Step::Assets);
+        let p = steps(&j, Some("now"), false, &["docker-addon"]);
+        assert_eq!(state(&p, "docker-addon"), StepState::Skipped);
         assert_eq!(
             state(&p, "reboot"),
-            PhaseState::Pending,
+            StepState::Pending,
             "a reboot may still come"
         );
-        j.begin("now", "kubelet-env");
-        j.finish("now", "kubelet-env", serde_json::json!({}));
-        let p = phases(&j, Some("now"), false, &[]);
+        j.begin("now", Step::KubeletEnv);
+        j.finish(
+            "now",
+            Step::KubeletEnv,
+            StepResult::Raw(serde_json::json!({})),
+        );
+        let p = steps(&j, Some("now"), false, &[]);
         assert_eq!(
             state(&p, "reboot"),
-            PhaseState::Skipped,
+            StepState::Skipped,
             "kubelet.env written without a reboot"
         );
     }

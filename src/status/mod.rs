@@ -2,7 +2,7 @@
 //!
 //! It reads, never guesses: systemd over D-Bus (the flow's units: load,
 //! active and sub state, result, restarts, since when, skipped by a
-//! condition), the state journal (each phase done/running/failed/pending/
+//! condition), the state journal (each step done/running/failed/pending/
 //! interrupted with timestamps and the last error), kubelet.env (values
 //! shown, secret-looking ones redacted), the `.done` markers and asset
 //! scripts, the torcx next profile, the running Docker version and
@@ -76,7 +76,7 @@ impl Report {
         let assessment = verdict::assess(&facts);
         Report {
             schema_version: SCHEMA_VERSION,
-            generated_at: crate::journal::now_rfc3339(),
+            generated_at: crate::clock::now_rfc3339(),
             summary: assessment.summary(),
             exit_code: assessment.verdict.exit_code(),
             assessment,

@@ -6,7 +6,7 @@
 use super::facts::*;
 use crate::config::{Config, Role};
 use crate::journal::JournalFile;
-use crate::systemd::units::{self, Units};
+use crate::systemd::units::Units;
 use std::path::Path;
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
     }
 
     // systemd and update_engine share one bus connection.
-    let bus = units::system_bus(timeout).await;
+    let bus = crate::systemd::system_bus(timeout, timeout).await;
     let (units, update_engine) = match &bus {
         Ok(conn) => {
             let u = Units::new(conn.clone());
@@ -145,10 +145,10 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
 
     let jpath = paths.state_journal();
     let jp = jpath.display().to_string();
-    let (state_journal, phases) = match JournalFile::new(&jpath).load() {
+    let (state_journal, steps) = match JournalFile::new(&jpath).load() {
         Ok(Some(j)) => (
             JournalFacts::Present { path: jp },
-            Some(super::facts::phases(
+            Some(super::facts::steps(
                 &j,
                 boot_id.as_deref(),
                 master,
@@ -221,7 +221,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         tectonic_done: paths.tectonic_done().exists(),
     };
 
-    let torcx = match read_torcx(&paths.torcx_config_dir) {
+    let torcx = match read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)) {
         Ok(t) => Some(t),
         Err(e) => {
             unreachable.push(Unreachable {
@@ -246,7 +246,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
                 .collect()
         }),
         state_journal,
-        phases,
+        steps,
         kubelet_env,
         assets,
         torcx,
@@ -283,49 +283,27 @@ pub fn parse_env(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `/etc/torcx/next-profile` and the images of that profile (searched in
-/// `/etc/torcx/profiles`, then the vendor and OEM profile dirs).
-fn read_torcx(config_dir: &Path) -> Result<Torcx, String> {
-    let np = config_dir.join("next-profile");
-    let name = match crate::fsutil::read_optional(&np) {
-        Ok(Some(s)) => s.trim().to_string(),
-        Ok(None) => {
-            return Ok(Torcx {
-                next_profile: None,
-                next_images: None,
-            });
-        }
-        Err(e) => return Err(format!("cannot read {}: {e}", np.display())),
+/// `/etc/torcx/next-profile` and the images of that profile, found the way
+/// torcx finds it (the configured torcx paths; a user profile overrides an
+/// OEM one, which overrides the vendor's).
+fn read_torcx(tp: &crate::addon::torcx::TorcxPaths) -> Result<Torcx, String> {
+    use crate::addon::torcx;
+    let Some(name) = torcx::read_next_profile(tp).map_err(|e| e.to_string())? else {
+        return Ok(Torcx {
+            next_profile: None,
+            next_images: None,
+        });
     };
-    let dirs = [
-        config_dir.join("profiles"),
-        Path::new("/usr/share/oem/torcx/profiles").to_path_buf(),
-        Path::new("/usr/share/torcx/profiles").to_path_buf(),
-    ];
-    let mut images = None;
-    for d in dirs {
-        let p = d.join(format!("{name}.json"));
-        if let Ok(Some(text)) = crate::fsutil::read_optional(&p) {
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| format!("torcx profile {} is not valid JSON: {e}", p.display()))?;
-            let list = v["value"]["images"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|i| {
-                            format!(
-                                "{}:{}",
-                                i["name"].as_str().unwrap_or("?"),
-                                i["reference"].as_str().unwrap_or("?")
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            images = Some(list);
-            break;
-        }
-    }
+    let images = match torcx::list_profiles(tp).get(&name) {
+        Some(p) => torcx::read_images(p)
+            .map_err(|e| e.to_string())?
+            .map(|imgs| {
+                imgs.iter()
+                    .map(|i| format!("{}:{}", i.name, i.reference))
+                    .collect()
+            }),
+        None => None,
+    };
     Ok(Torcx {
         next_profile: Some(name),
         next_images: images,
@@ -333,36 +311,25 @@ fn read_torcx(config_dir: &Path) -> Result<Torcx, String> {
 }
 
 async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, String> {
-    if !socket.exists() {
-        return Err(format!("no Docker socket at {}", socket.display()));
-    }
-    let d = crate::helper::docker::connect(socket, timeout)
+    let v = crate::docker::version(socket, timeout)
         .await
         .map_err(|e| e.to_string())?;
-    match tokio::time::timeout(timeout, d.version()).await {
-        Ok(Ok(v)) => Ok(DockerInfo {
-            version: v.version.unwrap_or_default(),
-            api_version: v.api_version.unwrap_or_default(),
-        }),
-        Ok(Err(e)) => Err(format!("Docker at {}: {e}", socket.display())),
-        Err(_) => Err(format!(
-            "Docker at {} did not answer within {}ms",
-            socket.display(),
-            timeout.as_millis()
-        )),
-    }
+    Ok(DockerInfo {
+        version: v.version,
+        api_version: v.api_version,
+    })
 }
 
 /// Flow steps the config turns off (shown as skipped, not pending).
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
     if !config.addon.enabled {
-        off.push(crate::flow::plan::Step::DockerAddon.name());
+        off.push(crate::journal::Step::DockerAddon.name());
     }
     off
 }
 
-/// update_engine's `GetStatus` (FORMATS.md §7) through the updater's client.
+/// update_engine's `GetStatus` (docs/formats.md §7) through the updater's client.
 pub async fn update_engine_status(
     conn: &zbus::Connection,
     timeout: Duration,
@@ -430,22 +397,43 @@ mod tests {
     #[test]
     fn torcx_next_profile_and_its_images() {
         let d = tempfile::tempdir().unwrap();
-        assert_eq!(read_torcx(d.path()).unwrap().next_profile, None);
+        let mut paths = crate::config::Config::defaults().paths;
+        paths.torcx_config_dir = d.path().to_path_buf();
+        paths.torcx_vendor_store = d.path().join("usr/store");
+        paths.torcx_oem_store = d.path().join("oem/store");
+        let tp = crate::addon::torcx::TorcxPaths::new(&paths);
+        assert_eq!(read_torcx(&tp).unwrap().next_profile, None);
         std::fs::write(d.path().join("next-profile"), "docker-1703\n").unwrap();
-        let t = read_torcx(d.path()).unwrap();
+        let t = read_torcx(&tp).unwrap();
         assert_eq!(t.next_profile.as_deref(), Some("docker-1703"));
         assert_eq!(t.next_images, None);
-        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        std::fs::create_dir_all(d.path().join("usr/profiles")).unwrap();
         std::fs::write(
-            d.path().join("profiles/docker-1703.json"),
-            r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"17.03"}]}}"#,
+            d.path().join("usr/profiles/docker-1703.json"),
+            r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
         )
         .unwrap();
         assert_eq!(
-            read_torcx(d.path()).unwrap().next_images,
-            Some(vec!["docker:17.03".to_string()])
+            read_torcx(&tp).unwrap().next_images,
+            Some(vec!["docker:1.12".to_string()]),
+            "the vendor's profile of that name"
+        );
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        std::fs::write(
+            d.path().join("profiles/docker-1703.json"),
+            r#"{"kind":"profile-manifest-v1","value":{"images":[{"name":"docker","reference":"17.03","remote":""}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_torcx(&tp).unwrap().next_images,
+            Some(vec!["docker:17.03".to_string()]),
+            "the user's overrides it"
         );
         std::fs::write(d.path().join("profiles/docker-1703.json"), "{").unwrap();
-        assert!(read_torcx(d.path()).unwrap_err().contains("not valid JSON"));
+        assert!(
+            read_torcx(&tp)
+                .unwrap_err()
+                .contains("invalid torcx profile")
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The human-readable report: one screen, verdict first.
 
 use super::Report;
-use super::facts::{JournalFacts, PhaseState};
+use super::facts::{JournalFacts, StepState};
 use std::fmt::Write;
 
 fn ago(rfc: &str, now: time::OffsetDateTime) -> String {
@@ -91,37 +91,34 @@ pub fn text(r: &Report) -> String {
 
     match &f.state_journal {
         JournalFacts::Present { path } => {
-            let _ = writeln!(o, "\nPhases (state journal {path}):");
+            let _ = writeln!(o, "\nSteps (state journal {path}):");
         }
         JournalFacts::Missing { path } => {
-            let _ = writeln!(o, "\nPhases: no state journal at {path}");
+            let _ = writeln!(o, "\nSteps: no state journal at {path}");
         }
         JournalFacts::Corrupt { path, .. } => {
-            let _ = writeln!(
-                o,
-                "\nPhases: state journal {path} is unreadable (see below)"
-            );
+            let _ = writeln!(o, "\nSteps: state journal {path} is unreadable (see below)");
         }
     }
-    for p in f.phases.iter().flatten() {
+    for p in f.steps.iter().flatten() {
         let state = serde_json::to_value(p.state)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
         let when = match (p.state, &p.started_at, &p.ended_at) {
-            (PhaseState::Pending, _, _) => String::new(),
-            (PhaseState::Skipped, _, _) => String::new(),
+            (StepState::Pending, _, _) => String::new(),
+            (StepState::Skipped, _, _) => String::new(),
             (_, _, Some(end)) => ago(end, now),
             (_, Some(start), None) => format!("since {}", ago(start, now)),
             _ => String::new(),
         };
         let boot = match p.this_boot {
-            Some(false) if p.state != PhaseState::Done => " [earlier boot]",
+            Some(false) if p.state != StepState::Done => " [earlier boot]",
             _ => "",
         };
         let mut detail = String::new();
-        if let Some(res) = p.result.as_ref().filter(|_| p.state != PhaseState::Failed)
-            && let Some(obj) = res.as_object()
+        if let Some(res) = p.result.as_ref().filter(|_| p.state != StepState::Failed)
+            && let Some(obj) = res.to_json().as_object()
         {
             let parts: Vec<String> = obj
                 .iter()
@@ -152,7 +149,7 @@ pub fn text(r: &Report) -> String {
         if let Some(e) = &p.error {
             let _ = writeln!(o, "  {:<16} error: {e}", "");
         }
-        if p.state == PhaseState::Failed {
+        if p.state == StepState::Failed {
             for l in &p.log_tail {
                 let _ = writeln!(o, "  {:<16} | {l}", "");
             }
@@ -204,7 +201,7 @@ pub fn text(r: &Report) -> String {
         if !u.new_version.is_empty() {
             s.push_str(&format!(", new version {}", u.new_version));
         }
-        let _ = writeln!(o, "update-engine: {s}");
+        let _ = writeln!(o, "update_engine: {s}");
     }
     if !f.unreachable.is_empty() {
         let _ = writeln!(o, "\nCould not reach:");

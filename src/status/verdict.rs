@@ -3,6 +3,7 @@
 
 use super::facts::*;
 use crate::error::exit;
+use crate::journal::{Step, StepResult};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,7 +74,7 @@ fn describe(u: &crate::systemd::units::UnitState) -> String {
     s
 }
 
-fn last_error(p: Option<&Phase>) -> Option<String> {
+fn last_error(p: Option<&StepView>) -> Option<String> {
     let p = p?;
     let mut s = p.error.clone()?;
     if let Some(l) = p.log_tail.iter().rev().find(|l| !l.trim().is_empty())
@@ -85,11 +86,8 @@ fn last_error(p: Option<&Phase>) -> Option<String> {
 }
 
 /// The flow step that failed most recently, for crash-loop explanations.
-fn flow_failure(f: &Facts) -> Option<&Phase> {
-    f.phases
-        .as_ref()?
-        .iter()
-        .find(|p| FLOW_STEPS.contains(&p.name.as_str()) && p.state == PhaseState::Failed)
+fn flow_failure(f: &Facts) -> Option<&StepView> {
+    f.flow_steps().find(|p| p.state == StepState::Failed)
 }
 
 fn running_or_starting(u: Option<&crate::systemd::units::UnitState>) -> bool {
@@ -117,11 +115,8 @@ pub fn assess(f: &Facts) -> Assessment {
     }
     // F4: without systemd, a journal error where a retry cannot help.
     if !f.systemd_reachable() && !f.kubelet_env.present {
-        for p in f.phases.iter().flatten() {
-            if FLOW_STEPS.contains(&p.name.as_str())
-                && p.state == PhaseState::Failed
-                && p.retryable == Some(false)
-            {
+        for p in f.flow_steps() {
+            if p.state == StepState::Failed && p.retryable == Some(false) {
                 failures.push(format!(
                     "step {} failed and a retry cannot help: {}",
                     p.name,
@@ -136,13 +131,13 @@ pub fn assess(f: &Facts) -> Assessment {
             (
                 BOOTKUBE,
                 BOOTKUBE_PATH,
-                "helper/bootkube",
+                Step::Bootkube,
                 f.assets.bootkube_done,
             ),
             (
                 TECTONIC,
                 TECTONIC_PATH,
-                "helper/tectonic",
+                Step::Tectonic,
                 f.assets.tectonic_done,
             ),
         ] {
@@ -150,15 +145,15 @@ pub fn assess(f: &Facts) -> Assessment {
                 continue;
             }
             let unit = f.unit(svc);
-            let phase = f.phase(step);
-            let err = last_error(phase);
+            let step_view = f.step(step);
+            let err = last_error(step_view);
             if let Some(u) = unit.filter(|u| u.is_failed()) {
                 let mut r = format!("{svc} failed: {}", describe(u));
                 if let Some(e) = &err {
                     r.push_str(&format!("; {e}"));
                 }
                 failures.push(r);
-            } else if phase.is_some_and(|p| p.state == PhaseState::Failed)
+            } else if step_view.is_some_and(|p| p.state == StepState::Failed)
                 && !running_or_starting(unit)
             {
                 failures.push(format!(
@@ -253,7 +248,7 @@ fn update_engine_words(f: &Facts) -> Option<String> {
     let op = ue.current_operation.trim_start_matches("UPDATE_STATUS_");
     Some(match op {
         "DOWNLOADING" => format!(
-            "update-engine downloading {}% of {}",
+            "update_engine downloading {}% of {}",
             (ue.progress * 100.0).round() as i64,
             if ue.new_version.is_empty() {
                 "the update"
@@ -262,22 +257,18 @@ fn update_engine_words(f: &Facts) -> Option<String> {
             }
         ),
         "UPDATED_NEED_REBOOT" => format!(
-            "update-engine: OS {} downloaded, reboot needed",
+            "update_engine: OS {} downloaded, reboot needed",
             ue.new_version
         ),
-        "IDLE" => "update-engine idle".to_string(),
-        other => format!("update-engine: {}", other.to_lowercase().replace('_', " ")),
+        "IDLE" => "update_engine idle".to_string(),
+        other => format!("update_engine: {}", other.to_lowercase().replace('_', " ")),
     })
 }
 
 fn waits(f: &Facts) -> Vec<String> {
     let mut w = Vec::new();
     let master = f.node.role.is_bootkube_master();
-    let running_phase = f.phases.as_ref().and_then(|ps| {
-        ps.iter()
-            .filter(|p| FLOW_STEPS.contains(&p.name.as_str()))
-            .find(|p| p.state == PhaseState::Running)
-    });
+    let running_step = f.flow_steps().find(|p| p.state == StepState::Running);
     if !f.kubelet_env.present {
         let knb = f.unit(KNB);
         match knb {
@@ -301,13 +292,16 @@ fn waits(f: &Facts) -> Vec<String> {
             }
             _ => {}
         }
-        match running_phase {
-            Some(p) if p.name == "assets" => w.push(assets_wait(f, &f.assets.bootkube_script)),
-            Some(p) if p.name == "reboot" => {
+        match running_step {
+            Some(p) if p.step == Some(Step::Assets) => {
+                w.push(assets_wait(f, &f.assets.bootkube_script))
+            }
+            Some(p) if p.step == Some(Step::Reboot) => {
                 let reason = p
                     .result
                     .as_ref()
-                    .and_then(|r| r["reason"].as_str())
+                    .and_then(StepResult::reboot)
+                    .and_then(|r| r.reason.as_deref())
                     .unwrap_or("reason not recorded");
                 if p.this_boot == Some(true) {
                     w.push(format!("reboot pending: {reason}"));
@@ -317,7 +311,7 @@ fn waits(f: &Facts) -> Vec<String> {
                     ));
                 }
             }
-            Some(p) if p.name == "os-update" => w.push(
+            Some(p) if p.step == Some(Step::OsUpdate) => w.push(
                 update_engine_words(f).unwrap_or_else(|| "OS update in progress".to_string()),
             ),
             Some(p) => w.push(format!("{KNB} is running step {}", p.name)),
@@ -390,6 +384,13 @@ fn waits(f: &Facts) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kubelet_env_written() -> crate::journal::StepResult {
+        crate::journal::StepResult::KubeletEnv(crate::journal::KubeletEnvRecord {
+            path: "/etc/kubernetes/kubelet.env".into(),
+            image_tag: "v1.9.6_coreos.0".into(),
+        })
+    }
     use crate::config::Role;
     use crate::systemd::units::UnitState;
 
@@ -432,7 +433,7 @@ mod tests {
             state_journal: JournalFacts::Missing {
                 path: "/var/lib/node-bootstrap/state.json".into(),
             },
-            phases: None,
+            steps: None,
             kubelet_env: KubeletEnv {
                 path: "/etc/kubernetes/kubelet.env".into(),
                 present: false,
@@ -472,7 +473,7 @@ mod tests {
         f.state_journal = JournalFacts::Present {
             path: "/var/lib/node-bootstrap/state.json".into(),
         };
-        f.phases = Some(phases(j, f.node.boot_id.as_deref(), true, &[]));
+        f.steps = Some(steps(j, f.node.boot_id.as_deref(), true, &[]));
     }
 
     fn kubelet_running(f: &mut Facts) {
@@ -542,10 +543,10 @@ mod tests {
         let mut f = facts();
         set(&mut f, KNB, "activating", "auto-restart").n_restarts = Some(2);
         let mut j = crate::journal::StateJournal::default();
-        j.begin("b2", "cluster-version");
+        j.begin("b2", Step::ClusterVersion);
         j.fail(
             "b2",
-            "cluster-version",
+            Step::ClusterVersion,
             &crate::error::Error::retryable("GET https://api:443/version: connection refused"),
             vec![],
         );
@@ -583,10 +584,10 @@ mod tests {
         f.assets.tectonic_script_present = true;
         f.assets.bootkube_done = true;
         let mut j = crate::journal::StateJournal::default();
-        j.begin("b2", "helper/tectonic");
+        j.begin("b2", Step::Tectonic);
         j.fail(
             "b2",
-            "helper/tectonic",
+            Step::Tectonic,
             &crate::error::Error::retryable(
                 "tectonic step (tectonic-wrapper.sh) exited with code 1",
             ),
@@ -646,8 +647,8 @@ mod tests {
         f.assets.tectonic_done = true;
         assert_eq!(assess(&f).verdict, Verdict::Unknown);
         let mut j = crate::journal::StateJournal::default();
-        j.begin("b2", "kubelet-env");
-        j.finish("b2", "kubelet-env", serde_json::json!({}));
+        j.begin("b2", Step::KubeletEnv);
+        j.finish("b2", Step::KubeletEnv, kubelet_env_written());
         with_journal(&mut f, &j);
         let a = assess(&f);
         assert_eq!(a.verdict, Verdict::InProgress);
@@ -659,10 +660,10 @@ mod tests {
         let mut f = facts();
         f.units = None;
         let mut j = crate::journal::StateJournal::default();
-        j.begin("b2", "docker-addon");
+        j.begin("b2", Step::DockerAddon);
         j.fail(
             "b2",
-            "docker-addon",
+            Step::DockerAddon,
             &crate::error::Error::bad_input("runtime mappings: no entry for 1.11"),
             vec![],
         );
@@ -678,7 +679,7 @@ mod tests {
         // A retryable one is not a failure.
         j.fail(
             "b2",
-            "docker-addon",
+            Step::DockerAddon,
             &crate::error::Error::retryable("download timed out"),
             vec![],
         );
@@ -691,10 +692,15 @@ mod tests {
         let mut f = facts();
         f.node.role = Role::Worker;
         let mut j = crate::journal::StateJournal::default();
-        j.begin("b2", "reboot");
-        if let Some(r) = j.steps.get_mut("reboot") {
-            r.result = Some(serde_json::json!({"reason": "docker 1.12 -> 17.03"}));
-        }
+        j.begin("b2", Step::Reboot);
+        j.note(
+            Step::Reboot,
+            crate::journal::StepResult::Reboot(crate::journal::RebootRecord {
+                reason: Some("docker 1.12 -> 17.03".into()),
+                wipe_docker_datadir: Some(true),
+                rebooted: None,
+            }),
+        );
         with_journal(&mut f, &j);
         assert_eq!(
             assess(&f).waiting_for,
@@ -709,7 +715,7 @@ mod tests {
         );
 
         let mut j = crate::journal::StateJournal::default();
-        j.begin("b3", "os-update");
+        j.begin("b3", Step::OsUpdate);
         with_journal(&mut f, &j);
         f.update_engine = Some(UpdateEngine {
             current_operation: "UPDATE_STATUS_DOWNLOADING".into(),
@@ -720,7 +726,7 @@ mod tests {
         });
         assert_eq!(
             assess(&f).waiting_for,
-            vec!["update-engine downloading 42% of 1576.4.0"]
+            vec!["update_engine downloading 42% of 1576.4.0"]
         );
     }
 

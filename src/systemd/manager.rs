@@ -6,29 +6,8 @@
 
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use std::path::Path;
-use std::time::Duration;
 use tracing::{info, warn};
 use zbus_systemd::{login1, systemd1};
-
-/// How long to wait for the system bus to answer.
-pub const BUS_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Connects to the system bus (`DBUS_SYSTEM_BUS_ADDRESS` or the default
-/// socket). Unreachable is [`ErrorClass::Retryable`]: the bus may be starting.
-pub async fn system_bus() -> Result<zbus::Connection> {
-    let address = std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
-        .unwrap_or_else(|_| "unix:path=/run/dbus/system_bus_socket".to_string());
-    match tokio::time::timeout(BUS_TIMEOUT, zbus::Connection::system()).await {
-        Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(e)) => Err(Error::retryable(format!(
-            "cannot connect to the system bus at {address}: {e}"
-        ))),
-        Err(_) => Err(Error::retryable(format!(
-            "the system bus at {address} did not answer within {}s",
-            BUS_TIMEOUT.as_secs()
-        ))),
-    }
-}
 
 fn dbus_err(what: &str) -> impl FnOnce(zbus::Error) -> Error + '_ {
     move |e| Error::retryable(format!("{what}: {e}"))

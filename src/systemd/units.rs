@@ -9,7 +9,6 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
-use std::time::Duration;
 use zbus::{Connection, DeserializeDict, Type};
 
 const DEST: &str = "org.freedesktop.systemd1";
@@ -94,27 +93,6 @@ struct ServiceProps {
 #[derive(Clone)]
 pub struct Units {
     conn: Connection,
-}
-
-/// Connects to the system bus (`DBUS_SYSTEM_BUS_ADDRESS` or the default
-/// socket) within `timeout`; every later call is bounded by it too.
-pub async fn system_bus(timeout: Duration) -> Result<Connection> {
-    let build = async {
-        zbus::connection::Builder::system()
-            .method_timeout(timeout)
-            .build()
-            .await
-    };
-    match tokio::time::timeout(timeout, build).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(Error::retryable(format!(
-            "cannot connect to the system bus: {e}"
-        ))),
-        Err(_) => Err(Error::retryable(format!(
-            "cannot connect to the system bus: no answer within {}ms",
-            timeout.as_millis()
-        ))),
-    }
 }
 
 impl Units {

@@ -27,10 +27,33 @@ pub use status::{StatusReport, UpdateStatus};
 
 use crate::error::{Error, Result};
 use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
+
+/// What the os-update step found, as recorded in the state journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsUpdateRecord {
+    pub outcome: OsOutcome,
+    /// VERSION_ID the node runs now.
+    pub current_version: String,
+    /// The version it boots next, when a reboot is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OsOutcome {
+    /// update_engine found nothing newer.
+    NoUpdate,
+    /// An update is installed and waits for a reboot.
+    RebootPending,
+    /// Updates are disabled in config and none is pending.
+    Disabled,
+}
 
 /// update_engine's well-known bus name.
 pub const BUS_NAME: &str = "com.coreos.update1";
@@ -39,7 +62,7 @@ pub const OBJECT_PATH: &str = "/com/coreos/update1";
 /// Its interface.
 pub const INTERFACE: &str = "com.coreos.update1.Manager";
 
-const PHASE: &str = "os-update";
+const STEP: &str = "os-update";
 /// Longest wait for one D-Bus method reply (the D-Bus default).
 const CALL_TIMEOUT: Duration = Duration::from_secs(25);
 
@@ -82,21 +105,12 @@ pub struct UpdateEngine {
 }
 
 impl UpdateEngine {
-    /// Connects to the system bus (`DBUS_SYSTEM_BUS_ADDRESS` or the default
-    /// socket).
-    pub async fn connect_system() -> Result<Self> {
-        let conn = with_timeout("connecting to the system bus", zbus::Connection::system())
-            .await?
-            .map_err(|e| Error::retryable(format!("cannot connect to the system bus: {e}")))?;
-        Self::new(&conn).await
-    }
-
     pub async fn new(conn: &zbus::Connection) -> Result<Self> {
         let proxy = ManagerProxy::builder(conn)
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await
-            .map_err(|e| dbus_error("setting up the update-engine proxy", e))?;
+            .map_err(|e| dbus_error("setting up the update_engine proxy", e))?;
         Ok(UpdateEngine { proxy })
     }
 
@@ -127,7 +141,7 @@ impl UpdateEngine {
 async fn with_timeout<T>(what: &str, fut: impl Future<Output = T>) -> Result<T> {
     tokio::time::timeout(CALL_TIMEOUT, fut).await.map_err(|_| {
         Error::retryable(format!(
-            "update-engine: {what} got no answer within {}s",
+            "update_engine: {what} got no answer within {}s",
             CALL_TIMEOUT.as_secs()
         ))
     })
@@ -151,10 +165,10 @@ fn dbus_error(what: &str, e: zbus::Error) -> Error {
     };
     if not_running {
         Error::retryable(format!(
-            "update-engine ({BUS_NAME}) is not running on the system bus: {what}: {e}"
+            "update_engine ({BUS_NAME}) is not running on the system bus: {what}: {e}"
         ))
     } else {
-        Error::retryable(format!("update-engine: {what} failed: {e}"))
+        Error::retryable(format!("update_engine: {what} failed: {e}"))
     }
 }
 
@@ -175,23 +189,23 @@ pub async fn run_update(
         .map_err(|e| dbus_error("subscribing to StatusUpdate", e))?
         .fuse();
     let first = engine.get_status().await?;
-    info!(phase = PHASE, status = %first.current_operation, new_version = %first.new_version,
-        last_checked_time = first.last_checked_time, "update-engine status before the attempt");
+    info!(step = STEP, status = %first.current_operation, new_version = %first.new_version,
+        last_checked_time = first.last_checked_time, "update_engine status before the attempt");
 
     let mut tracker: Option<status::Tracker> = None;
     match status::before_attempt(&first) {
         status::Before::AlreadyPending { new_version } => {
-            info!(phase = PHASE, new_version = %new_version, "an update is already applied and waits for a reboot");
+            info!(step = STEP, new_version = %new_version, "an update is already applied and waits for a reboot");
             return Ok(UpdateOutcome::RebootPending { new_version });
         }
         status::Before::Attempt => {
             engine.attempt_update().await?;
-            info!(phase = PHASE, "update check requested (AttemptUpdate)");
+            info!(step = STEP, "update check requested (AttemptUpdate)");
             tracker = Some(status::Tracker::new(&first));
         }
         status::Before::Settle => {
-            info!(phase = PHASE, status = %first.describe(),
-                "update-engine is busy with another operation; following it before asking for an update");
+            info!(step = STEP, status = %first.describe(),
+                "update_engine is busy with another operation; following it before asking for an update");
         }
     }
 
@@ -205,12 +219,12 @@ pub async fn run_update(
                 Some(msg) => match msg.message().body().deserialize::<(i64, f64, String, String, i64)>() {
                     Ok(t) => (StatusReport::from_wire(t), "signal"),
                     Err(e) => {
-                        warn!(phase = PHASE, error = %e, "ignoring a malformed StatusUpdate signal");
+                        warn!(step = STEP, error = %e, "ignoring a malformed StatusUpdate signal");
                         continue;
                     }
                 },
                 None => {
-                    warn!(phase = PHASE, "StatusUpdate signal stream ended; relying on GetStatus polls");
+                    warn!(step = STEP, "StatusUpdate signal stream ended; relying on GetStatus polls");
                     signals_open = false;
                     continue;
                 }
@@ -218,7 +232,7 @@ pub async fn run_update(
             _ = poll.tick() => (engine.get_status().await?, "poll"),
             _ = tokio::time::sleep_until(deadline) => {
                 return Err(Error::retryable(format!(
-                    "update-engine did not finish within {}s (os_update.timeout_secs); last status {}",
+                    "update_engine did not finish within {}s (os_update.timeout_secs); last status {}",
                     settings.timeout.as_secs(),
                     watch.last.describe()
                 )));
@@ -231,7 +245,7 @@ pub async fn run_update(
                 watch.see(&report, now, report != watch.last);
                 match report.current_operation {
                     UpdateStatus::UpdatedNeedReboot => {
-                        info!(phase = PHASE, new_version = %report.new_version, "the running operation applied an update; reboot pending");
+                        info!(step = STEP, new_version = %report.new_version, "the running operation applied an update; reboot pending");
                         return Ok(UpdateOutcome::RebootPending {
                             new_version: report.new_version,
                         });
@@ -245,7 +259,7 @@ pub async fn run_update(
                         }
                         engine.attempt_update().await?;
                         info!(
-                            phase = PHASE,
+                            step = STEP,
                             "previous operation ended; update check requested (AttemptUpdate)"
                         );
                         tracker = Some(status::Tracker::new(&base));
@@ -259,18 +273,18 @@ pub async fn run_update(
                 let verdict = t.observe(&report);
                 watch.see(&report, now, changed);
                 if changed {
-                    info!(phase = PHASE, status = %report.current_operation, progress = report.progress,
-                        new_version = %report.new_version, via, "update-engine status");
+                    info!(step = STEP, status = %report.current_operation, progress = report.progress,
+                        new_version = %report.new_version, via, "update_engine status");
                 } else {
-                    debug!(phase = PHASE, status = %report.current_operation, via, "update-engine status unchanged");
+                    debug!(step = STEP, status = %report.current_operation, via, "update_engine status unchanged");
                 }
                 match verdict {
                     status::Verdict::NoUpdate => {
-                        info!(phase = PHASE, "no update available");
+                        info!(step = STEP, "no update available");
                         return Ok(UpdateOutcome::NoUpdate);
                     }
                     status::Verdict::NeedReboot { new_version } => {
-                        info!(phase = PHASE, new_version = %new_version, "update applied; reboot pending");
+                        info!(step = STEP, new_version = %new_version, "update applied; reboot pending");
                         return Ok(UpdateOutcome::RebootPending { new_version });
                     }
                     status::Verdict::Failed(why) => {
@@ -282,7 +296,7 @@ pub async fn run_update(
                             && now.duration_since(watch.attempt_at) >= watch.idle_grace
                         {
                             return Err(Error::retryable(format!(
-                                "OS update failed: update-engine stayed IDLE for {:.1}s after AttemptUpdate \
+                                "OS update failed: update_engine stayed IDLE for {:.1}s after AttemptUpdate \
                                  without checking (it did not start, or its check failed and the signals were lost)",
                                 now.duration_since(watch.attempt_at).as_secs_f64()
                             )));
@@ -293,7 +307,7 @@ pub async fn run_update(
         }
         if now.duration_since(watch.last_change) >= settings.stall_timeout {
             return Err(Error::retryable(format!(
-                "update-engine made no progress for {}s (os_update.stall_timeout_secs); status {}",
+                "update_engine made no progress for {}s (os_update.stall_timeout_secs); status {}",
                 settings.stall_timeout.as_secs(),
                 watch.last.describe()
             )));
@@ -333,6 +347,6 @@ impl Watch {
 /// `GetStatus` (for when `os_update.enabled` is false).
 pub async fn pending_reboot(engine: &UpdateEngine) -> Result<Option<String>> {
     let r = engine.get_status().await?;
-    debug!(phase = PHASE, status = %r.current_operation, "update-engine status");
+    debug!(step = STEP, status = %r.current_operation, "update_engine status");
     Ok((r.current_operation == UpdateStatus::UpdatedNeedReboot).then_some(r.new_version))
 }

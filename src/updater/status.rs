@@ -2,8 +2,8 @@
 //! sequence: still going, no update, failed, or updated and waiting for a
 //! reboot.
 //!
-//! Facts of the real update_engine (Flatcar `update_attempter.cc`, FORMATS.md
-//! section 7) this relies on:
+//! Facts of the real update_engine (Flatcar `update_attempter.cc`;
+//! docs/formats.md §7) this relies on:
 //! - `AttemptUpdate` does nothing unless the status is IDLE; when it does
 //!   start, the status is CHECKING_FOR_UPDATE before the call returns.
 //! - A successful update check sets `last_checked_time` to the current time;
@@ -210,12 +210,12 @@ impl Tracker {
             UpdateStatus::Idle => {
                 if self.error_seen {
                     Verdict::Failed(
-                        "update-engine reported an error (UPDATE_STATUS_REPORTING_ERROR_EVENT) and went back to IDLE"
+                        "update_engine reported an error (UPDATE_STATUS_REPORTING_ERROR_EVENT) and went back to IDLE"
                             .into(),
                     )
                 } else if let Some(s) = &self.applying {
                     Verdict::Failed(format!(
-                        "update-engine went back to IDLE after {s} without reaching UPDATE_STATUS_UPDATED_NEED_REBOOT \
+                        "update_engine went back to IDLE after {s} without reaching UPDATE_STATUS_UPDATED_NEED_REBOOT \
                          (the update failed; its error report was not seen)"
                     ))
                 } else if self.started || r.last_checked_time > self.baseline_checked {

@@ -1,8 +1,9 @@
 //! A simulated node running the real agent: the project's units, the built
 //! `node-bootstrap` at `/opt/bin/node-bootstrap`, its config, the seed
-//! files, an os-release of its own (`/etc/simnode/os-release`, so the fake
-//! update_engine can "switch partitions" on reboot), the kubelet-wrapper
-//! stand-in, and optionally the fake update_engine as a D-Bus service and a
+//! files, an os-release of its own at the real path (switched to the staged
+//! version before the boot after an update, as a machine's bootloader
+//! would), the kubelet-wrapper stand-in, and optionally the fake
+//! update_engine as a D-Bus service and a
 //! kubeconfig for a [`Cluster`] (the API server stand-in on host loopback,
 //! which the node reaches because it shares the host's network namespace).
 
@@ -11,7 +12,8 @@ use crate::simnode::SimNode;
 use anyhow::Result;
 use serde_json::{Value, json};
 
-pub const OS_RELEASE: &str = "/etc/simnode/os-release";
+/// The node's OS identity, where Flatcar and the agent's default have it.
+pub const OS_RELEASE: &str = "/usr/lib/os-release";
 pub const SEED_URL: &str = "quay.io/coreos/hyperkube";
 pub const SEED_TAG: &str = "v1.8.4_coreos.0";
 
@@ -69,7 +71,6 @@ impl AgentNode {
             name: name.into(),
             config: json!({
                 "role": "worker",
-                "paths": {"os_release": OS_RELEASE},
                 "cluster": {"api_attempts": 3, "api_retry_initial_secs": 0, "api_retry_max_secs": 1, "api_timeout_secs": 3},
                 "os_update": {"enabled": false, "timeout_secs": 60, "poll_interval_secs": 1},
                 "reboot": {"wait_secs": 30}
@@ -119,7 +120,7 @@ impl AgentNode {
     }
 
     pub fn build(self) -> Result<SimNode> {
-        let n = SimNode::new(&self.name)?;
+        let mut n = SimNode::new(&self.name)?;
         let units: Vec<_> = [
             "k8s-node-bootstrap.service",
             "kubelet.service",
@@ -168,13 +169,14 @@ impl AgentNode {
                 "/etc/systemd/system/update-engine.service",
                 format!(
                     "[Unit]\nDescription=update_engine stand-in\n\n[Service]\nType=dbus\nBusName=com.coreos.update1\n\
-                     ExecStart={} --apply-pending-os-release {OS_RELEASE} {}\n\n[Install]\nWantedBy=multi-user.target\n",
+                     ExecStart={} {}\n\n[Install]\nWantedBy=multi-user.target\n",
                     bin.display(),
                     args.join(" ")
                 ),
                 0o644,
             )?;
             enable.push("update-engine.service");
+            crate::fake_update_engine::boot_into_pending_updates(&mut n, OS_RELEASE);
         }
         if self.master {
             enable.extend(["bootkube.path", "tectonic.path"]);
@@ -198,6 +200,20 @@ pub fn kubelet_starts(n: &SimNode) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// The kubelet-wrapper stand-in's record once it holds `count` starts, or
+/// what it holds after 30 s: systemd reports kubelet.service active as soon
+/// as the wrapper is forked, a moment before it writes its record.
+pub fn wait_kubelet_starts(n: &SimNode, count: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let starts = kubelet_starts(n);
+        if starts.len() >= count || std::time::Instant::now() > deadline {
+            return starts;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// The state journal the agent keeps on the node, parsed.

@@ -27,9 +27,9 @@ pub const SEED_KUBELET_ENV: &str =
     "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n";
 pub const OS_RELEASE: &str =
     "ID=coreos\nVERSION=1520.3.0\nVERSION_ID=1520.3.0\nCOREOS_BOARD=amd64-usr\n";
-/// Where the node's os-release lives (the agent's `paths.os_release`), so the
-/// fake update_engine can switch it on "reboot".
-pub const OS_RELEASE_PATH: &str = "/etc/simnode/os-release";
+/// Where the node's os-release lives (Flatcar's path, the agent's default);
+/// the boot after an update the fake update_engine staged switches it.
+pub const OS_RELEASE_PATH: &str = crate::agentnode::OS_RELEASE;
 pub const KUBECONFIG_PATH: &str = "/etc/kubernetes/kubeconfig";
 pub const CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
 pub const AGENT_PATH: &str = "/opt/bin/node-bootstrap";
@@ -102,7 +102,7 @@ fn install_common(n: &SimNode, units_dir: Option<&Path>) -> Result<()> {
 
 /// A node (not booted) with the real agent as described by `spec`.
 pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
-    let n = SimNode::new(&spec.name)?;
+    let mut n = SimNode::new(&spec.name)?;
     install_common(&n, None)?;
     n.install_file(&spec.agent, AGENT_PATH, 0o755)
         .with_context(|| format!("installing the agent {}", spec.agent.display()))?;
@@ -125,6 +125,7 @@ pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
         );
         n.write("/etc/systemd/system/update-engine.service", unit, 0o644)?;
         enable.push("update-engine.service");
+        crate::fake_update_engine::boot_into_pending_updates(&mut n, OS_RELEASE_PATH);
     }
     n.install_units(&spec.extra_units)?;
     enable.extend(spec.extra_enable.iter().map(String::as_str));

@@ -230,7 +230,6 @@ impl PowerLossRig {
             serde_json::from_str(&self.addon.config_json_for_root("", serde_json::json!({})))?;
         let config = serde_json::json!({
             "role": "worker",
-            "paths": {"os_release": an::OS_RELEASE_PATH},
             "os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1},
             "reboot": {"wait_secs": 30},
             "addon": full["addon"],
@@ -252,8 +251,6 @@ impl PowerLossRig {
                 "100",
                 "--new-version",
                 NEW_OS_VERSION,
-                "--apply-pending-os-release",
-                an::OS_RELEASE_PATH,
             ]
             .iter()
             .map(|s| s.to_string())
@@ -283,11 +280,7 @@ impl PowerLossRig {
             os_release(OLD_OS_VERSION, &self.addon.board),
             0o644,
         )?;
-        n.install_file(
-            &crate::standin("torcx-generator"),
-            "/etc/systemd/system-generators/torcx-generator",
-            0o755,
-        )?;
+        crate::torcx::install_generator(&n)?;
         n.write(
             "/etc/kubernetes/installer/runtime-mappings.yaml",
             runtime_mappings_yaml("1.9", &["17.03", "1.12"]),

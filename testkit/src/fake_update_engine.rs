@@ -1,6 +1,6 @@
 //! A stand-in for update_engine: serves `com.coreos.update1` at
 //! `/com/coreos/update1`, interface `com.coreos.update1.Manager`, exactly as
-//! FORMATS.md section 7 describes the real one (Flatcar
+//! docs/formats.md §7 describes the real one (Flatcar
 //! `update_attempter.cc`):
 //!
 //! - `AttemptUpdate()` does nothing unless the status is IDLE; otherwise the
@@ -65,6 +65,9 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zbus::object_server::SignalEmitter;
+
+/// Where the stand-in keeps what survives a reboot (`--state-dir`).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/fake-update-engine";
 
 pub const BUS_NAME: &str = "com.coreos.update1";
 pub const OBJECT_PATH: &str = "/com/coreos/update1";
@@ -140,7 +143,7 @@ impl Default for Script {
             new_version: "9999.0.0".into(),
             new_size: 123_456_789,
             emit_signals: true,
-            state_dir: "/var/lib/fake-update-engine".into(),
+            state_dir: DEFAULT_STATE_DIR.into(),
             run_dir: "/run/fake-update-engine".into(),
             apply_pending_os_release: None,
             os_release: None,
@@ -476,6 +479,33 @@ pub fn set_os_release_version(path: &Path, version: &str) -> Result<()> {
     write_atomic(path, &(out.join("\n") + "\n"))
 }
 
+/// What a machine does at the next boot after update_engine staged an
+/// update (the bootloader picks the updated partition): with a `pending`
+/// version in `state_dir`, `os_release` is switched to it and `pending`
+/// removed. Returns the version booted into, if any.
+pub fn boot_into_pending_update(state_dir: &Path, os_release: &Path) -> Result<Option<String>> {
+    let pending = state_dir.join("pending");
+    if !pending.exists() {
+        return Ok(None);
+    }
+    let v = std::fs::read_to_string(&pending)?.trim().to_string();
+    set_os_release_version(os_release, &v)?;
+    std::fs::remove_file(&pending)?;
+    Ok(Some(v))
+}
+
+/// Makes a simulated node boot into the update the stand-in staged, before
+/// its systemd starts, as a real machine does: every program of that boot,
+/// torcx's generator first, sees the new `os_release` (a path inside the
+/// node). The stand-in must keep its default `--state-dir`.
+pub fn boot_into_pending_updates(n: &mut crate::simnode::SimNode, os_release: &str) {
+    let os_release = os_release.to_string();
+    n.before_each_boot(move |n| {
+        boot_into_pending_update(&n.path(DEFAULT_STATE_DIR), &n.path(&os_release))?;
+        Ok(())
+    });
+}
+
 /// The initial state from the files a previous run or boot left.
 fn initial_status(script: &Script) -> Result<EngineStatus> {
     let mut st = EngineStatus {
@@ -486,16 +516,12 @@ fn initial_status(script: &Script) -> Result<EngineStatus> {
         new_size: 0,
     };
     let marker = script.run_dir.join("need-reboot");
-    let pending = script.state_dir.join("pending");
     if marker.exists() {
         st.current_operation = NEED_REBOOT.into();
         eprintln!("fake-update-engine: reboot marker present: UPDATED_NEED_REBOOT");
     } else if let Some(osr) = &script.apply_pending_os_release
-        && pending.exists()
+        && let Some(v) = boot_into_pending_update(&script.state_dir, osr)?
     {
-        let v = std::fs::read_to_string(&pending)?.trim().to_string();
-        set_os_release_version(osr, &v)?;
-        std::fs::remove_file(&pending)?;
         eprintln!(
             "fake-update-engine: applied pending update: {} now says VERSION_ID={v}",
             osr.display()

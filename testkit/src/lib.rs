@@ -15,11 +15,13 @@ pub mod faults;
 pub mod pkgserver;
 pub mod s3;
 pub mod simnode;
+pub mod simplestreams;
 pub mod sshd;
+pub mod torcx;
 pub mod torcx_fixtures;
 pub mod vm;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The repository root.
 pub fn project_root() -> PathBuf {
@@ -60,4 +62,40 @@ pub fn built_binary(name: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(tool).is_file()))
+}
+
+/// Skips (returns `true`) when one of `tools` (names on `PATH`, or
+/// absolute paths) is missing, saying which on stderr; under CI
+/// (`CI=true`) it panics instead: CI installs them (scripts/setup.sh) and
+/// must never skip.
+pub fn skip_without(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| {
+            let found = if t.starts_with('/') {
+                Path::new(t).exists()
+            } else {
+                on_path(t)
+            };
+            !found
+        })
+        .collect();
+    if missing.is_empty() {
+        return false;
+    }
+    let msg = format!(
+        "{test}: needs {} (run scripts/setup.sh)",
+        missing.join(", ")
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED {msg}");
+    true
 }

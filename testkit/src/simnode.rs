@@ -3,7 +3,7 @@
 //! node's own disk. Rebooting it keeps the upper dir, so the next boot sees
 //! what the last one wrote; `/run` is a fresh tmpfs every boot.
 //!
-//! The recipe is in `shared/reference/TEST-RIG.md`. In short:
+//! The recipe:
 //! `unshare --pid --fork --mount --kill-child` runs a script that mounts the
 //! overlay and execs `unshare --root=ROOT systemd --system`. A reboot inside
 //! ends PID 1 with SIGHUP, which `unshare` re-raises on itself, so the harness
@@ -47,8 +47,13 @@ const MASKED: &[&str] = &[
     "serial-getty@.service",
 ];
 
+/// Runs before every boot, while the node is down (see
+/// [`SimNode::before_each_boot`]).
+type BootHook = Box<dyn Fn(&SimNode) -> Result<()> + Send + Sync>;
+
 pub struct SimNode {
     name: String,
+    boot_hooks: Vec<BootHook>,
     dir: tempfile::TempDir,
     child: Option<Child>,
     pid1: Option<u32>,
@@ -70,6 +75,7 @@ impl SimNode {
         }
         let node = SimNode {
             name: name.to_string(),
+            boot_hooks: Vec::new(),
             dir,
             child: None,
             pid1: None,
@@ -209,10 +215,23 @@ impl SimNode {
         )
     }
 
+    /// Runs `hook` before every boot, while the node is down: what a
+    /// machine does before its PID 1 starts (a bootloader switching to the
+    /// OS partition an update staged, say).
+    pub fn before_each_boot(
+        &mut self,
+        hook: impl Fn(&SimNode) -> Result<()> + Send + Sync + 'static,
+    ) {
+        self.boot_hooks.push(Box::new(hook));
+    }
+
     /// Boots the node and waits until its systemd answers on its bus.
     pub fn boot(&mut self) -> Result<()> {
         if self.is_running() {
             bail!("node {} is already running", self.name);
+        }
+        for hook in &self.boot_hooks {
+            hook(self).with_context(|| format!("before booting node {}", self.name))?;
         }
         let d = self.dir.path();
         let script = format!(

@@ -109,48 +109,143 @@ pub fn manifest_hash(data: &[u8]) -> String {
     format!("sha512-{}", hex::encode(Sha512::digest(data)))
 }
 
-/// A real torcx image: a gzip'd tar with `.torcx/manifest.json`
-/// (`image-manifest-v0`) and the given files (path, contents, mode).
-/// `bins` are the absolute in-image paths listed under `value.bin`.
-pub fn torcx_archive(files: &[(&str, &[u8], u32)], bins: &[&str]) -> Vec<u8> {
-    let manifest = json!({"kind": "image-manifest-v0", "value": {"bin": bins}});
-    let manifest = serde_json::to_vec_pretty(&manifest).unwrap();
-    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    let mut tar = tar::Builder::new(gz);
-    let mut add = |path: &str, data: &[u8], mode: u32| {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(mode);
-        h.set_mtime(1_500_000_000);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut h, path, data).expect("tar entry");
-    };
-    add(".torcx/manifest.json", &manifest, 0o644);
-    for (p, d, m) in files {
-        add(p, d, *m);
+/// The files of a torcx image: (path inside the image, contents, mode).
+pub type ImageFile<'a> = (&'a str, &'a [u8], u32);
+
+/// A torcx image as Flatcar builds one (`tar -C root -czf NAME.torcx.tgz .`):
+/// entries named `./...`, every directory with an entry of its own before
+/// what it holds (torcx's extractor creates no missing directory), and
+/// `.torcx/manifest.json` (`image-manifest-v0`) listing `bins` and `units`
+/// (absolute in-image paths).
+pub fn torcx_archive(files: &[ImageFile<'_>], bins: &[&str], units: &[&str]) -> Vec<u8> {
+    let manifest = image_manifest(bins, units);
+    let mut all: Vec<ImageFile<'_>> = vec![(".torcx/manifest.json", &manifest, 0o644)];
+    all.extend_from_slice(files);
+    let mut dirs = std::collections::BTreeSet::new();
+    for (p, _, _) in &all {
+        let mut d = Path::new(p).parent();
+        while let Some(x) = d.filter(|x| !x.as_os_str().is_empty()) {
+            dirs.insert(x.to_path_buf());
+            d = x.parent();
+        }
+    }
+    let mut tar = tar_builder();
+    append(&mut tar, "./", tar::EntryType::Directory, &[], 0o755);
+    for d in &dirs {
+        append(
+            &mut tar,
+            &format!("./{}/", d.display()),
+            tar::EntryType::Directory,
+            &[],
+            0o755,
+        );
+    }
+    for (p, data, mode) in &all {
+        append(
+            &mut tar,
+            &format!("./{p}"),
+            tar::EntryType::Regular,
+            data,
+            *mode,
+        );
     }
     tar.into_inner().unwrap().finish().unwrap()
 }
 
-/// A docker torcx image for `version`: `bin/docker` and `bin/dockerd`
-/// scripts that report the version, `.torcx/manifest.json` listing them.
-pub fn docker_archive(version: &str) -> Vec<u8> {
+/// The same image without any directory entries, as a naive packer (or
+/// Python's `tarfile.add` of single files) writes it: real torcx refuses
+/// it (`open /.torcx/manifest.json: no such file or directory`).
+pub fn torcx_archive_without_directories(
+    files: &[ImageFile<'_>],
+    bins: &[&str],
+    units: &[&str],
+) -> Vec<u8> {
+    let manifest = image_manifest(bins, units);
+    let mut tar = tar_builder();
+    append(
+        &mut tar,
+        ".torcx/manifest.json",
+        tar::EntryType::Regular,
+        &manifest,
+        0o644,
+    );
+    for (p, data, mode) in files {
+        append(&mut tar, p, tar::EntryType::Regular, data, *mode);
+    }
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+fn image_manifest(bins: &[&str], units: &[&str]) -> Vec<u8> {
+    let manifest = json!({"kind": "image-manifest-v0", "value": {"bin": bins, "units": units}});
+    serde_json::to_vec_pretty(&manifest).unwrap()
+}
+
+fn tar_builder() -> tar::Builder<flate2::write::GzEncoder<Vec<u8>>> {
+    tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ))
+}
+
+fn append(
+    tar: &mut tar::Builder<flate2::write::GzEncoder<Vec<u8>>>,
+    path: &str,
+    kind: tar::EntryType,
+    data: &[u8],
+    mode: u32,
+) {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(mode);
+    h.set_mtime(1_500_000_000);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_entry_type(kind);
+    tar.append_data(&mut h, path, data).expect("tar entry");
+}
+
+/// `docker.service` of a docker torcx image, as Flatcar's: it runs the
+/// image's `dockerd` from torcx's bin dir once torcx applied the profile.
+pub const DOCKER_SERVICE: &str = "[Unit]\nDescription=Docker Application Container Engine (torcx test image)\n\
+Requires=torcx.target\nAfter=torcx.target\n\n[Service]\nEnvironmentFile=/run/metadata/torcx\n\
+ExecStart=/usr/bin/env PATH=${TORCX_BINDIR}:${PATH} ${TORCX_BINDIR}/dockerd\n\n[Install]\nWantedBy=multi-user.target\n";
+
+/// A docker torcx image for `version` packed by `pack`: `bin/docker` and
+/// `bin/dockerd` scripts that report the version, `docker.service`, and
+/// incompressible filler the size of a small binary (so downloads take more
+/// than one read and can be cut half-way).
+fn docker_image(version: &str, pack: fn(&[ImageFile<'_>], &[&str], &[&str]) -> Vec<u8>) -> Vec<u8> {
     let docker = format!("#!/bin/sh\necho \"Docker version {version}, build torcx-test\"\n");
     let dockerd =
         format!("#!/bin/sh\necho \"dockerd {version} (test image)\"\nexec sleep infinity\n");
-    // Incompressible filler the size of a small binary, so downloads take
-    // more than one read and can be cut half-way.
     let filler = filler(version, 256 * 1024);
-    torcx_archive(
+    pack(
         &[
             ("bin/docker", docker.as_bytes(), 0o755),
             ("bin/dockerd", dockerd.as_bytes(), 0o755),
             ("lib/docker/filler.bin", &filler, 0o644),
+            (
+                "lib/systemd/system/docker.service",
+                DOCKER_SERVICE.as_bytes(),
+                0o644,
+            ),
         ],
         &["/bin/docker", "/bin/dockerd"],
+        &["/lib/systemd/system/docker.service"],
     )
+}
+
+/// A docker torcx image for `version` that the real torcx applies: it
+/// links `docker` and `dockerd` into `/run/torcx/bin` and copies
+/// `docker.service` into `/run/systemd/system`.
+pub fn docker_archive(version: &str) -> Vec<u8> {
+    docker_image(version, torcx_archive)
+}
+
+/// The same docker image without directory entries: what the tests served
+/// before they ran the real torcx, which refuses it.
+pub fn docker_archive_without_directories(version: &str) -> Vec<u8> {
+    docker_image(version, torcx_archive_without_directories)
 }
 
 /// Deterministic pseudo-random bytes (the same for the same seed).

@@ -13,40 +13,7 @@ pub fn root() -> PathBuf {
     testkit::project_root()
 }
 
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(tool).is_file()))
-}
-
-/// Skips (returns `true`) when one of `tools` is missing, saying which on
-/// stderr; under CI (`CI=true`) it panics instead: CI installs them
-/// (scripts/setup.sh) and must never skip.
-pub fn skip_without(test: &str, tools: &[&str]) -> bool {
-    let missing: Vec<&str> = tools
-        .iter()
-        .copied()
-        .filter(|t| {
-            let found = if t.starts_with('/') {
-                Path::new(t).exists()
-            } else {
-                on_path(t)
-            };
-            !found
-        })
-        .collect();
-    if missing.is_empty() {
-        return false;
-    }
-    let msg = format!(
-        "{test}: needs {} (run scripts/setup.sh)",
-        missing.join(", ")
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED {msg}");
-    true
-}
+pub use testkit::skip_without;
 
 /// A python3 that can import `module` (python-hcl2 is `hcl2`).
 pub fn python_has(module: &str) -> bool {

@@ -105,7 +105,7 @@ variable "runtime_mappings" {
 
   validation {
     condition     = try(yamldecode(var.runtime_mappings).kind, "") == "VersionManifestV1" && can(keys(yamldecode(var.runtime_mappings).versions.k8s))
-    error_message = "runtime_mappings must be YAML with \"kind: VersionManifestV1\" and a \"versions.k8s\" map (see FORMATS.md section 4)."
+    error_message = "runtime_mappings must be YAML with \"kind: VersionManifestV1\" and a \"versions.k8s\" map (see docs/formats.md section 4)."
   }
 }
 

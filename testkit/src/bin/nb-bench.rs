@@ -116,7 +116,6 @@ fn critical_path(args: &Args) -> Result<()> {
     );
     let config = serde_json::json!({
         "role": "worker",
-        "paths": {"os_release": an::OS_RELEASE_PATH},
         "cluster": {"forced_version": "v1.9.6+coreos.0", "check_forced_skew": false},
         "os_update": {"enabled": false},
         "addon": {"enabled": false},

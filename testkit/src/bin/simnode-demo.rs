@@ -120,8 +120,8 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// What a Container Linux image brings: torcx (its boot-time generator is a
-/// stand-in here), the vendor docker 1.12 with its profile, docker's datadir;
+/// What a Container Linux image brings: torcx (the real boot-time
+/// generator), the vendor docker 1.12 with its profile, docker's datadir;
 /// and what provisioning wrote: the runtime mappings and the keyring.
 fn install_os_image_parts(n: &SimNode, rig: &AddonRig) -> Result<()> {
     n.write(
@@ -129,11 +129,7 @@ fn install_os_image_parts(n: &SimNode, rig: &AddonRig) -> Result<()> {
         testkit::torcx_fixtures::os_release(OS, &rig.board),
         0o644,
     )?;
-    n.install_file(
-        &testkit::standin("torcx-generator"),
-        "/etc/systemd/system-generators/torcx-generator",
-        0o755,
-    )?;
+    testkit::torcx::install_generator(n)?;
     n.write(
         "/etc/kubernetes/installer/runtime-mappings.yaml",
         testkit::torcx_fixtures::runtime_mappings_yaml("1.9", &["17.03", "1.12"]),

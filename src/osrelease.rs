@@ -1,10 +1,66 @@
-//! The node's OS identity from os-release: `VERSION_ID` (not `VERSION`,
-//! which carries a `+date` suffix on dev builds) and `COREOS_BOARD`
-//! (default by architecture, as torcx does).
+//! The node's OS identity from os-release (docs/formats.md §5): the one
+//! parser of it, for the flow (which OS runs, did the update take effect)
+//! and the docker addon (which packages fit). `VERSION_ID`, not `VERSION`,
+//! which carries a `+date` suffix on dev builds; `COREOS_BOARD`, defaulting
+//! by architecture as torcx does.
 
-use super::version::OsVersion;
 use crate::error::{Error, Result};
+use std::fmt;
 use std::path::Path;
+
+/// A Container Linux / Flatcar OS version (`VERSION_ID`): `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OsVersion(pub u64, pub u64, pub u64);
+
+impl OsVersion {
+    /// The first OS version with remote docker packages (tectonic-torcx's
+    /// `MinimumRemoteDocker`).
+    pub const FIRST_REMOTE_PACKAGES: OsVersion = OsVersion(1520, 3, 0);
+
+    pub fn parse(s: &str) -> Option<OsVersion> {
+        let mut it = s.trim().split('.');
+        let mut next = || -> Option<u64> {
+            let p = it.next()?;
+            if p.is_empty() || p.len() > 9 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            p.parse().ok()
+        };
+        let v = OsVersion(next()?, next()?, next()?);
+        if it.next().is_some() {
+            return None;
+        }
+        Some(v)
+    }
+
+    /// Whether remote docker packages exist for this OS version.
+    pub fn has_remote_packages(self) -> bool {
+        self >= Self::FIRST_REMOTE_PACKAGES
+    }
+}
+
+impl fmt::Display for OsVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// `VERSION_ID` of the os-release file at `path`, whatever it looks like
+/// (the flow compares it; only the addon needs a Container Linux version).
+pub fn version_id(path: &Path) -> Result<String> {
+    let text = crate::fsutil::read_input("os-release", path)?;
+    value(&parse_env(&text), "VERSION_ID")
+        .ok_or_else(|| Error::bad_input(format!("os-release {} has no VERSION_ID", path.display())))
+}
+
+/// The last non-empty value of `key`.
+fn value(env: &[(String, String)], key: &str) -> Option<String> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty())
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OsIdentity {
@@ -70,13 +126,7 @@ impl OsIdentity {
     /// Parses os-release text; `source` names the file in errors.
     pub fn parse(text: &str, source: &Path) -> Result<OsIdentity> {
         let env = parse_env(text);
-        let get = |k: &str| {
-            env.iter()
-                .rev()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |k: &str| value(&env, k);
         let version_id = get("VERSION_ID").ok_or_else(|| {
             Error::bad_input(format!("os-release {} has no VERSION_ID", source.display()))
         })?;
@@ -126,6 +176,18 @@ mod tests {
     use crate::error::ErrorClass;
 
     const P: &str = "/usr/lib/os-release";
+
+    #[test]
+    fn os_versions_compare_numerically() {
+        let v = |s| OsVersion::parse(s).unwrap();
+        assert!(v("1520.3.0").has_remote_packages());
+        assert!(!v("1520.2.9").has_remote_packages());
+        assert!(v("1632.3.0") > v("1520.10.0"));
+        assert!(v("1520.10.0") > v("1520.9.0"));
+        for bad in ["1520.3", "1520.3.0.1", "1520.3.0+2017-12-01", "x.y.z", ""] {
+            assert!(OsVersion::parse(bad).is_none(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn container_linux_os_release() {

@@ -1,15 +1,17 @@
-//! OpenPGP verification of detached signatures (the manifest's `.asc`)
-//! against a configured keyring, with rPGP (pure Rust).
+//! OpenPGP verification with rPGP (pure Rust): the keyrings the agent
+//! trusts, detached signatures (a torcx package manifest's `.asc`) and
+//! inline-signed documents (simplestreams' `.sjson`, `gpg --clearsign`).
 //!
-//! The keyring is one or more public keys, armored or binary (a `gpg
-//! --export` or `--export --armor` of the release keys). A signature made by
-//! the primary key or any of its subkeys counts. The two ways to fail get
+//! A keyring is one or more public keys, armored or binary (`gpg --export`
+//! or `--export --armor` of the release keys; binary is what gpgv and
+//! simplestreams' `--keyring` take). A signature made by the primary key or
+//! any of its subkeys counts. The two ways a detached signature fails get
 //! distinct messages: the signer is not in the keyring ("wrong key"), or it
 //! is and the signature does not match the data ("BAD signature", i.e. the
 //! data or the signature was altered).
 
 use crate::error::{Error, Result};
-use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature, SignedPublicKey};
 use pgp::types::KeyDetails;
 use std::path::{Path, PathBuf};
 
@@ -46,6 +48,13 @@ impl Keyring {
         let bad = |m: String| {
             Error::bad_input(format!("invalid OpenPGP keyring {}: {m}", source.display()))
         };
+        if bytes.get(8..12) == Some(b"KBXf") {
+            return Err(bad(
+                "it is a GnuPG keybox (pubring.kbx), not a keyring: export the keys with \
+                 `gpg --export KEYID > keyring.gpg` (or with --armor)"
+                    .to_string(),
+            ));
+        }
         // A keyring file may hold several armored blocks one after another.
         let mut parsed = Vec::new();
         for block in armored_blocks(bytes) {
@@ -60,7 +69,7 @@ impl Keyring {
             match k.verify_bindings() {
                 Ok(()) => keys.push(k),
                 Err(e) => tracing::warn!(
-                    phase = "docker-addon",
+                    step = "docker-addon",
                     path = %source.display(),
                     key = %hex::encode(k.fingerprint().as_bytes()),
                     error = %e,
@@ -157,6 +166,33 @@ impl Keyring {
             },
             self.source.display(),
             self.fingerprints().join(", ")
+        )))
+    }
+}
+
+impl Keyring {
+    /// Verifies an inline-signed document (`gpg --clearsign`) and returns
+    /// the signed text. Fails (class `Verification`) if it is not one or no
+    /// key of the ring (primary or subkey) made a signature on it.
+    pub fn verify_cleartext(&self, data: &[u8], what: &str) -> Result<String> {
+        let text = std::str::from_utf8(data).map_err(|_| {
+            Error::verification(format!(
+                "{what} is not UTF-8 text, so not an inline-signed document"
+            ))
+        })?;
+        let (msg, _) = CleartextSignedMessage::from_string(text).map_err(|e| {
+            Error::verification(format!(
+                "{what} is not an OpenPGP inline-signed document: {e}"
+            ))
+        })?;
+        for k in &self.keys {
+            if msg.verify(k).is_ok() || k.public_subkeys.iter().any(|s| msg.verify(s).is_ok()) {
+                return Ok(msg.signed_text());
+            }
+        }
+        Err(Error::verification(format!(
+            "{what}: no valid signature by a key in {}",
+            self.source.display()
         )))
     }
 }
