@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use testkit::agentnode::Cluster;
 use testkit::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
 use testkit::pkgserver::PkgServer;
-use testkit::vm::{HOST_ALIAS, VmNode};
+use testkit::torcx_fixtures::{AddonRig, PkgEntry, docker_archive};
+use testkit::vm::{BootEnd, HOST_ALIAS, VmNode};
 
 /// A boot under TCG takes about a minute; a loaded CI host, more.
 const BOOT: Duration = Duration::from_secs(600);
@@ -163,37 +164,97 @@ impl Metal {
     }
 }
 
-/// The metal example's variables for one cluster whose agent the test
-/// serves, whose API server is the stand-in.
-fn metal_vars(
-    work: &Path,
-    agent_url: &str,
-    agent: &ServedAgent,
-    kubeconfig: &str,
-    master_ssh: (u16, &str),
-    client: &(PathBuf, String),
-    assets: &Path,
-) -> Value {
-    let kubeconfig_path = work.join("kubeconfig");
-    fs::write(&kubeconfig_path, kubeconfig).unwrap();
-    let config_path = work.join("config.json");
-    // The shipped defaults (real node paths, OS updates and the addon off).
-    fs::write(&config_path, "{}\n").unwrap();
-    json!({
-        "bootkube_master": {"name": "master-0", "host": "127.0.0.1", "port": master_ssh.0, "host_key": master_ssh.1},
-        "workers": ["worker-0"],
-        "assets_dir": assets,
-        "ssh_user": "core",
-        "ssh_private_key_path": client.0,
-        "ssh_authorized_keys": [client.1],
-        "ssh_timeout": "2m",
-        "agent_url": agent_url,
-        "agent_sha512": agent.sha512,
-        "agent_config_path": config_path,
-        "kubelet_image_tag": SEED_TAG,
-        "runtime_mappings_path": root().join("ignition/render/inputs/runtime-mappings.yaml"),
-        "kubeconfig_path": kubeconfig_path,
-    })
+/// What an operator brings to the metal example, with stand-ins where the
+/// real thing cannot run here: the agent on a mirror (an HTTP server on
+/// the host), the API server (the stand-in), an SSH key, the cluster's
+/// assets, the agent's config and keyring.
+struct Delivery {
+    work: tempfile::TempDir,
+    cluster: Cluster,
+    mirror: PkgServer,
+    agent: ServedAgent,
+    client: (PathBuf, String),
+    assets: PathBuf,
+}
+
+impl Delivery {
+    fn new() -> Delivery {
+        let work = tempfile::tempdir().unwrap();
+        let cluster = cluster();
+        let agent = ServedAgent::new(work.path());
+        let mirror = PkgServer::start().unwrap();
+        mirror.put(AGENT_PATH, agent.bytes.clone());
+        let client = client_key(work.path());
+        let assets = cluster_assets(work.path());
+        Delivery {
+            work,
+            cluster,
+            mirror,
+            agent,
+            client,
+            assets,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.work.path()
+    }
+
+    /// The metal example with the agent config `agent_config`, the keyring
+    /// `keyring` (armored) if any, and the bootkube master's SSH address.
+    fn metal(&self, agent_config: &Value, keyring: Option<&str>, master_ssh: (u16, &str)) -> Metal {
+        let w = self.path();
+        let kubeconfig = w.join("kubeconfig");
+        // The API server as the VM reaches it; its certificate names that.
+        fs::write(
+            &kubeconfig,
+            self.cluster.pki.kubeconfig(
+                &VmNode::guest_url(&self.cluster.api.url()),
+                &KubeAuth::ClientCert,
+            ),
+        )
+        .unwrap();
+        let config = w.join("config.json");
+        fs::write(&config, agent_config.to_string()).unwrap();
+        let mut vars = json!({
+            "bootkube_master": {"name": "master-0", "host": "127.0.0.1", "port": master_ssh.0, "host_key": master_ssh.1},
+            "workers": ["worker-0"],
+            "assets_dir": self.assets,
+            "ssh_user": "core",
+            "ssh_private_key_path": self.client.0,
+            "ssh_authorized_keys": [self.client.1],
+            "ssh_timeout": "2m",
+            "agent_url": VmNode::guest_url(&self.mirror.url(AGENT_PATH)),
+            "agent_sha512": self.agent.sha512,
+            "agent_config_path": config,
+            "kubelet_image_tag": SEED_TAG,
+            "runtime_mappings_path": root().join("ignition/render/inputs/runtime-mappings.yaml"),
+            "kubeconfig_path": kubeconfig,
+        });
+        if let Some(k) = keyring {
+            let p = w.join("keyring.asc");
+            fs::write(&p, k).unwrap();
+            vars["keyring_path"] = json!(p);
+        }
+        Metal::new(w, vars)
+    }
+
+    /// A worker VM with its rendered config and the OS image's parts, which
+    /// reaches the mirror and the API server.
+    fn worker(&self, metal: &Metal) -> VmNode {
+        let configs = metal.ignition_configs(self.path());
+        let mut vm = VmNode::new("worker-0").unwrap();
+        vm.set_ignition(&configs["worker-0"]).unwrap();
+        vm.forward_to_host(self.mirror.addr().port());
+        vm.forward_to_host(port_of(&self.cluster.api.url()));
+        install_os_parts(&vm);
+        vm
+    }
+
+    /// The bootkube master's rendered config; no VM yet.
+    fn master_config(&self, metal: &Metal) -> String {
+        metal.ignition_configs(self.path())["master-0"].clone()
+    }
 }
 
 /// The cluster's assets, as an installer generates them: bootkube.sh and
@@ -243,6 +304,206 @@ fn install_os_parts(vm: &VmNode) {
     .unwrap();
 }
 
+/// The OS version update_engine (the stand-in) offers.
+const NEXT_OS: &str = "1688.5.3";
+
+/// A signed torcx package mirror (the rig's HTTP server and key) serving
+/// docker 1.12 and 17.03 for the next OS version, with package URLs as the
+/// VM reaches them.
+struct TorcxMirror {
+    rig: AddonRig,
+    d1703: Vec<u8>,
+    path1703: String,
+}
+
+impl TorcxMirror {
+    fn new() -> TorcxMirror {
+        let rig = AddonRig::new(OS_VERSION);
+        let mut entries = Vec::new();
+        let mut d1703 = Vec::new();
+        let mut path1703 = String::new();
+        for (version, build) in [("1.12", "1.12.6"), ("17.03", "17.03.2")] {
+            let data = docker_archive(build);
+            let path = rig.package_path(version, &data);
+            rig.server.put(&path, data.clone());
+            entries.push(PkgEntry::new(
+                version,
+                &data,
+                &VmNode::guest_url(&rig.server.url(&path)),
+            ));
+            if version == "17.03" {
+                (d1703, path1703) = (data, path);
+            }
+        }
+        rig.publish_manifest(NEXT_OS, &entries);
+        TorcxMirror {
+            rig,
+            d1703,
+            path1703,
+        }
+    }
+
+    /// The agent config an operator writes for OS updates and the docker
+    /// addon from this mirror (everything else: the shipped defaults).
+    fn agent_config(&self) -> Value {
+        json!({
+            "os_update": {"enabled": true},
+            "addon": {
+                "enabled": true,
+                "manifest_url": VmNode::guest_url(&self.rig.manifest_url_template()),
+                "keyring": "/etc/kubernetes/installer/keyring.asc"
+            }
+        })
+    }
+
+    fn keyring(&self) -> String {
+        self.rig.key.public_armored()
+    }
+}
+
+/// What a Flatcar image with update_engine and torcx brings besides
+/// [`install_os_parts`]: update_engine (the stand-in: it offers
+/// [`NEXT_OS`] and, once installed, leaves it for the boot loader; its
+/// D-Bus policy; enabled, as Flatcar ships it), the vendor docker 1.12
+/// with its profile, and docker's data from earlier boots.
+fn install_update_engine_and_vendor_docker(vm: &VmNode) {
+    let disk = vm.disk();
+    disk.install_file(
+        &testkit::built_binary("fake-update-engine"),
+        "/usr/local/bin/fake-update-engine",
+        0o755,
+    )
+    .unwrap();
+    disk.install_file(
+        &testkit::standin("com.coreos.update1.conf"),
+        "/usr/share/dbus-1/system.d/com.coreos.update1.conf",
+        0o644,
+    )
+    .unwrap();
+    disk.write(
+        "/usr/lib/systemd/system/update-engine.service",
+        format!(
+            "[Unit]\nDescription=update_engine (stand-in: testkit fake-update-engine)\n\n\
+             [Service]\nType=dbus\nBusName=com.coreos.update1\n\
+             ExecStart=/usr/local/bin/fake-update-engine --scenario update --new-version {NEXT_OS} \
+             --step-ms 300 --os-release /usr/lib/os-release\n\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+        0o644,
+    )
+    .unwrap();
+    disk.symlink(
+        "/usr/lib/systemd/system/multi-user.target.wants/update-engine.service",
+        "../update-engine.service",
+    )
+    .unwrap();
+    disk.write(
+        "/usr/share/torcx/profiles/vendor.json",
+        r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
+        0o644,
+    )
+    .unwrap();
+    disk.write(
+        "/usr/share/torcx/store/docker:1.12.torcx.tgz",
+        docker_archive("1.12.6"),
+        0o644,
+    )
+    .unwrap();
+    disk.write("/var/lib/docker/image/marker", "old docker data\n", 0o644)
+        .unwrap();
+}
+
+/// A worker that updates its OS and docker on its first boot: rendered by
+/// the metal example, with the torcx mirror reachable.
+fn updating_worker(d: &Delivery, m: &TorcxMirror) -> VmNode {
+    let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
+    let metal = d.metal(&m.agent_config(), Some(&m.keyring()), (22, &host_key));
+    let mut vm = d.worker(&metal);
+    vm.forward_to_host(m.rig.server.addr().port());
+    install_update_engine_and_vendor_docker(&vm);
+    vm
+}
+
+/// The agent's state journal, parsed (from the guest, or the disk while
+/// the VM is down).
+fn state_journal(vm: &VmNode) -> Option<Value> {
+    vm.read("/var/lib/node-bootstrap/state.json")
+        .and_then(|t| serde_json::from_str(&t).ok())
+}
+
+/// What `/run/torcx/bin/docker --version` says: the docker torcx applied.
+fn torcx_docker(vm: &VmNode) -> String {
+    vm.exec(&["/run/torcx/bin/docker", "--version"])
+        .map(|o| o.stdout_str().trim().to_string())
+        .unwrap_or_default()
+}
+
+fn os_version(vm: &VmNode) -> String {
+    vm.read("/usr/lib/os-release")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_ID=").map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// After a boot that ended in the agent's reboot (the VM is down): what
+/// the disk holds before the next boot.
+fn assert_rebooted_for_the_update(vm: &VmNode) {
+    assert!(
+        vm.read("/etc/kubernetes/kubelet.env").is_none(),
+        "kubelet.env must wait for the boot that runs the new OS and docker"
+    );
+    assert!(
+        !vm.exists("/var/lib/docker/image/marker"),
+        "docker's old datadir is wiped on the way down"
+    );
+    assert_eq!(vm.read("/etc/torcx/next-profile").unwrap(), "tectonic\n");
+    assert!(vm.exists(&format!(
+        "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+    )));
+    assert_eq!(
+        vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
+        NEXT_OS,
+        "update_engine staged the new OS"
+    );
+}
+
+/// After the boot that runs the new OS: the node is complete, with the new
+/// OS, docker 17.03 applied by torcx, kubelet.env and kubelet.
+fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror) {
+    let (code, out) = status_wait(vm);
+    assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());
+    assert_eq!(os_version(vm), NEXT_OS);
+    assert!(
+        torcx_docker(vm).contains("17.03.2"),
+        "torcx applied docker 17.03: {}",
+        torcx_docker(vm)
+    );
+    let sealed = vm.read("/run/metadata/torcx").unwrap_or_default();
+    assert!(
+        sealed.contains("TORCX_UPPER_PROFILE=\"tectonic\""),
+        "{sealed}"
+    );
+    assert_eq!(
+        vm.read("/etc/kubernetes/kubelet.env").unwrap(),
+        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n"
+    );
+    assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");
+    assert_eq!(
+        vm.read_bytes(&format!(
+            "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+        )),
+        Some(m.d1703.clone()),
+        "the store holds the verified package, whole"
+    );
+    let j = state_journal(vm).expect("a state journal");
+    for step in ["os-update", "docker-addon"] {
+        assert!(
+            j["steps"][step]["result"]["confirmed_in_boot"].is_string(),
+            "{step} confirmed after the reboot: {j:#}"
+        );
+    }
+}
+
 fn lines(vm: &VmNode, path: &str) -> Vec<String> {
     vm.read(path)
         .unwrap_or_default()
@@ -278,47 +539,23 @@ fn report(vm: &VmNode, t0: Instant) {
     );
 }
 
+fn skip(name: &str, tools: &[&str]) -> bool {
+    testkit::vm::skip_unless_possible(name) || delivery_support::skip_without(name, tools)
+}
+
 #[test]
 fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubelet() {
-    let name = "worker_first_boot";
-    if testkit::vm::skip_unless_possible(name)
-        || delivery_support::skip_without(name, &["terraform", "ssh-keygen", "strip"])
-    {
+    if skip("worker_first_boot", &["terraform", "ssh-keygen", "strip"]) {
         return;
     }
     let _one_at_a_time = testkit::vm::exclusive();
     let t0 = Instant::now();
-    let work = tempfile::tempdir().unwrap();
-    let c = cluster();
-    let agent = ServedAgent::new(work.path());
-    let mirror = PkgServer::start().unwrap();
-    mirror.put(AGENT_PATH, agent.bytes.clone());
-    let agent_url = VmNode::guest_url(&mirror.url(AGENT_PATH));
-    let kubeconfig = c
-        .pki
-        .kubeconfig(&VmNode::guest_url(&c.api.url()), &KubeAuth::ClientCert);
-    let assets = cluster_assets(work.path());
-    let client = client_key(work.path());
-    let metal = Metal::new(
-        work.path(),
-        metal_vars(
-            work.path(),
-            &agent_url,
-            &agent,
-            &kubeconfig,
-            // The master is not booted here; only its config is rendered.
-            (22, &testkit::vm::Image::get().unwrap().ssh_host_key),
-            &client,
-            &assets,
-        ),
-    );
-    let configs = metal.ignition_configs(work.path());
-
-    let mut vm = VmNode::new("worker-0").unwrap();
-    vm.set_ignition(&configs["worker-0"]).unwrap();
-    vm.forward_to_host(mirror.addr().port());
-    vm.forward_to_host(port_of(&c.api.url()));
-    install_os_parts(&vm);
+    let d = Delivery::new();
+    // The shipped defaults (real node paths; OS updates and the addon off).
+    // The bootkube master is not booted here, only rendered.
+    let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
+    let metal = d.metal(&json!({}), None, (22, &host_key));
+    let mut vm = d.worker(&metal);
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
 
@@ -344,12 +581,12 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     // (Ignition checked the SHA-512 the config gave; so does the test).
     let sum = vm.exec(&["sha512sum", "/opt/bin/node-bootstrap"]).unwrap();
     assert!(
-        sum.stdout_str().starts_with(&agent.sha512),
+        sum.stdout_str().starts_with(&d.agent.sha512),
         "{}",
         sum.stdout_str()
     );
     assert_eq!(
-        mirror.requests_for(AGENT_PATH).len(),
+        d.mirror.requests_for(AGENT_PATH).len(),
         1,
         "fetched once, by Ignition"
     );
@@ -360,7 +597,8 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
         "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n"
     );
     assert!(
-        c.api
+        d.cluster
+            .api
             .log()
             .requests
             .iter()
@@ -380,47 +618,23 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
 
 #[test]
 fn bootkube_master_first_boot_then_terraform_pushes_assets_over_ssh_and_bootkube_runs_once() {
-    let name = "bootkube_master_push";
-    if testkit::vm::skip_unless_possible(name)
-        || delivery_support::skip_without(name, &["terraform", "ssh-keygen", "ssh", "strip"])
-    {
+    if skip(
+        "bootkube_master_push",
+        &["terraform", "ssh-keygen", "ssh", "strip"],
+    ) {
         return;
     }
     let _one_at_a_time = testkit::vm::exclusive();
     let t0 = Instant::now();
-    let work = tempfile::tempdir().unwrap();
-    // No API server: the bootkube master's version comes from its seed
-    // (there is no cluster before it). The kubeconfig still points at one.
-    let c = cluster();
-    let agent = ServedAgent::new(work.path());
-    let mirror = PkgServer::start().unwrap();
-    mirror.put(AGENT_PATH, agent.bytes.clone());
-    let agent_url = VmNode::guest_url(&mirror.url(AGENT_PATH));
-    let kubeconfig = c
-        .pki
-        .kubeconfig(&VmNode::guest_url(&c.api.url()), &KubeAuth::ClientCert);
-
-    let assets = cluster_assets(work.path());
-
+    let d = Delivery::new();
     let mut vm = VmNode::new("master-0").unwrap();
     let ssh_port = vm.forward_ssh().unwrap();
     let host_key = vm.image().ssh_host_key.clone();
-    let client = client_key(work.path());
-    let metal = Metal::new(
-        work.path(),
-        metal_vars(
-            work.path(),
-            &agent_url,
-            &agent,
-            &kubeconfig,
-            (ssh_port, &host_key),
-            &client,
-            &assets,
-        ),
-    );
-    let configs = metal.ignition_configs(work.path());
-    vm.set_ignition(&configs["master-0"]).unwrap();
-    vm.forward_to_host(mirror.addr().port());
+    let metal = d.metal(&json!({}), None, (ssh_port, &host_key));
+    vm.set_ignition(&d.master_config(&metal)).unwrap();
+    // No API server: the bootkube master's version comes from its seed
+    // (there is no cluster before it).
+    vm.forward_to_host(d.mirror.addr().port());
     install_os_parts(&vm);
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
@@ -504,6 +718,69 @@ fn bootkube_master_first_boot_then_terraform_pushes_assets_over_ssh_and_bootkube
     );
     assert_eq!(lines(&vm, "/var/lib/e2e/bootkube-runs").len(), 1);
     assert_eq!(lines(&vm, "/var/lib/e2e/tectonic-runs").len(), 1);
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+#[test]
+fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
+    if skip(
+        "worker_os_and_docker_update",
+        &["terraform", "ssh-keygen", "strip"],
+    ) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let m = TorcxMirror::new();
+    let mut vm = updating_worker(&d, &m);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    // The real torcx-generator applied the OS image's docker 1.12.
+    assert!(
+        torcx_docker(&vm).contains("1.12.6"),
+        "{}",
+        torcx_docker(&vm)
+    );
+
+    // Boot 1 ends in the agent's own reboot (logind), a kernel reboot.
+    assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
+    assert_rebooted_for_the_update(&vm);
+    let j = state_journal(&vm).unwrap();
+    assert_eq!(
+        j["steps"]["reboot"]["result"]["reason"],
+        format!("os {OS_VERSION} -> {NEXT_OS}; docker 1.12 -> 17.03"),
+        "{j:#}"
+    );
+
+    // Boot 2: the boot loader boots the new OS; torcx applies docker
+    // 17.03; the agent confirms both and writes kubelet.env.
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_updated_and_complete(&vm, &m);
+    assert_eq!(
+        lines(&vm, "/var/lib/kubelet-wrapper/starts").len(),
+        1,
+        "kubelet started once, in the second boot"
+    );
+    assert_eq!(
+        vm.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
+        "0"
+    );
+    assert_eq!(
+        m.rig.server.requests_for(&m.path1703).len(),
+        1,
+        "docker 17.03 downloaded once"
+    );
+    assert!(
+        m.rig
+            .server
+            .requests_for(&m.rig.manifest_path(NEXT_OS))
+            .iter()
+            .any(|r| r.status == 200),
+        "the manifest of the OS the node boots next"
+    );
     vm.shutdown().unwrap();
     report(&vm, t0);
 }

@@ -699,8 +699,9 @@ impl VmNode {
     }
 
     /// A file's contents: from the running guest, or from the disk while
-    /// the VM is down. `None` if it does not exist.
-    pub fn read(&self, path: &str) -> Option<String> {
+    /// the VM is down (after replaying its journal, as the next boot
+    /// would). `None` if it does not exist.
+    pub fn read_bytes(&self, path: &str) -> Option<Vec<u8>> {
         let bytes = if self.is_running() {
             self.qga.read_file(path)
         } else {
@@ -708,10 +709,13 @@ impl VmNode {
                 .replay_journal()
                 .and_then(|_| self.disk.read(path))
         };
-        match bytes {
-            Ok(b) => b.map(|b| String::from_utf8_lossy(&b).into_owned()),
-            Err(e) => panic!("{}: reading {path}: {e:#}", self.name),
-        }
+        bytes.unwrap_or_else(|e| panic!("{}: reading {path}: {e:#}", self.name))
+    }
+
+    /// [`read_bytes`](Self::read_bytes) as text.
+    pub fn read(&self, path: &str) -> Option<String> {
+        self.read_bytes(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
     pub fn exists(&self, path: &str) -> bool {
