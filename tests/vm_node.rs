@@ -386,7 +386,7 @@ fn install_update_engine_and_vendor_docker(vm: &VmNode) {
             "[Unit]\nDescription=update_engine (stand-in: testkit fake-update-engine)\n\n\
              [Service]\nType=dbus\nBusName=com.coreos.update1\n\
              ExecStart=/usr/local/bin/fake-update-engine --scenario update --new-version {NEXT_OS} \
-             --step-ms 300 --os-release /usr/lib/os-release\n\n[Install]\nWantedBy=multi-user.target\n"
+             --step-ms 600 --os-release /usr/lib/os-release\n\n[Install]\nWantedBy=multi-user.target\n"
         ),
         0o644,
     )
@@ -495,12 +495,88 @@ fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror) {
         Some(m.d1703.clone()),
         "the store holds the verified package, whole"
     );
+    // What status reads: every step of the flow done, none left running.
     let j = state_journal(vm).expect("a state journal");
-    for step in ["os-update", "docker-addon"] {
+    for step in [
+        "cluster-version",
+        "os-update",
+        "docker-addon",
+        "kubelet-env",
+    ] {
+        assert_eq!(step_status(&j, step), "done", "{step}: {j:#}");
+    }
+}
+
+/// The statuses of the journal's steps (`step=status` in order), or
+/// `"none"` when there is no (readable) journal.
+fn journal_summary(j: Option<&Value>) -> String {
+    match j.and_then(|j| j["steps"].as_object()) {
+        Some(steps) => steps
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v["status"].as_str().unwrap_or("?")))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => "none".into(),
+    }
+}
+
+/// Cuts the power the moment the agent's state journal, as the guest sees
+/// it (polled through the guest agent), satisfies `at`: right after the
+/// write that made it so. A canary written without fsync just before
+/// shows the cut really loses the guest's page cache. Returns the journal
+/// the guest had.
+fn cut_when(vm: &mut VmNode, point: &str, at: impl Fn(&Value) -> bool) -> Value {
+    let seen = vm
+        .wait_for(point, WORK, |vm| state_journal(vm).filter(|j| at(j)))
+        .unwrap();
+    let _ = vm.sh("echo unsynced > /var/tmp/canary");
+    vm.power_cut().unwrap();
+    let kept = state_journal(vm);
+    eprintln!(
+        "cut {point}: the guest's journal: {}; the disk kept: {}",
+        journal_summary(Some(&seen)),
+        journal_summary(kept.as_ref())
+    );
+    assert!(
+        vm.read("/var/tmp/canary").unwrap_or_default().is_empty(),
+        "a file written without fsync just before the cut survived it: the cut kept the page cache"
+    );
+    seen
+}
+
+fn step_status(j: &Value, step: &str) -> String {
+    j["steps"][step]["status"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// After a power cut (the VM is down), what the next boot will find: every
+/// file the agent replaces atomically is the old one or the new one, whole.
+fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) {
+    if let Some(text) = vm.read("/var/lib/node-bootstrap/state.json") {
         assert!(
-            j["steps"][step]["result"]["confirmed_in_boot"].is_string(),
-            "{step} confirmed after the reboot: {j:#}"
+            text.is_empty() || serde_json::from_str::<Value>(&text).is_ok(),
+            "a torn state journal: {text:?}"
         );
+    }
+    if let Some(env) = vm.read("/etc/kubernetes/kubelet.env") {
+        assert_eq!(
+            env,
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n",
+            "kubelet.env is whole or absent"
+        );
+    }
+    if let Some(pkg) = vm.read_bytes(&format!(
+        "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+    )) {
+        assert!(
+            pkg == m.d1703,
+            "a package under its final name is the verified one, whole"
+        );
+    }
+    if let Some(p) = vm.read("/etc/torcx/next-profile") {
+        assert_eq!(p, "tectonic\n");
     }
 }
 
@@ -768,6 +844,13 @@ fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
         vm.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
         "0"
     );
+    let j = state_journal(&vm).unwrap();
+    for step in ["os-update", "docker-addon"] {
+        assert!(
+            j["steps"][step]["result"]["confirmed_in_boot"].is_string(),
+            "{step} confirmed after the reboot: {j:#}"
+        );
+    }
     assert_eq!(
         m.rig.server.requests_for(&m.path1703).len(),
         1,
@@ -780,6 +863,145 @@ fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
             .iter()
             .any(|r| r.status == 200),
         "the manifest of the OS the node boots next"
+    );
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+/// Power cuts in the first boots, each in the boot that recovers from the
+/// one before: (1) while update_engine installs the OS update, right after
+/// the agent's unsynced journal write that starts the os-update step;
+/// (2) right after the unsynced write that records the OS update done and
+/// starts the docker addon, while the package downloads (the mirror is
+/// slowed so the cut lands mid-download); (3) right after the durable
+/// record before the agent's reboot, before the shutdown could wipe
+/// docker's old datadir. Each next boot picks up the work and the last one
+/// completes the node.
+#[test]
+fn power_cuts_before_the_reboot_converge() {
+    if skip(
+        "power_cuts_before_the_reboot",
+        &["terraform", "ssh-keygen", "strip"],
+    ) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let m = TorcxMirror::new();
+    let mut vm = updating_worker(&d, &m);
+
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    cut_when(&mut vm, "1: the OS update running", |j| {
+        step_status(j, "os-update") == "running"
+    });
+    assert_nothing_partial(&vm, &m);
+    assert!(
+        vm.read(testkit::vm::PENDING_UPDATE).is_none(),
+        "the cut came before update_engine finished"
+    );
+
+    // The next boot runs the update again; the docker download crawls.
+    m.rig.server.set_rate(&m.path1703, Some(16 * 1024));
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    cut_when(&mut vm, "2: the docker addon downloading", |j| {
+        step_status(j, "docker-addon") == "running" && step_status(j, "os-update") == "done"
+    });
+    assert_nothing_partial(&vm, &m);
+    assert!(
+        !vm.exists(&format!(
+            "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+        )),
+        "the cut came mid-download: no package under its final name"
+    );
+    assert_eq!(
+        vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
+        NEXT_OS,
+        "update_engine's staged update survives"
+    );
+
+    // The next boot runs the new OS (the boot loader took the staged
+    // update); the agent installs docker 17.03 for it and asks for the
+    // reboot: cut right after that durable record.
+    m.rig.server.set_rate(&m.path1703, None);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    let seen = cut_when(&mut vm, "3: the reboot requested", |j| {
+        step_status(j, "reboot") == "running"
+    });
+    assert_nothing_partial(&vm, &m);
+    let kept = state_journal(&vm).expect("the record before a reboot is durable");
+    assert_eq!(kept["steps"]["reboot"], seen["steps"]["reboot"]);
+    assert!(
+        vm.exists("/var/lib/docker/image/marker"),
+        "the cut came before the shutdown wiped docker's datadir"
+    );
+
+    // The next boot: the owed wipe happens, the changes are confirmed,
+    // kubelet.env is written.
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_updated_and_complete(&vm, &m);
+    assert!(
+        !vm.exists("/var/lib/docker/image/marker"),
+        "docker's old datadir is wiped although the shutdown that should have done it never ran"
+    );
+    assert_eq!(lines(&vm, "/var/lib/kubelet-wrapper/starts").len(), 1);
+    assert_eq!(vm.boots(), 4);
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+/// Power cut in the boot after the agent's reboot, right after kubelet.env
+/// and the agent's last journal write after it (the records of the
+/// confirmations and of kubelet.env): that record is on disk after the
+/// cut (nothing would ever redo it: later boots skip the agent), and the
+/// next boot starts kubelet on a complete node.
+#[test]
+fn power_cut_right_after_kubelet_env_converges() {
+    if skip(
+        "power_cut_after_kubelet_env",
+        &["terraform", "ssh-keygen", "strip"],
+    ) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let m = TorcxMirror::new();
+    let mut vm = updating_worker(&d, &m);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
+    assert_rebooted_for_the_update(&vm);
+
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    let seen = cut_when(&mut vm, "4: kubelet.env written", |j| {
+        step_status(j, "kubelet-env") == "done"
+    });
+    assert_nothing_partial(&vm, &m);
+    assert!(
+        vm.exists("/etc/kubernetes/kubelet.env"),
+        "kubelet.env is durable"
+    );
+    let kept = state_journal(&vm).expect("a state journal");
+    assert_eq!(
+        journal_summary(Some(&kept)),
+        journal_summary(Some(&seen)),
+        "the agent's last record, after kubelet.env, survives the cut"
+    );
+
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_updated_and_complete(&vm, &m);
+    assert_eq!(
+        vm.prop("k8s-node-bootstrap.service", "ConditionResult")
+            .unwrap(),
+        "no",
+        "kubelet.env is there: the agent is skipped"
     );
     vm.shutdown().unwrap();
     report(&vm, t0);
