@@ -20,7 +20,7 @@
 # Cached under $NB_TEST_CACHE/vm/<hash of the inputs> (default
 # /var/cache/node-bootstrap-tests): this script, testkit/vm/ and the torcx
 # binary. A second run with the same inputs prints the directory at once;
-# builds of other inputs are removed once a new one is complete. Needs
+# images no run asked for in a week are removed by the next build. Needs
 # root, mmdebstrap and the Debian mirror (NB_VM_MIRROR,
 # NB_VM_SECURITY_MIRROR); about 10 minutes on 2 cores.
 set -euo pipefail
@@ -49,6 +49,7 @@ key=$(
 )
 out=$cache/$key
 if [ -f "$out/complete" ]; then
+    touch "$out/last-used"
     echo "$out"
     exit 0
 fi
@@ -57,6 +58,7 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [ -f "$out/complete" ]; then # built while we waited
+    touch "$out/last-used"
     echo "$out"
     exit 0
 fi
@@ -97,10 +99,17 @@ t2=$(date +%s)
 printf 'mmdebstrap %ss, mkfs %ss, total %ss; kernel %s\n' \
     $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) "$kver" >"$work/build-time.txt"
 mv "$log" "$work/build.log"
-touch "$work/complete"
+touch "$work/complete" "$work/last-used"
 mv -T "$work" "$out"
 trap - EXIT
-# Only the newest image is kept.
-find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
+# Images no checkout asked for in a week go (another checkout on this
+# machine may be using an older one right now).
+for dir in "$cache"/*/; do
+    dir=${dir%/}
+    [ "$dir" != "$out" ] && [ -f "$dir/last-used" ] || continue
+    if [ -n "$(find "$dir/last-used" -mtime +7)" ]; then
+        rm -rf "$dir"
+    fi
+done
 echo "vm-image: built in $((t2 - t0))s ($(cat "$out/build-time.txt"))" >&2
 echo "$out"
