@@ -31,3 +31,4 @@ pub mod reboot;
 pub mod status;
 pub mod systemd;
 pub mod updater;
+pub mod upgrade;

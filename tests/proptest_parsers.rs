@@ -554,6 +554,7 @@ proptest! {
         for kubelet_env_present in [false, true] {
             let facts = node_bootstrap::flow::plan::Facts {
                 boot_id: "b".repeat(32),
+                agent_upgrade_enabled: true,
                 addon_enabled: true,
                 kubelet_env_present,
             };

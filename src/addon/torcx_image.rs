@@ -189,110 +189,149 @@ pub fn check(path: &Path, what: &str) -> Result<ImageSummary> {
             "{what} is not an image torcx can apply: {why}; it is not installed and no reboot is asked for"
         ))
     };
-    let f = std::fs::File::open(path)
-        .map_err(|e| Error::internal(format!("failed to open {}: {e}", path.display())))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
-    let entries = archive
-        .entries()
-        .map_err(|e| refuse(format!("not a gzip'd tar ({e})")))?;
-    let mut tree = Tree::default();
-    tree.nodes.insert("/".into(), Node::Dir);
-    let mut manifest_text: Option<String> = None;
-    let mut unpacked = 0u64;
-    for entry in entries {
-        let mut entry = entry.map_err(|e| refuse(format!("unreadable archive ({e})")))?;
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let p = clean(&raw);
-        let kind = entry.header().entry_type();
-        let needs_parent = |tree: &Tree| {
-            tree.resolve_dir(parent(&p)).map_err(|why| {
-                refuse(format!(
-                    "entry {raw:?} comes before any entry for its directory ({why}); torcx's extractor does not create missing directories"
-                ))
-            })
-        };
-        use tar::EntryType as T;
-        match kind {
-            T::Directory => tree
-                .mkdir_all(&p)
-                .map_err(|why| refuse(format!("entry {raw:?}: {why}")))?,
-            T::Regular => {
-                needs_parent(&tree)?;
-                if tree.find(&p) == Some(&Node::Dir) {
-                    return Err(refuse(format!(
-                        "entry {raw:?} is a file where a directory is"
-                    )));
-                }
-                let size = entry.header().size().unwrap_or(0);
-                unpacked += size.div_ceil(PAGE) * PAGE;
-                if p == MANIFEST_PATH {
-                    let mut text = String::new();
-                    (&mut entry)
-                        .take(MAX_MANIFEST_BYTES)
-                        .read_to_string(&mut text)
-                        .map_err(|e| refuse(format!("{MANIFEST_PATH} is not UTF-8 text ({e})")))?;
-                    manifest_text = Some(text);
-                }
-                tree.nodes.insert(p, Node::File);
-            }
-            T::Symlink => {
-                needs_parent(&tree)?;
-                if tree.find(&p).is_some() {
-                    return Err(refuse(format!(
-                        "symlink {raw:?} is over a path that exists already"
-                    )));
-                }
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                tree.nodes.insert(p, Node::Symlink(target));
-            }
-            T::Link => {
-                needs_parent(&tree)?;
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| clean(&String::from_utf8_lossy(&b)))
-                    .unwrap_or_default();
-                if !matches!(tree.find(&target), Some(Node::File)) {
-                    return Err(refuse(format!(
-                        "hard link {raw:?} points at {target:?}, which is not a file before it"
-                    )));
-                }
-                tree.nodes.insert(p, Node::File);
-            }
-            T::Char | T::Block | T::Fifo => {
-                needs_parent(&tree)?;
-                tree.nodes.insert(p, Node::Other);
-            }
-            T::Continuous | T::XGlobalHeader | T::XHeader => {}
-            other => {
-                return Err(refuse(format!(
-                    "entry {raw:?} has type {:?}, which torcx's extractor does not know",
-                    other.as_byte() as char
-                )));
-            }
-        }
-    }
-    if unpacked > UNPACK_LIMIT_BYTES {
+    let image = extract_as_torcx(path).map_err(refuse)?;
+    if image.unpacked_bytes > UNPACK_LIMIT_BYTES {
         return Err(refuse(format!(
             "it unpacks to {} MiB, more than torcx's {} MiB unpack tmpfs",
-            unpacked >> 20,
+            image.unpacked_bytes >> 20,
             UNPACK_LIMIT_BYTES >> 20
         )));
     }
-    let text = manifest_text.ok_or_else(|| {
+    let text = image.manifest.as_deref().ok_or_else(|| {
         refuse(format!(
             "it has no {MANIFEST_PATH}, so torcx would activate none of its binaries or units"
         ))
     })?;
-    let m: Manifest = serde_json::from_str(&text)
-        .map_err(|e| refuse(format!("{MANIFEST_PATH} is not a valid manifest ({e})")))?;
-    if m.kind != MANIFEST_KIND {
+    let assets = check_manifest(text, &image.tree).map_err(refuse)?;
+    let binaries: Vec<String> = assets
+        .bin
+        .iter()
+        .filter_map(|b| clean(b).rsplit('/').next().map(str::to_string))
+        .collect();
+    if !binaries.iter().any(|b| b == "docker") {
         return Err(refuse(format!(
+            "its manifest lists no docker binary (bin: {})",
+            assets.bin.join(", ")
+        )));
+    }
+    Ok(ImageSummary {
+        binaries,
+        units: assets.units,
+        unpacked_bytes: image.unpacked_bytes,
+    })
+}
+
+/// What torcx's extractor would make of an archive.
+struct Extracted {
+    tree: Tree,
+    /// The text of `/.torcx/manifest.json`, if the archive has one.
+    manifest: Option<String>,
+    /// Bytes in the unpack tmpfs (files in pages).
+    unpacked_bytes: u64,
+}
+
+/// Walks the archive the way torcx's extractor would unpack it (see module
+/// docs); the error says which entry it would fail on, and why.
+fn extract_as_torcx(path: &Path) -> std::result::Result<Extracted, String> {
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not a gzip'd tar ({e})"))?;
+    let mut x = Extracted {
+        tree: Tree::default(),
+        manifest: None,
+        unpacked_bytes: 0,
+    };
+    x.tree.nodes.insert("/".into(), Node::Dir);
+    for entry in entries {
+        let mut entry = entry.map_err(|e| format!("unreadable archive ({e})"))?;
+        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let p = clean(&raw);
+        let kind = entry.header().entry_type();
+        let link = entry
+            .link_name_bytes()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        use tar::EntryType as T;
+        if matches!(
+            kind,
+            T::Regular | T::Symlink | T::Link | T::Char | T::Block | T::Fifo
+        ) {
+            x.tree.resolve_dir(parent(&p)).map_err(|why| {
+                format!(
+                    "entry {raw:?} comes before any entry for its directory ({why}); \
+                     torcx's extractor does not create missing directories"
+                )
+            })?;
+        }
+        let node = match kind {
+            T::Directory => {
+                x.tree
+                    .mkdir_all(&p)
+                    .map_err(|why| format!("entry {raw:?}: {why}"))?;
+                continue;
+            }
+            T::Regular => {
+                if x.tree.find(&p) == Some(&Node::Dir) {
+                    return Err(format!("entry {raw:?} is a file where a directory is"));
+                }
+                let size = entry.header().size().unwrap_or(0);
+                x.unpacked_bytes += size.div_ceil(PAGE) * PAGE;
+                if p == MANIFEST_PATH {
+                    x.manifest = Some(read_manifest(&mut entry)?);
+                }
+                Node::File
+            }
+            T::Symlink => {
+                if x.tree.find(&p).is_some() {
+                    return Err(format!(
+                        "symlink {raw:?} is over a path that exists already"
+                    ));
+                }
+                Node::Symlink(link.unwrap_or_default())
+            }
+            T::Link => {
+                let target = clean(&link.unwrap_or_default());
+                if !matches!(x.tree.find(&target), Some(Node::File)) {
+                    return Err(format!(
+                        "hard link {raw:?} points at {target:?}, which is not a file before it"
+                    ));
+                }
+                Node::File
+            }
+            T::Char | T::Block | T::Fifo => Node::Other,
+            T::Continuous | T::XGlobalHeader | T::XHeader => continue,
+            other => {
+                return Err(format!(
+                    "entry {raw:?} has type {:?}, which torcx's extractor does not know",
+                    other.as_byte() as char
+                ));
+            }
+        };
+        x.tree.nodes.insert(p, node);
+    }
+    Ok(x)
+}
+
+fn read_manifest(entry: &mut impl Read) -> std::result::Result<String, String> {
+    let mut text = String::new();
+    entry
+        .take(MAX_MANIFEST_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{MANIFEST_PATH} is not UTF-8 text ({e})"))?;
+    Ok(text)
+}
+
+/// The manifest's kind, and every asset it lists present in the image.
+fn check_manifest(text: &str, tree: &Tree) -> std::result::Result<Assets, String> {
+    let m: Manifest = serde_json::from_str(text)
+        .map_err(|e| format!("{MANIFEST_PATH} is not a valid manifest ({e})"))?;
+    if m.kind != MANIFEST_KIND {
+        return Err(format!(
             "{MANIFEST_PATH} has kind {:?}, expected {MANIFEST_KIND:?}",
             m.kind
-        )));
+        ));
     }
     let a = &m.value;
     for (field, list) in [
@@ -305,28 +344,13 @@ pub fn check(path: &Path, what: &str) -> Result<ImageSummary> {
     ] {
         for asset in list.iter().filter(|s| !s.is_empty()) {
             if tree.find(&clean(asset)).is_none() {
-                return Err(refuse(format!(
+                return Err(format!(
                     "its manifest lists {field} {asset:?}, which the archive does not contain"
-                )));
+                ));
             }
         }
     }
-    let binaries: Vec<String> = a
-        .bin
-        .iter()
-        .filter_map(|b| clean(b).rsplit('/').next().map(str::to_string))
-        .collect();
-    if !binaries.iter().any(|b| b == "docker") {
-        return Err(refuse(format!(
-            "its manifest lists no docker binary (bin: {})",
-            a.bin.join(", ")
-        )));
-    }
-    Ok(ImageSummary {
-        binaries,
-        units: a.units.clone(),
-        unpacked_bytes: unpacked,
-    })
+    Ok(m.value)
 }
 
 #[cfg(test)]

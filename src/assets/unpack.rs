@@ -272,21 +272,18 @@ pub fn unpack<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<
 }
 
 fn unpack_tar<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<UnpackReport> {
-    let root = dest;
-    let mut report = UnpackReport::default();
     let mut archive = tar::Archive::new(reader);
-    let mut total_left = limits.max_total_bytes;
+    let mut u = Unpacker {
+        root: dest,
+        limits,
+        total_left: limits.max_total_bytes,
+        report: UnpackReport::default(),
+        symlinks: Vec::new(),
+    };
+    let not_tar = || "the asset bundle is not a valid tar archive";
     let mut count = 0u64;
-    let mut symlinks: Vec<PathBuf> = Vec::new();
-    let entries = archive.entries().ctx(
-        ErrorClass::BadInput,
-        || "the asset bundle is not a valid tar archive",
-    )?;
-    for entry in entries {
-        let mut entry = entry.ctx(
-            ErrorClass::BadInput,
-            || "the asset bundle is not a valid tar archive",
-        )?;
+    for entry in archive.entries().ctx(ErrorClass::BadInput, not_tar)? {
+        let mut entry = entry.ctx(ErrorClass::BadInput, not_tar)?;
         let etype = entry.header().entry_type();
         if matches!(etype, tar::EntryType::XGlobalHeader) {
             continue;
@@ -303,179 +300,13 @@ fn unpack_tar<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<
         let Some(rel) = sanitize(&raw)? else {
             continue; // "./": the root itself
         };
-        let target = root.join(&rel);
         match etype {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let size = entry.header().size().unwrap_or(u64::MAX);
-                if size > limits.max_entry_bytes {
-                    return Err(reject(
-                        &shown,
-                        format!(
-                            "{size} bytes is more than the {} byte limit (assets.limits.max_entry_mib)",
-                            limits.max_entry_bytes
-                        ),
-                    ));
-                }
-                if size > total_left {
-                    return Err(reject(
-                        &shown,
-                        format!(
-                            "the bundle exceeds the {} byte total limit (assets.limits.max_total_mib)",
-                            limits.max_total_bytes
-                        ),
-                    ));
-                }
-                ensure_parents(root, &rel, &shown, &mut report)?;
-                clear_slot(&target, &shown)?;
-                let secret = is_secret(&rel);
-                let mode = if secret {
-                    MODE_SECRET
-                } else {
-                    entry.header().mode().unwrap_or(0o644) & 0o755
-                };
-                let mut out = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(mode)
-                    .custom_flags(nix::libc::O_NOFOLLOW)
-                    .open(&target)
-                    .ctx(ErrorClass::Internal, || {
-                        format!("failed to create {}", target.display())
-                    })?;
-                out.set_permissions(fs::Permissions::from_mode(mode))
-                    .ctx(ErrorClass::Internal, || {
-                        format!("failed to set mode of {}", target.display())
-                    })?;
-                let mut limited = Limited {
-                    inner: &mut entry,
-                    entry_left: limits.max_entry_bytes,
-                    total_left: &mut total_left,
-                    hit: None,
-                };
-                let copied = io::copy(&mut limited, &mut out);
-                let hit = limited.hit;
-                match (copied, hit) {
-                    (Ok(n), _) => report.bytes += n,
-                    (Err(_), Some(which)) => {
-                        return Err(reject(
-                            &shown,
-                            format!("it exceeds the {which} size limit (assets.limits)"),
-                        ));
-                    }
-                    (Err(e), None) => {
-                        return Err(Error::bad_input(format!(
-                            "the asset bundle is corrupt at entry {shown:?}: {e}"
-                        )));
-                    }
-                }
-                out.flush().ctx(ErrorClass::Internal, || {
-                    format!("failed to write {}", target.display())
-                })?;
-                report.files += 1;
-                if secret {
-                    report.secrets.push(rel.to_string_lossy().into_owned());
-                }
+                u.file(&mut entry, rel, &shown)?
             }
-            tar::EntryType::Directory => {
-                ensure_parents(root, &rel, &shown, &mut report)?;
-                match fs::symlink_metadata(&target) {
-                    Ok(m) if m.file_type().is_dir() => {}
-                    Ok(_) => return Err(reject(&shown, "a file or symlink has this path")),
-                    Err(_) => {
-                        fs::create_dir(&target).ctx(ErrorClass::Internal, || {
-                            format!("failed to create {}", target.display())
-                        })?;
-                        report.dirs += 1;
-                    }
-                }
-                fs::set_permissions(&target, fs::Permissions::from_mode(0o755))
-                    .ctx(ErrorClass::Internal, || {
-                        format!("failed to set mode of {}", target.display())
-                    })?;
-            }
-            tar::EntryType::Symlink => {
-                let link = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| reject(&shown, "symlink without a target"))?
-                    .into_owned();
-                let link_path = Path::new(OsStr::from_bytes(&link));
-                if link_path.is_absolute() {
-                    return Err(reject(
-                        &shown,
-                        format!(
-                            "symlink to the absolute path {:?}",
-                            link_path.to_string_lossy()
-                        ),
-                    ));
-                }
-                if link.is_empty() || lexical_target(&rel, link_path).is_none() {
-                    return Err(reject(
-                        &shown,
-                        format!(
-                            "symlink to {:?} points outside the bundle",
-                            link_path.to_string_lossy()
-                        ),
-                    ));
-                }
-                ensure_parents(root, &rel, &shown, &mut report)?;
-                clear_slot(&target, &shown)?;
-                std::os::unix::fs::symlink(link_path, &target).ctx(ErrorClass::Internal, || {
-                    format!("failed to create symlink {}", target.display())
-                })?;
-                symlinks.push(rel);
-                report.symlinks += 1;
-            }
-            tar::EntryType::Link => {
-                let link = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| reject(&shown, "hard link without a target"))?
-                    .into_owned();
-                let link_rel = sanitize(&link)
-                    .map_err(|_| {
-                        reject(
-                            &shown,
-                            format!(
-                                "hard link to {:?} points outside the bundle",
-                                String::from_utf8_lossy(&link)
-                            ),
-                        )
-                    })?
-                    .ok_or_else(|| reject(&shown, "hard link to the bundle root"))?;
-                // The target must be a regular file reached through real
-                // directories only.
-                let mut through_link = false;
-                let mut cur = root.to_path_buf();
-                for c in link_rel.parent().unwrap_or(Path::new("")).components() {
-                    cur.push(c);
-                    if !fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_dir()) {
-                        through_link = true;
-                    }
-                }
-                let src = root.join(&link_rel);
-                let is_file = fs::symlink_metadata(&src).is_ok_and(|m| m.file_type().is_file());
-                if through_link || !is_file {
-                    return Err(reject(
-                        &shown,
-                        format!(
-                            "hard link to {:?}, which is not a regular file unpacked before it",
-                            link_rel.to_string_lossy()
-                        ),
-                    ));
-                }
-                ensure_parents(root, &rel, &shown, &mut report)?;
-                clear_slot(&target, &shown)?;
-                fs::hard_link(&src, &target).ctx(ErrorClass::Internal, || {
-                    format!("failed to create hard link {}", target.display())
-                })?;
-                if is_secret(&rel) {
-                    fs::set_permissions(&target, fs::Permissions::from_mode(MODE_SECRET))
-                        .ctx(ErrorClass::Internal, || {
-                            format!("failed to set mode of {}", target.display())
-                        })?;
-                    report.secrets.push(rel.to_string_lossy().into_owned());
-                }
-                report.hardlinks += 1;
-            }
+            tar::EntryType::Directory => u.dir(&rel, &shown)?,
+            tar::EntryType::Symlink => u.symlink(&entry, rel, &shown)?,
+            tar::EntryType::Link => u.hard_link(&entry, &rel, &shown)?,
             tar::EntryType::Char | tar::EntryType::Block => {
                 return Err(reject(&shown, "device files are not allowed"));
             }
@@ -485,24 +316,252 @@ fn unpack_tar<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<
             }
         }
     }
-    // Every symlink must resolve, for real, to something inside the bundle.
-    let canon_root = fs::canonicalize(root).ctx(ErrorClass::Internal, || {
-        format!("failed to resolve {}", root.display())
-    })?;
-    for rel in &symlinks {
-        let shown = rel.to_string_lossy();
-        match fs::canonicalize(root.join(rel)) {
-            Ok(resolved) if resolved.starts_with(&canon_root) => {}
-            Ok(_) => return Err(reject(&shown, "symlink resolves outside the bundle")),
-            Err(_) => {
+    u.check_symlinks()?;
+    Ok(u.report)
+}
+
+/// One bundle being unpacked below `root`, within `limits`.
+struct Unpacker<'a> {
+    root: &'a Path,
+    limits: &'a UnpackLimits,
+    /// Bytes the bundle may still unpack to.
+    total_left: u64,
+    report: UnpackReport,
+    /// Symlinks made, checked once everything is unpacked.
+    symlinks: Vec<PathBuf>,
+}
+
+impl Unpacker<'_> {
+    /// A regular file: size limits, secret modes, never through a symlink.
+    fn file(&mut self, entry: &mut impl TarEntry, rel: PathBuf, shown: &str) -> Result<()> {
+        let limits = self.limits;
+        let size = entry.size();
+        if size > limits.max_entry_bytes {
+            return Err(reject(
+                shown,
+                format!(
+                    "{size} bytes is more than the {} byte limit (assets.limits.max_entry_mib)",
+                    limits.max_entry_bytes
+                ),
+            ));
+        }
+        if size > self.total_left {
+            return Err(reject(
+                shown,
+                format!(
+                    "the bundle exceeds the {} byte total limit (assets.limits.max_total_mib)",
+                    limits.max_total_bytes
+                ),
+            ));
+        }
+        let target = self.prepare_slot(&rel, shown)?;
+        let secret = is_secret(&rel);
+        let mode = if secret {
+            MODE_SECRET
+        } else {
+            entry.mode() & 0o755
+        };
+        let mut out = create_file(&target, mode)?;
+        let mut limited = Limited {
+            inner: entry,
+            entry_left: limits.max_entry_bytes,
+            total_left: &mut self.total_left,
+            hit: None,
+        };
+        let copied = io::copy(&mut limited, &mut out);
+        match (copied, limited.hit) {
+            (Ok(n), _) => self.report.bytes += n,
+            (Err(_), Some(which)) => {
                 return Err(reject(
-                    &shown,
-                    "symlink points to nothing in the bundle (or to a loop)",
+                    shown,
+                    format!("it exceeds the {which} size limit (assets.limits)"),
                 ));
             }
+            (Err(e), None) => {
+                return Err(Error::bad_input(format!(
+                    "the asset bundle is corrupt at entry {shown:?}: {e}"
+                )));
+            }
         }
+        out.flush().ctx(ErrorClass::Internal, || {
+            format!("failed to write {}", target.display())
+        })?;
+        self.report.files += 1;
+        if secret {
+            self.report.secrets.push(rel.to_string_lossy().into_owned());
+        }
+        Ok(())
     }
-    Ok(report)
+
+    fn dir(&mut self, rel: &Path, shown: &str) -> Result<()> {
+        ensure_parents(self.root, rel, shown, &mut self.report)?;
+        let target = self.root.join(rel);
+        match fs::symlink_metadata(&target) {
+            Ok(m) if m.file_type().is_dir() => {}
+            Ok(_) => return Err(reject(shown, "a file or symlink has this path")),
+            Err(_) => {
+                fs::create_dir(&target).ctx(ErrorClass::Internal, || {
+                    format!("failed to create {}", target.display())
+                })?;
+                self.report.dirs += 1;
+            }
+        }
+        set_mode(&target, 0o755)
+    }
+
+    /// A symlink that stays inside the bundle (checked lexically here, and
+    /// for real once everything is unpacked).
+    fn symlink(&mut self, entry: &impl TarEntry, rel: PathBuf, shown: &str) -> Result<()> {
+        let link = entry
+            .link_name()
+            .ok_or_else(|| reject(shown, "symlink without a target"))?;
+        let link_path = Path::new(OsStr::from_bytes(&link));
+        if link_path.is_absolute() {
+            return Err(reject(
+                shown,
+                format!(
+                    "symlink to the absolute path {:?}",
+                    link_path.to_string_lossy()
+                ),
+            ));
+        }
+        if link.is_empty() || lexical_target(&rel, link_path).is_none() {
+            return Err(reject(
+                shown,
+                format!(
+                    "symlink to {:?} points outside the bundle",
+                    link_path.to_string_lossy()
+                ),
+            ));
+        }
+        let target = self.prepare_slot(&rel, shown)?;
+        std::os::unix::fs::symlink(link_path, &target).ctx(ErrorClass::Internal, || {
+            format!("failed to create symlink {}", target.display())
+        })?;
+        self.symlinks.push(rel);
+        self.report.symlinks += 1;
+        Ok(())
+    }
+
+    /// A hard link to a regular file unpacked before it, reached through
+    /// real directories only.
+    fn hard_link(&mut self, entry: &impl TarEntry, rel: &Path, shown: &str) -> Result<()> {
+        let link = entry
+            .link_name()
+            .ok_or_else(|| reject(shown, "hard link without a target"))?;
+        let link_rel = sanitize(&link)
+            .map_err(|_| {
+                reject(
+                    shown,
+                    format!(
+                        "hard link to {:?} points outside the bundle",
+                        String::from_utf8_lossy(&link)
+                    ),
+                )
+            })?
+            .ok_or_else(|| reject(shown, "hard link to the bundle root"))?;
+        let mut through_link = false;
+        let mut cur = self.root.to_path_buf();
+        for c in link_rel.parent().unwrap_or(Path::new("")).components() {
+            cur.push(c);
+            if !fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_dir()) {
+                through_link = true;
+            }
+        }
+        let src = self.root.join(&link_rel);
+        let is_file = fs::symlink_metadata(&src).is_ok_and(|m| m.file_type().is_file());
+        if through_link || !is_file {
+            return Err(reject(
+                shown,
+                format!(
+                    "hard link to {:?}, which is not a regular file unpacked before it",
+                    link_rel.to_string_lossy()
+                ),
+            ));
+        }
+        let target = self.prepare_slot(rel, shown)?;
+        fs::hard_link(&src, &target).ctx(ErrorClass::Internal, || {
+            format!("failed to create hard link {}", target.display())
+        })?;
+        if is_secret(rel) {
+            set_mode(&target, MODE_SECRET)?;
+            self.report.secrets.push(rel.to_string_lossy().into_owned());
+        }
+        self.report.hardlinks += 1;
+        Ok(())
+    }
+
+    /// Makes the entry's parents and clears its path; returns the path.
+    fn prepare_slot(&mut self, rel: &Path, shown: &str) -> Result<PathBuf> {
+        ensure_parents(self.root, rel, shown, &mut self.report)?;
+        let target = self.root.join(rel);
+        clear_slot(&target, shown)?;
+        Ok(target)
+    }
+
+    /// Every symlink must resolve, for real, to something inside the bundle.
+    fn check_symlinks(&self) -> Result<()> {
+        let canon_root = fs::canonicalize(self.root).ctx(ErrorClass::Internal, || {
+            format!("failed to resolve {}", self.root.display())
+        })?;
+        for rel in &self.symlinks {
+            let shown = rel.to_string_lossy();
+            match fs::canonicalize(self.root.join(rel)) {
+                Ok(resolved) if resolved.starts_with(&canon_root) => {}
+                Ok(_) => return Err(reject(&shown, "symlink resolves outside the bundle")),
+                Err(_) => {
+                    return Err(reject(
+                        &shown,
+                        "symlink points to nothing in the bundle (or to a loop)",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the unpacker needs of a tar entry (the `tar` crate's entry).
+trait TarEntry: Read {
+    fn size(&self) -> u64;
+    fn mode(&self) -> u32;
+    fn link_name(&self) -> Option<Vec<u8>>;
+}
+
+impl<R: Read> TarEntry for tar::Entry<'_, R> {
+    fn size(&self) -> u64 {
+        self.header().size().unwrap_or(u64::MAX)
+    }
+    fn mode(&self) -> u32 {
+        self.header().mode().unwrap_or(0o644)
+    }
+    fn link_name(&self) -> Option<Vec<u8>> {
+        self.link_name_bytes().map(|b| b.into_owned())
+    }
+}
+
+/// A new file (never through a symlink) with exactly `mode`.
+fn create_file(target: &Path, mode: u32) -> Result<fs::File> {
+    let out = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(target)
+        .ctx(ErrorClass::Internal, || {
+            format!("failed to create {}", target.display())
+        })?;
+    out.set_permissions(fs::Permissions::from_mode(mode))
+        .ctx(ErrorClass::Internal, || {
+            format!("failed to set mode of {}", target.display())
+        })?;
+    Ok(out)
+}
+
+fn set_mode(target: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(target, fs::Permissions::from_mode(mode)).ctx(ErrorClass::Internal, || {
+        format!("failed to set mode of {}", target.display())
+    })
 }
 
 #[cfg(test)]

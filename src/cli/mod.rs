@@ -8,7 +8,7 @@ use crate::config::{Config, DEFAULT_CONFIG_PATH};
 use crate::error::{Error, Result, exit};
 use crate::logging::{self, LogFormat};
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const EXIT_CODES_HELP: &str = "\
 Exit codes:
@@ -27,7 +27,7 @@ Exit codes:
 
 /// Takes a fresh Container Linux / Flatcar node to a running kubelet.
 #[derive(Debug, Parser)]
-#[command(name = "node-bootstrap", version, after_long_help = EXIT_CODES_HELP)]
+#[command(name = "node-bootstrap", version = crate::upgrade::identity::version(), after_long_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// Configuration file.
     #[arg(long, global = true, env = "NODE_BOOTSTRAP_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
@@ -44,9 +44,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the bootstrap flow: cluster version, OS update, docker addon,
-    /// reboot if needed, then kubelet.env. The ExecStartPre of
-    /// k8s-node-bootstrap.service; safe to re-run, resumes after a crash.
+    /// Run the bootstrap flow: agent upgrade (if configured), cluster
+    /// version, OS update, docker addon, reboot if needed, then kubelet.env.
+    /// The ExecStart of k8s-node-bootstrap.service; safe to re-run, resumes
+    /// after a crash.
     Run,
     /// Check config, kubeconfig, state dir, system bus, disk space and clock
     /// without changing anything.
@@ -68,10 +69,42 @@ pub enum Command {
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(MetadataCommand),
+    /// Upgrade this agent to the newest version of its major (seed 003):
+    /// found through the metadata search path (`sources`), verified,
+    /// checked to run here, installed over agent.binary with the previous
+    /// one kept for --rollback.
+    Upgrade(UpgradeArgs),
     /// Validate the configuration file and print the settings in effect.
     CheckConfig,
-    /// Print the version.
-    Version,
+    /// Print the version (--json: version, arch, the versions an upgrade
+    /// takes without --major).
+    Version {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// Only the newest of the running major.minor.
+    #[arg(long, conflicts_with_all = ["major", "to", "rollback"])]
+    pub patch: bool,
+    /// Also a newer major (may change the configuration or the flow: read
+    /// its release notes first).
+    #[arg(long, conflicts_with_all = ["to", "rollback"])]
+    pub major: bool,
+    /// Exactly this version, also an older one (the only way to downgrade).
+    #[arg(long, value_name = "VERSION", conflicts_with = "rollback")]
+    pub to: Option<String>,
+    /// Say what would be installed, install nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Put the previous agent back (agent.binary.previous).
+    #[arg(long)]
+    pub rollback: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -166,52 +199,106 @@ pub enum MetadataCommand {
     },
     /// Check a mirror end to end: metadata (signed first), then every item's
     /// size and hash. LOCATION: a directory, file://, http(s):// or s3://bucket/prefix.
-    Validate {
-        location: String,
-        /// Accept a mirror that has only unsigned metadata.
-        #[arg(long)]
-        allow_unsigned: bool,
-        /// Public keys to verify signed metadata with (default: sources.keyring).
-        #[arg(long)]
-        keyring: Option<PathBuf>,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Validate(ValidateArgs),
     /// Look an artifact up along the search path and say where it was found
     /// and why earlier locations did not serve it.
-    Find {
-        /// Artifact name (e.g. docker-torcx, node-bootstrap); with --series
-        /// and --arch it makes the product id by sources.product_id_template.
-        #[arg(long, required_unless_present = "product_id", requires_all = ["series", "arch"])]
-        name: Option<String>,
-        /// OS version or series (e.g. 1520.3.0, flatcar).
-        #[arg(long, requires = "name")]
-        series: Option<String>,
-        /// Architecture (e.g. amd64).
-        #[arg(long, requires = "name")]
-        arch: Option<String>,
-        /// The full product id instead of name, series and arch (e.g.
-        /// com.ubuntu.juju:16.04:amd64 of a Juju agent stream).
-        #[arg(long, conflicts_with = "name")]
-        product_id: Option<String>,
-        /// Exactly this version.
-        #[arg(long, conflicts_with = "major")]
-        version: Option<String>,
-        /// The largest version with this major.
-        #[arg(long)]
-        major: Option<u64>,
-        /// Development mode: search this directory of locally built
-        /// artifacts first (overrides sources.dev_dir).
-        #[arg(long)]
-        dev_dir: Option<PathBuf>,
-        /// Download the item here (verified) as well.
-        #[arg(long)]
-        fetch: Option<PathBuf>,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Find(FindArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    location: String,
+    /// Accept a mirror that has only unsigned metadata.
+    #[arg(long)]
+    allow_unsigned: bool,
+    /// Public keys to verify signed metadata with (default: sources.keyring).
+    #[arg(long)]
+    keyring: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FindArgs {
+    /// Artifact name (e.g. docker-torcx, node-bootstrap); with --series
+    /// and --arch it makes the product id by sources.product_id_template.
+    #[arg(long, required_unless_present = "product_id", requires_all = ["series", "arch"])]
+    name: Option<String>,
+    /// OS version or series (e.g. 1520.3.0, flatcar).
+    #[arg(long, requires = "name")]
+    series: Option<String>,
+    /// Architecture (e.g. amd64).
+    #[arg(long, requires = "name")]
+    arch: Option<String>,
+    /// The full product id instead of name, series and arch (e.g.
+    /// com.ubuntu.juju:16.04:amd64 of a Juju agent stream).
+    #[arg(long, conflicts_with = "name")]
+    product_id: Option<String>,
+    /// Exactly this version.
+    #[arg(long, conflicts_with = "major")]
+    version: Option<String>,
+    /// The largest version with this major.
+    #[arg(long)]
+    major: Option<u64>,
+    /// Development mode: search this directory of locally built
+    /// artifacts first (overrides sources.dev_dir).
+    #[arg(long)]
+    dev_dir: Option<PathBuf>,
+    /// Download the item here (verified) as well.
+    #[arg(long)]
+    fetch: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
+    use crate::upgrade::{self, UpgradeAction, choice::Reach};
+    let rt = runtime()?;
+    let out = if args.rollback {
+        rt.block_on(upgrade::rollback(config))?
+    } else {
+        let reach = match (&args.to, args.patch, args.major) {
+            (Some(v), _, _) => Reach::To(crate::upgrade::choice::parse(v).ok_or_else(|| {
+                Error::bad_input(format!("--to {v:?} is not a semantic version like 1.4.2"))
+            })?),
+            (None, true, _) => Reach::Patch,
+            (None, _, true) => Reach::Major,
+            (None, false, false) => Reach::Minor,
+        };
+        rt.block_on(upgrade::upgrade(config, &reach, args.dry_run))?
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&out).expect("serializes"));
+    } else {
+        match (out.action, &out.to) {
+            (UpgradeAction::Upgraded, Some(to)) => println!(
+                "node-bootstrap {} -> {to} installed at {} (previous kept for --rollback)",
+                out.running,
+                out.binary.display()
+            ),
+            (UpgradeAction::WouldUpgrade, Some(to)) => println!(
+                "would install node-bootstrap {to} from {} (running {})",
+                out.url.as_deref().unwrap_or("?"),
+                out.running
+            ),
+            (UpgradeAction::RolledBack, Some(to)) => println!(
+                "rolled back to node-bootstrap {to} at {}",
+                out.binary.display()
+            ),
+            _ => println!("node-bootstrap {} is current", out.running),
+        }
+    }
+    match &out.newer_major {
+        Some(newest) if out.action == UpgradeAction::Current => Err(Error::refused(format!(
+            "node-bootstrap {newest} exists, but this agent ({}) upgrades within its major; \
+             `node-bootstrap upgrade --major` installs {newest} (a new major may change the \
+             configuration or the flow: read its release notes first)",
+            out.running
+        ))),
+        _ => Ok(exit::SUCCESS),
+    }
 }
 
 /// The addon subcommand as the addon subsystem takes it.
@@ -326,133 +413,129 @@ fn load_or_defaults(cli: &Cli) -> Result<Config> {
 }
 
 fn metadata_command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
-    use crate::metadata;
     match cmd {
-        MetadataCommand::Generate { dir, sign_key } => {
-            let signer = sign_key
-                .as_deref()
-                .map(metadata::sign::Signer::load)
-                .transpose()?;
-            let r = metadata::generate(dir, signer.as_ref())?;
-            println!(
-                "wrote {} ({} products, {} items{}); ignored {} files not named <name>_<version>_<series>_<arch>[.<ext>]",
-                r.written
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                r.products,
-                r.items,
-                if r.signed { ", signed" } else { ", unsigned" },
-                r.ignored.len()
-            );
-            Ok(exit::SUCCESS)
-        }
-        MetadataCommand::Validate {
-            location,
-            allow_unsigned,
-            keyring,
-            json,
-        } => {
-            let mut config = load_or_defaults(cli)?;
-            if let Some(k) = keyring {
-                config.sources.keyring = Some(k.clone());
-            }
-            let loc = metadata::parse_validate_location(&config, location)?;
-            let r = runtime()?.block_on(metadata::validate(&config, &loc, *allow_unsigned))?;
-            if *json {
-                println!("{}", serde_json::to_string(&r).expect("report serializes"));
-            } else {
-                println!(
-                    "{}: {} metadata, {} products, {} items, {} problems",
-                    r.location,
-                    if r.signed { "signed" } else { "unsigned" },
-                    r.products,
-                    r.items,
-                    r.problems.len()
-                );
-                for p in &r.problems {
-                    println!("  problem: {p}");
-                }
-            }
-            if r.problems.is_empty() {
-                Ok(exit::SUCCESS)
-            } else {
-                Err(Error::verification(format!(
-                    "mirror {} has {} problems",
-                    r.location,
-                    r.problems.len()
-                )))
-            }
-        }
-        MetadataCommand::Find {
-            name,
-            series,
-            arch,
-            product_id,
-            version,
-            major,
-            dev_dir,
-            fetch,
-            json,
-        } => {
-            let mut config = load(cli)?;
-            if let Some(d) = dev_dir {
-                if !d.is_absolute() {
-                    return Err(Error::bad_input(format!(
-                        "--dev-dir must be an absolute path, got {}",
-                        d.display()
-                    )));
-                }
-                config.sources.dev_dir = Some(d.clone());
-            }
-            let wanted = match (version, major) {
-                (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
-                (None, Some(m)) => metadata::format::VersionMatch::Major(*m),
-                (None, None) => metadata::format::VersionMatch::Latest,
-            };
-            let query = match (product_id, name, series, arch) {
-                (Some(id), _, _, _) => metadata::ArtifactQuery::by_id(id, wanted),
-                (None, Some(n), Some(s), Some(a)) => {
-                    metadata::ArtifactQuery::new(&config.sources, n, s, a, wanted)
-                }
-                _ => unreachable!("clap requires --product-id or --name, --series and --arch"),
-            };
-            let rt = runtime()?;
-            let found = rt.block_on(metadata::find(&config, &query))?;
-            if let Some(dest) = fetch {
-                rt.block_on(metadata::fetch_item(&config, &found, dest))?;
-            }
-            if *json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&found).expect("found serializes")
-                );
-            } else {
-                for s in &found.skipped {
-                    println!("skipped {} ({}): {}", s.location, s.kind.as_str(), s.reason);
-                }
-                println!(
-                    "found {} {} at {} ({} metadata from {}, {})",
-                    found.product_id,
-                    found.version,
-                    found.url,
-                    if found.signed { "signed" } else { "unsigned" },
-                    found.location,
-                    found.kind.as_str()
-                );
-            }
-            Ok(exit::SUCCESS)
+        MetadataCommand::Generate { dir, sign_key } => metadata_generate(dir, sign_key.as_deref()),
+        MetadataCommand::Validate(args) => metadata_validate(cli, args),
+        MetadataCommand::Find(args) => metadata_find(cli, args),
+    }
+}
+
+fn metadata_generate(dir: &Path, sign_key: Option<&Path>) -> Result<u8> {
+    use crate::metadata;
+    let signer = sign_key.map(metadata::sign::Signer::load).transpose()?;
+    let r = metadata::generate(dir, signer.as_ref())?;
+    println!(
+        "wrote {} ({} products, {} items{}); ignored {} files not named <name>_<version>_<series>_<arch>[.<ext>]",
+        r.written
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.products,
+        r.items,
+        if r.signed { ", signed" } else { ", unsigned" },
+        r.ignored.len()
+    );
+    Ok(exit::SUCCESS)
+}
+
+fn metadata_validate(cli: &Cli, args: &ValidateArgs) -> Result<u8> {
+    use crate::metadata;
+    let mut config = load_or_defaults(cli)?;
+    if let Some(k) = &args.keyring {
+        config.sources.keyring = Some(k.clone());
+    }
+    let loc = metadata::parse_validate_location(&config, &args.location)?;
+    let r = runtime()?.block_on(metadata::validate(&config, &loc, args.allow_unsigned))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r).expect("report serializes"));
+    } else {
+        println!(
+            "{}: {} metadata, {} products, {} items, {} problems",
+            r.location,
+            if r.signed { "signed" } else { "unsigned" },
+            r.products,
+            r.items,
+            r.problems.len()
+        );
+        for p in &r.problems {
+            println!("  problem: {p}");
         }
     }
+    if r.problems.is_empty() {
+        Ok(exit::SUCCESS)
+    } else {
+        Err(Error::verification(format!(
+            "mirror {} has {} problems",
+            r.location,
+            r.problems.len()
+        )))
+    }
+}
+
+fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
+    use crate::metadata;
+    let mut config = load(cli)?;
+    if let Some(d) = &args.dev_dir {
+        if !d.is_absolute() {
+            return Err(Error::bad_input(format!(
+                "--dev-dir must be an absolute path, got {}",
+                d.display()
+            )));
+        }
+        config.sources.dev_dir = Some(d.clone());
+    }
+    let wanted = match (&args.version, args.major) {
+        (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
+        (None, Some(m)) => metadata::format::VersionMatch::Major(m),
+        (None, None) => metadata::format::VersionMatch::Latest,
+    };
+    let query = match (&args.product_id, &args.name, &args.series, &args.arch) {
+        (Some(id), _, _, _) => metadata::ArtifactQuery::by_id(id, wanted),
+        (None, Some(n), Some(s), Some(a)) => {
+            metadata::ArtifactQuery::new(&config.sources, n, s, a, wanted)
+        }
+        _ => unreachable!("clap requires --product-id or --name, --series and --arch"),
+    };
+    let rt = runtime()?;
+    let found = rt.block_on(metadata::find(&config, &query))?;
+    if let Some(dest) = &args.fetch {
+        rt.block_on(metadata::fetch_item(&config, &found, dest))?;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&found).expect("found serializes")
+        );
+    } else {
+        for s in &found.skipped {
+            println!("skipped {} ({}): {}", s.location, s.kind.as_str(), s.reason);
+        }
+        println!(
+            "found {} {} at {} ({} metadata from {}, {})",
+            found.product_id,
+            found.version,
+            found.url,
+            if found.signed { "signed" } else { "unsigned" },
+            found.location,
+            found.kind.as_str()
+        );
+    }
+    Ok(exit::SUCCESS)
 }
 
 fn dispatch(cli: Cli) -> Result<u8> {
     match &cli.command {
-        Command::Version => {
-            println!("node-bootstrap {}", env!("CARGO_PKG_VERSION"));
+        Command::Version { json } => {
+            let info = crate::upgrade::identity::info();
+            if *json {
+                println!("{}", serde_json::to_string(&info).expect("serializes"));
+            } else {
+                println!("node-bootstrap {}", info.version);
+            }
             Ok(exit::SUCCESS)
         }
+        Command::Upgrade(args) => upgrade_command(&load(&cli)?, args),
         Command::CheckConfig => {
             let config = load(&cli)?;
             println!("{config:#?}");

@@ -220,26 +220,85 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
     let bad = |field: &str, msg: &str| {
         Error::bad_input(format!("kubeconfig {}: {field}: {msg}", path.display()))
     };
-    let raw: RawKubeconfig = if text.trim().is_empty() {
+    let raw = read_raw(text, path)?;
+    let base = path.parent().unwrap_or(Path::new("/"));
+    let ctx = select_context(&raw, &bad)?;
+    let cf = format!("clusters[{}].cluster", ctx.cluster);
+    let cluster = raw
+        .clusters
+        .iter()
+        .flatten()
+        .find(|c| c.name.as_deref().unwrap_or("") == ctx.cluster)
+        .ok_or_else(|| {
+            bad(
+                &format!("{}.cluster", ctx.field),
+                &format!(
+                    "names cluster {:?}, which is not in `clusters`",
+                    ctx.cluster
+                ),
+            )
+        })?
+        .cluster
+        .as_ref()
+        .ok_or_else(|| bad(&cf, "missing"))?;
+    let server = server_url(cluster, &cf, &bad)?;
+    let (ca_pem, ca_source) = cluster_ca(cluster, &cf, base, &bad)?;
+    let proxy_url = match cluster.proxy_url.as_deref() {
+        None | Some("") => None,
+        Some(p) => Some(url::Url::parse(p).map_err(|e| {
+            bad(
+                &format!("{cf}.proxy-url"),
+                &format!("{:?} is not a URL: {e}", without_userinfo(p)),
+            )
+        })?),
+    };
+    let credentials = user_credentials(&raw, &ctx, base, &bad)?;
+    Ok(Kubeconfig {
+        path: path.to_path_buf(),
+        context: ctx.name,
+        cluster_name: ctx.cluster,
+        user_name: ctx.user,
+        server,
+        ca_pem,
+        ca_source,
+        proxy_url,
+        credentials,
+    })
+}
+
+fn read_raw(text: &str, path: &Path) -> Result<RawKubeconfig> {
+    if text.trim().is_empty() {
         return Err(Error::bad_input(format!(
             "kubeconfig {}: the file is empty",
             path.display()
         )));
-    } else {
-        // Without the source snippet: the file holds keys and tokens.
-        serde_saphyr::from_str(text).map_err(|e: serde_saphyr::Error| {
-            Error::bad_input(format!(
-                "kubeconfig {}: not a valid kubeconfig: {}",
-                path.display(),
-                e.without_snippet()
-            ))
-        })?
-    };
-    let base = path.parent().unwrap_or(Path::new("/"));
+    }
+    // Without the source snippet: the file holds keys and tokens.
+    serde_saphyr::from_str(text).map_err(|e: serde_saphyr::Error| {
+        Error::bad_input(format!(
+            "kubeconfig {}: not a valid kubeconfig: {}",
+            path.display(),
+            e.without_snippet()
+        ))
+    })
+}
 
-    // Context resolution, as client-go does it.
-    let contexts = raw.contexts.unwrap_or_default();
-    let current = raw.current_context.unwrap_or_default();
+/// The context in use, and the cluster and user it names.
+struct SelectedContext {
+    name: String,
+    cluster: String,
+    user: String,
+    /// `contexts[<name>].context`, for messages.
+    field: String,
+}
+
+/// Context resolution, as client-go does it.
+fn select_context(
+    raw: &RawKubeconfig,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<SelectedContext> {
+    let contexts = raw.contexts.as_deref().unwrap_or_default();
+    let current = raw.current_context.as_deref().unwrap_or_default();
     let ctx_name = |c: &NamedContext| c.name.clone().unwrap_or_default();
     let ctx = match contexts.iter().find(|c| ctx_name(c) == current) {
         Some(c) => c,
@@ -260,48 +319,43 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
             ));
         }
     };
-    let context = ctx_name(ctx);
-    let cfield = format!("contexts[{context}].context");
-    let rc = ctx
-        .context
-        .as_ref()
-        .ok_or_else(|| bad(&cfield, "missing"))?;
-    let cluster_name = rc
+    let name = ctx_name(ctx);
+    let field = format!("contexts[{name}].context");
+    let rc = ctx.context.as_ref().ok_or_else(|| bad(&field, "missing"))?;
+    let cluster = rc
         .cluster
         .clone()
-        .ok_or_else(|| bad(&format!("{cfield}.cluster"), "missing"))?;
-    let user_name = rc.user.clone().unwrap_or_default();
+        .ok_or_else(|| bad(&format!("{field}.cluster"), "missing"))?;
+    Ok(SelectedContext {
+        name,
+        cluster,
+        user: rc.user.clone().unwrap_or_default(),
+        field,
+    })
+}
 
-    let clusters = raw.clusters.unwrap_or_default();
-    let cluster = clusters
-        .iter()
-        .find(|c| c.name.as_deref().unwrap_or("") == cluster_name)
-        .ok_or_else(|| {
-            bad(
-                &format!("{cfield}.cluster"),
-                &format!("names cluster {cluster_name:?}, which is not in `clusters`"),
-            )
-        })?;
-    let cf = format!("clusters[{cluster_name}].cluster");
-    let cluster = cluster
-        .cluster
-        .as_ref()
-        .ok_or_else(|| bad(&cf, "missing"))?;
-
+/// The API server: an https URL with a host and nothing else, never
+/// without TLS verification.
+fn server_url(
+    cluster: &RawCluster,
+    cf: &str,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<url::Url> {
+    let field = format!("{cf}.server");
     let server_s = cluster
         .server
         .as_deref()
         .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| bad(&format!("{cf}.server"), "missing"))?;
+        .ok_or_else(|| bad(&field, "missing"))?;
     let server = url::Url::parse(server_s.trim()).map_err(|e| {
         bad(
-            &format!("{cf}.server"),
+            &field,
             &format!("{:?} is not a URL: {e}", without_userinfo(server_s)),
         )
     })?;
     if server.scheme() != "https" {
         return Err(bad(
-            &format!("{cf}.server"),
+            &field,
             &format!(
                 "{:?} is not an https URL; node-bootstrap only talks to the API server over TLS",
                 without_userinfo(server_s)
@@ -309,13 +363,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
         ));
     }
     if server.host_str().is_none_or(str::is_empty) {
-        return Err(bad(&format!("{cf}.server"), "has no host"));
+        return Err(bad(&field, "has no host"));
     }
     if server.query().is_some() || server.fragment().is_some() || !server.username().is_empty() {
-        return Err(bad(
-            &format!("{cf}.server"),
-            "must not carry a query, fragment or user info",
-        ));
+        return Err(bad(&field, "must not carry a query, fragment or user info"));
     }
     if cluster.insecure_skip_tls_verify == Some(true) {
         return Err(bad(
@@ -332,83 +383,69 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
             "is not supported (it must be absent or equal to the server's host)",
         ));
     }
-    let (ca_pem, ca_source) = match (
+    Ok(server)
+}
+
+/// The cluster's CA (inline or from a file) and where it came from: the
+/// only trust the agent gives the API server.
+fn cluster_ca(
+    cluster: &RawCluster,
+    cf: &str,
+    base: &Path,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<(Vec<u8>, String)> {
+    let (ca_pem, ca_source, field) = match (
         &cluster.certificate_authority_data,
         &cluster.certificate_authority,
     ) {
         (Some(d), _) if !d.trim().is_empty() => {
             let field = format!("{cf}.certificate-authority-data");
-            (
-                decode_b64(d).map_err(|m| bad(&field, &m))?,
-                "certificate-authority-data".to_string(),
-            )
+            let pem = decode_b64(d).map_err(|m| bad(&field, &m))?;
+            (pem, "certificate-authority-data".to_string(), field)
         }
         (_, Some(p)) if !p.trim().is_empty() => {
             let field = format!("{cf}.certificate-authority");
             let p = resolve(base, p);
-            (
-                read_limited(&p)
-                    .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?,
-                p.display().to_string(),
-            )
+            let pem = read_limited(&p)
+                .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?;
+            (pem, p.display().to_string(), field)
         }
         _ => {
             return Err(bad(
-                &cf,
+                cf,
                 "has neither certificate-authority nor certificate-authority-data; \
                  node-bootstrap trusts only the kubeconfig's CA for the API server",
             ));
         }
     };
-    let ca_field = if ca_source == "certificate-authority-data" {
-        format!("{cf}.certificate-authority-data")
-    } else {
-        format!("{cf}.certificate-authority")
-    };
-    check_certs(&ca_pem).map_err(|m| bad(&ca_field, &m))?;
+    check_certs(&ca_pem).map_err(|m| bad(&field, &m))?;
+    Ok((ca_pem, ca_source))
+}
 
-    let proxy_url = match cluster.proxy_url.as_deref() {
-        None | Some("") => None,
-        Some(p) => Some(url::Url::parse(p).map_err(|e| {
+/// The context's user's credentials; an absent or empty user means none.
+fn user_credentials(
+    raw: &RawKubeconfig,
+    ctx: &SelectedContext,
+    base: &Path,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<Credentials> {
+    let users = raw.users.as_deref().unwrap_or_default();
+    if ctx.user.is_empty() && !users.iter().any(|u| u.name.is_none()) {
+        return Ok(Credentials::default());
+    }
+    let u = users
+        .iter()
+        .find(|u| u.name.as_deref().unwrap_or("") == ctx.user)
+        .ok_or_else(|| {
             bad(
-                &format!("{cf}.proxy-url"),
-                &format!("{:?} is not a URL: {e}", without_userinfo(p)),
+                &format!("{}.user", ctx.field),
+                &format!("names user {:?}, which is not in `users`", ctx.user),
             )
-        })?),
-    };
-
-    // The user; an absent or empty user means no credentials.
-    let users = raw.users.unwrap_or_default();
-    let credentials = if user_name.is_empty() && !users.iter().any(|u| u.name.is_none()) {
-        Credentials::default()
-    } else {
-        let u = users
-            .iter()
-            .find(|u| u.name.as_deref().unwrap_or("") == user_name)
-            .ok_or_else(|| {
-                bad(
-                    &format!("{cfield}.user"),
-                    &format!("names user {user_name:?}, which is not in `users`"),
-                )
-            })?;
-        let uf = format!("users[{user_name}].user");
-        match &u.user {
-            None => Credentials::default(),
-            Some(ru) => credentials(ru, &uf, base, &bad)?,
-        }
-    };
-
-    Ok(Kubeconfig {
-        path: path.to_path_buf(),
-        context,
-        cluster_name,
-        user_name,
-        server,
-        ca_pem,
-        ca_source,
-        proxy_url,
-        credentials,
-    })
+        })?;
+    match &u.user {
+        None => Ok(Credentials::default()),
+        Some(ru) => credentials(ru, &format!("users[{}].user", ctx.user), base, bad),
+    }
 }
 
 fn credentials(
@@ -429,74 +466,8 @@ fn credentials(
             "auth providers are not supported; use a client certificate or a token",
         ));
     }
-    let pick =
-        |data: &Option<String>, file: &Option<String>, name: &str| -> Result<Option<Vec<u8>>> {
-            match (data.as_deref(), file.as_deref()) {
-                (Some(d), _) if !d.trim().is_empty() => decode_b64(d)
-                    .map(Some)
-                    .map_err(|m| bad(&format!("{uf}.{name}-data"), &m)),
-                (_, Some(p)) if !p.trim().is_empty() => {
-                    let p = resolve(base, p);
-                    read_limited(&p).map(Some).map_err(|e| {
-                        bad(
-                            &format!("{uf}.{name}"),
-                            &format!("cannot read {}: {e}", p.display()),
-                        )
-                    })
-                }
-                _ => Ok(None),
-            }
-        };
-    let cert = pick(
-        &u.client_certificate_data,
-        &u.client_certificate,
-        "client-certificate",
-    )?;
-    let key = pick(&u.client_key_data, &u.client_key, "client-key")?;
-    let client_cert = match (cert, key) {
-        (None, None) => None,
-        (Some(_), None) => {
-            return Err(bad(
-                uf,
-                "has a client certificate but no client-key / client-key-data",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(bad(
-                uf,
-                "has a client key but no client-certificate / client-certificate-data",
-            ));
-        }
-        (Some(cert_pem), Some(key_pem)) => {
-            let cert_field = if u.client_certificate_data.is_some() {
-                format!("{uf}.client-certificate-data")
-            } else {
-                format!("{uf}.client-certificate")
-            };
-            check_certs(&cert_pem).map_err(|m| bad(&cert_field, &m))?;
-            let key_field = if u.client_key_data.is_some() {
-                format!("{uf}.client-key-data")
-            } else {
-                format!("{uf}.client-key")
-            };
-            check_key(&key_pem).map_err(|m| bad(&key_field, &m))?;
-            Some(ClientCert { cert_pem, key_pem })
-        }
-    };
-    let token = match (u.token.as_deref(), u.token_file.as_deref()) {
-        (Some(t), _) if !t.is_empty() => {
-            Some(check_token(t).map_err(|m| bad(&format!("{uf}.token"), &m))?)
-        }
-        (_, Some(p)) if !p.trim().is_empty() => {
-            let p = resolve(base, p);
-            let field = format!("{uf}.tokenFile");
-            let bytes = read_limited(&p)
-                .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?;
-            let t = String::from_utf8(bytes).map_err(|_| bad(&field, "not UTF-8 text"))?;
-            Some(check_token(t.trim()).map_err(|m| bad(&field, &m))?)
-        }
-        _ => None,
-    };
+    let client_cert = client_cert(u, uf, base, bad)?;
+    let token = token(u, uf, base, bad)?;
     let basic = match (u.username.as_deref(), u.password.as_deref()) {
         (None | Some(""), None | Some("")) => None,
         (Some(user), pw) => Some((user.to_string(), pw.unwrap_or("").to_string())),
@@ -513,6 +484,87 @@ fn credentials(
         token,
         basic,
     })
+}
+
+/// A client certificate and its key, both or neither (inline or from files).
+fn client_cert(
+    u: &RawUser,
+    uf: &str,
+    base: &Path,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<Option<ClientCert>> {
+    let pick = |data: &Option<String>, file: &Option<String>, name: &str| match (
+        data.as_deref(),
+        file.as_deref(),
+    ) {
+        (Some(d), _) if !d.trim().is_empty() => decode_b64(d)
+            .map(Some)
+            .map_err(|m| bad(&format!("{uf}.{name}-data"), &m)),
+        (_, Some(p)) if !p.trim().is_empty() => {
+            let p = resolve(base, p);
+            read_limited(&p).map(Some).map_err(|e| {
+                bad(
+                    &format!("{uf}.{name}"),
+                    &format!("cannot read {}: {e}", p.display()),
+                )
+            })
+        }
+        _ => Ok(None),
+    };
+    let cert = pick(
+        &u.client_certificate_data,
+        &u.client_certificate,
+        "client-certificate",
+    )?;
+    let key = pick(&u.client_key_data, &u.client_key, "client-key")?;
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(bad(
+            uf,
+            "has a client certificate but no client-key / client-key-data",
+        )),
+        (None, Some(_)) => Err(bad(
+            uf,
+            "has a client key but no client-certificate / client-certificate-data",
+        )),
+        (Some(cert_pem), Some(key_pem)) => {
+            let field = |inline: bool, name: &str| {
+                format!("{uf}.{name}{}", if inline { "-data" } else { "" })
+            };
+            check_certs(&cert_pem).map_err(|m| {
+                bad(
+                    &field(u.client_certificate_data.is_some(), "client-certificate"),
+                    &m,
+                )
+            })?;
+            check_key(&key_pem)
+                .map_err(|m| bad(&field(u.client_key_data.is_some(), "client-key"), &m))?;
+            Ok(Some(ClientCert { cert_pem, key_pem }))
+        }
+    }
+}
+
+/// A bearer token, inline or from `tokenFile`.
+fn token(
+    u: &RawUser,
+    uf: &str,
+    base: &Path,
+    bad: &dyn Fn(&str, &str) -> Error,
+) -> Result<Option<String>> {
+    match (u.token.as_deref(), u.token_file.as_deref()) {
+        (Some(t), _) if !t.is_empty() => Ok(Some(
+            check_token(t).map_err(|m| bad(&format!("{uf}.token"), &m))?,
+        )),
+        (_, Some(p)) if !p.trim().is_empty() => {
+            let p = resolve(base, p);
+            let field = format!("{uf}.tokenFile");
+            let bytes = read_limited(&p)
+                .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?;
+            let t = String::from_utf8(bytes).map_err(|_| bad(&field, "not UTF-8 text"))?;
+            Ok(Some(check_token(t.trim()).map_err(|m| bad(&field, &m))?))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {

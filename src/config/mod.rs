@@ -64,6 +64,8 @@ pub struct RawConfig {
     pub helpers: crate::helper::config::RawHelpers,
     #[serde(default)]
     pub reboot: crate::reboot::config::RawReboot,
+    #[serde(default)]
+    pub agent: crate::upgrade::config::RawAgent,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -80,6 +82,7 @@ pub struct Config {
     pub sources: crate::metadata::config::SourcesSettings,
     pub helpers: crate::helper::config::HelpersSettings,
     pub reboot: crate::reboot::config::RebootSettings,
+    pub agent: crate::upgrade::config::AgentSettings,
 }
 
 /// A validation failure of one field.
@@ -142,6 +145,7 @@ impl RawConfig {
             sources: self.sources.validate()?,
             helpers: self.helpers.validate()?,
             reboot: self.reboot.validate()?,
+            agent: self.agent.validate()?,
         })
     }
 }

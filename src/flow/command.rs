@@ -23,6 +23,7 @@ pub async fn run(config: &Config) -> Result<()> {
     for dir in [
         config.paths.kubelet_env.parent(),
         Some(config.paths.state_dir.as_path()),
+        config.agent.binary.parent(),
     ]
     .into_iter()
     .flatten()
@@ -48,12 +49,27 @@ pub async fn run(config: &Config) -> Result<()> {
         seams: &seams,
         journal: JournalFile::new(config.paths.state_journal()),
         boot_id,
+        agent_upgrade_enabled: config.agent.upgrade != crate::upgrade::config::AutoUpgrade::Off,
         os_update_enabled: config.os_update.enabled,
         addon_enabled: config.addon.enabled,
     };
     match driver.run().await? {
         RunOutcome::Complete => Ok(()),
+        RunOutcome::Handover { binary } => Err(hand_over(&binary)),
     }
+}
+
+/// Replaces this process with the new agent at `binary`, same arguments
+/// and environment; returns only if that fails.
+fn hand_over(binary: &std::path::Path) -> crate::error::Error {
+    use std::os::unix::process::CommandExt;
+    let e = std::process::Command::new(binary)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    crate::error::Error::internal(format!(
+        "the new agent {} is installed but could not be started: {e}",
+        binary.display()
+    ))
 }
 
 /// `node-bootstrap preflight`: prints every check; fails with the first

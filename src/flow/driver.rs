@@ -24,6 +24,7 @@ use super::seams::Seams;
 use crate::error::{Error, Result};
 use crate::fsutil::Durability;
 use crate::journal::{Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult};
+use crate::upgrade::UpgradeAction;
 use tracing::{error, info, warn};
 
 /// How `run` ended when it did not fail.
@@ -31,6 +32,9 @@ use tracing::{error, info, warn};
 pub enum RunOutcome {
     /// kubelet.env is in place (written now, or already there).
     Complete,
+    /// The agent-upgrade step installed a new agent at `binary`: it takes
+    /// over (runs `run` again, and finds the step done).
+    Handover { binary: std::path::PathBuf },
 }
 
 /// The most actions one `run` takes before it calls itself stuck. A full
@@ -41,6 +45,7 @@ pub struct Driver<'a, S: Seams> {
     pub seams: &'a S,
     pub journal: JournalFile,
     pub boot_id: String,
+    pub agent_upgrade_enabled: bool,
     pub os_update_enabled: bool,
     pub addon_enabled: bool,
 }
@@ -97,6 +102,7 @@ impl<S: Seams> Driver<'_, S> {
     fn facts(&self) -> Facts {
         Facts {
             boot_id: self.boot_id.clone(),
+            agent_upgrade_enabled: self.agent_upgrade_enabled,
             addon_enabled: self.addon_enabled,
             kubelet_env_present: self.seams.kubelet_env_present(),
         }
@@ -116,7 +122,15 @@ impl<S: Seams> Driver<'_, S> {
                     info!(step = "run", "node bootstrapped: kubelet.env is in place");
                     return Ok(RunOutcome::Complete);
                 }
-                Action::Run(step) => self.run_step(&mut rec, step).await,
+                Action::Run(step) => match self.run_step(&mut rec, step).await {
+                    Ok(StepResult::AgentUpgrade(o)) if o.action == UpgradeAction::Upgraded => {
+                        // The new agent must find the step done.
+                        rec.flush(Durability::Durable)?;
+                        info!(step = step.name(), path = %o.binary.display(), "handing over to the new agent");
+                        return Ok(RunOutcome::Handover { binary: o.binary });
+                    }
+                    r => r.map(|_| ()),
+                },
                 Action::Confirm(step) => self.confirm(&mut rec, step).await,
                 Action::Reboot {
                     reason,
@@ -157,7 +171,8 @@ impl<S: Seams> Driver<'_, S> {
         err
     }
 
-    async fn run_step(&self, rec: &mut Recorder<'_>, step: Step) -> Result<()> {
+    /// Runs a step and records it; returns what it recorded.
+    async fn run_step(&self, rec: &mut Recorder<'_>, step: Step) -> Result<StepResult> {
         info!(step = step.name(), boot_id = %self.boot_id, "step started");
         let boot = self.boot_id.clone();
         rec.record(move |j| j.begin(&boot, step));
@@ -168,12 +183,13 @@ impl<S: Seams> Driver<'_, S> {
                 return Err(self.fail(rec, step, e.context(format!("{} failed", step.name()))));
             }
         };
-        self.finish(rec, step, &self.boot_id, result);
-        Ok(())
+        self.finish(rec, step, &self.boot_id, result.clone());
+        Ok(result)
     }
     async fn execute(&self, step: Step, journal: &StateJournal) -> Result<StepResult> {
         let s = self.seams;
         Ok(match step {
+            Step::AgentUpgrade => StepResult::AgentUpgrade(s.agent_upgrade().await?),
             Step::Assets => StepResult::Assets(s.check_assets().await?),
             Step::ClusterVersion => StepResult::ClusterVersion(s.discover_version().await?),
             Step::OsUpdate => StepResult::OsUpdate(Confirmable::new(if self.os_update_enabled {
@@ -350,11 +366,24 @@ mod tests {
         on_disk_during_version: RefCell<Option<StateJournal>>,
         /// `addon_confirm` cannot ask (e.g. Docker's API is down).
         confirm_error: RefCell<bool>,
+        /// What `agent_upgrade` does.
+        agent_upgrade: crate::upgrade::UpgradeAction,
     }
 
     impl Seams for FakeNode {
         fn kubelet_env_present(&self) -> bool {
             self.env_written.borrow().is_some()
+        }
+        async fn agent_upgrade(&self) -> Result<crate::upgrade::UpgradeOutcome> {
+            self.calls.borrow_mut().push("agent-upgrade".into());
+            Ok(crate::upgrade::UpgradeOutcome {
+                running: "0.1.0".into(),
+                action: self.agent_upgrade,
+                to: Some("0.2.0".into()),
+                url: None,
+                newer_major: None,
+                binary: "/opt/bin/node-bootstrap".into(),
+            })
         }
         async fn check_assets(&self) -> Result<AssetsRecord> {
             self.calls.borrow_mut().push("assets".into());
@@ -461,6 +490,7 @@ mod tests {
             seams: node,
             journal: JournalFile::new(dir.join("state.json")),
             boot_id: boot.into(),
+            agent_upgrade_enabled: false,
             os_update_enabled: true,
             addon_enabled: true,
         }
@@ -722,6 +752,62 @@ mod tests {
             );
             assert!(node.env_written.borrow().is_none());
         }
+    }
+
+    #[tokio::test]
+    async fn a_new_agent_takes_over_and_finds_its_upgrade_done() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            agent_upgrade: UpgradeAction::Upgraded,
+            ..Default::default()
+        };
+        let mut first = driver(&node, d.path(), "b1");
+        first.agent_upgrade_enabled = true;
+        assert_eq!(
+            first.run().await.unwrap(),
+            RunOutcome::Handover {
+                binary: "/opt/bin/node-bootstrap".into()
+            }
+        );
+        assert_eq!(
+            *node.calls.borrow(),
+            vec!["agent-upgrade"],
+            "nothing else yet"
+        );
+        // The new agent, same boot: the upgrade is done, the flow goes on.
+        node.calls.borrow_mut().clear();
+        assert_eq!(first.run().await.unwrap(), RunOutcome::Complete);
+        assert_eq!(node.calls.borrow()[0], "assets");
+        assert!(!node.calls.borrow().contains(&"agent-upgrade".to_string()));
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        let up = j.step(Step::AgentUpgrade).unwrap();
+        assert_eq!(up.status, StepStatus::Done);
+        assert_eq!(
+            up.result
+                .as_ref()
+                .and_then(StepResult::agent_upgrade)
+                .unwrap()
+                .to
+                .as_deref(),
+            Some("0.2.0")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_current_agent_goes_straight_on() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            ..Default::default()
+        };
+        let mut drv = driver(&node, d.path(), "b1");
+        drv.agent_upgrade_enabled = true;
+        assert_eq!(drv.run().await.unwrap(), RunOutcome::Complete);
+        assert_eq!(node.calls.borrow()[..2], ["agent-upgrade", "assets"]);
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
 use crate::journal::{AssetsRecord, KubeletEnvRecord};
 use crate::updater::{OsOutcome, OsUpdateRecord};
+use crate::upgrade::UpgradeOutcome;
 use crate::{fsutil, kubeletenv};
 use std::convert::Infallible;
 use tracing::{info, warn};
@@ -36,6 +37,16 @@ impl<'a> NodeSeams<'a> {
 impl Seams for NodeSeams<'_> {
     fn kubelet_env_present(&self) -> bool {
         self.config.paths.kubelet_env.exists()
+    }
+
+    async fn agent_upgrade(&self) -> Result<UpgradeOutcome> {
+        use crate::upgrade::{choice::Reach, config::AutoUpgrade};
+        let reach = match self.config.agent.upgrade {
+            AutoUpgrade::Patch => Reach::Patch,
+            AutoUpgrade::Minor => Reach::Minor,
+            AutoUpgrade::Off => unreachable!("the plan skips the step when agent.upgrade is off"),
+        };
+        crate::upgrade::upgrade(self.config, &reach, false).await
     }
 
     async fn check_assets(&self) -> Result<AssetsRecord> {

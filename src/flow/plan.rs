@@ -4,6 +4,9 @@
 //!
 //! Rules, per step (in flow order):
 //! - a step done in this boot is not redone;
+//! - `agent-upgrade` (when `agent.upgrade` is on) comes first, once per
+//!   bootstrap; when it installed a new agent, the driver hands over to it
+//!   (the new binary runs `run` again and finds the step done);
 //! - `assets` is re-checked after every reboot (cheap, and the result lives
 //!   on disk, where it could have gone);
 //! - `cluster-version` done in any boot is kept (later decisions were made for it);
@@ -42,6 +45,8 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
     pub boot_id: String,
+    /// `agent.upgrade` is not `off`.
+    pub agent_upgrade_enabled: bool,
     pub addon_enabled: bool,
     /// `/etc/kubernetes/kubelet.env` exists.
     pub kubelet_env_present: bool,
@@ -122,6 +127,7 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
             continue;
         }
         match step {
+            Step::AgentUpgrade if !facts.agent_upgrade_enabled => continue,
             Step::DockerAddon if !facts.addon_enabled => continue,
             Step::Reboot => {
                 // Requested in an earlier boot and not yet confirmed (running
@@ -156,8 +162,10 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
             StepStatus::Done => {
                 // Done in an earlier boot.
                 match step {
+                    // Upgraded once per bootstrap; the cluster version is
+                    // kept once found.
+                    Step::AgentUpgrade | Step::ClusterVersion => continue,
                     Step::Assets => return Action::Run(step),
-                    Step::ClusterVersion => continue,
                     Step::OsUpdate | Step::DockerAddon => {
                         if needs_reboot(r) && !confirmed(r) {
                             return Action::Confirm(step);
@@ -191,6 +199,7 @@ mod tests {
     fn facts(boot: &str) -> Facts {
         Facts {
             boot_id: boot.into(),
+            agent_upgrade_enabled: false,
             addon_enabled: true,
             kubelet_env_present: false,
         }
@@ -271,6 +280,18 @@ mod tests {
     /// a reboot.
     fn result_for(step: Step, change: bool) -> StepResult {
         match step {
+            Step::AgentUpgrade => StepResult::AgentUpgrade(crate::upgrade::UpgradeOutcome {
+                running: "0.1.0".into(),
+                action: if change {
+                    crate::upgrade::UpgradeAction::Upgraded
+                } else {
+                    crate::upgrade::UpgradeAction::Current
+                },
+                to: change.then(|| "0.2.0".into()),
+                url: None,
+                newer_major: None,
+                binary: "/opt/bin/node-bootstrap".into(),
+            }),
             Step::Assets => assets(),
             Step::ClusterVersion => version(),
             Step::OsUpdate if change => os_update_to("1576.4.0"),
@@ -582,6 +603,7 @@ mod tests {
                             assert!(steps < 40, "no progress from {a:?} {b:?} {c:?} {d:?}");
                             let f = Facts {
                                 boot_id: boot.clone(),
+                                agent_upgrade_enabled: true,
                                 addon_enabled: true,
                                 kubelet_env_present: env,
                             };

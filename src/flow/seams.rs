@@ -8,12 +8,15 @@ use crate::cluster::ClusterVersion;
 use crate::error::Result;
 use crate::journal::{AssetsRecord, KubeletEnvRecord};
 use crate::updater::OsUpdateRecord;
+use crate::upgrade::UpgradeOutcome;
 use std::convert::Infallible;
 
 #[allow(async_fn_in_trait)]
 pub trait Seams {
     /// Whether kubelet.env (the commit point) exists.
     fn kubelet_env_present(&self) -> bool;
+    /// Upgrade the agent as `agent.upgrade` allows (it is on).
+    async fn agent_upgrade(&self) -> Result<UpgradeOutcome>;
     /// The inputs `run` needs are in place (seed kubelet.env, kubeconfig,
     /// pulled assets).
     async fn check_assets(&self) -> Result<AssetsRecord>;

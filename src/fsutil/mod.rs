@@ -54,6 +54,8 @@ pub struct AtomicFile {
     temp: PathBuf,
     target: PathBuf,
     mode: u32,
+    /// Renamed into place: nothing to remove on drop.
+    committed: bool,
 }
 
 impl AtomicFile {
@@ -68,11 +70,7 @@ impl AtomicFile {
             .to_string_lossy()
             .into_owned();
         for _ in 0..16 {
-            let temp = dir.join(format!(
-                ".{name}{TEMP_MARK}{}-{:08x}",
-                std::process::id(),
-                fastrand::u32(..)
-            ));
+            let temp = temp_beside(dir, &name);
             match OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -87,6 +85,7 @@ impl AtomicFile {
                         temp,
                         target: target.to_path_buf(),
                         mode,
+                        committed: false,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -106,7 +105,21 @@ impl AtomicFile {
 
     /// The open temp file, e.g. to seek or to hash what was written.
     pub fn file_mut(&mut self) -> &mut File {
-        self.file.as_mut().expect("file is present until commit")
+        self.file
+            .as_mut()
+            .expect("the file is open until finish_writing or commit")
+    }
+
+    /// Ends the writing: fsyncs and closes the temp file, which stays under
+    /// its temp name (removed on drop) until [`AtomicFile::commit`]. A file
+    /// still open for writing cannot be executed (`ETXTBSY`): a binary is
+    /// checked to run between the two.
+    pub fn finish_writing(&mut self) -> io::Result<()> {
+        if let Some(f) = self.file.take() {
+            f.sync_all()?;
+            f.set_permissions(fs::Permissions::from_mode(self.mode))?;
+        }
+        Ok(())
     }
 
     /// fsync, set mode, rename over the target, fsync the directory.
@@ -117,8 +130,12 @@ impl AtomicFile {
     /// Set mode, rename over the target; with [`Durability::Durable`] the
     /// file is fsynced before and the directory after.
     pub fn commit_with(mut self, durability: Durability) -> io::Result<()> {
-        let file = self.file.take().expect("file is present until commit");
-        publish_open(file, &self.temp, &self.target, self.mode, durability)
+        let r = match self.file.take() {
+            Some(file) => publish_open(file, &self.temp, &self.target, self.mode, durability),
+            None => publish(&self.temp, &self.target, self.mode, durability),
+        };
+        self.committed = r.is_ok();
+        r
     }
 }
 
@@ -133,7 +150,7 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.is_some() {
+        if !self.committed {
             let _ = fs::remove_file(&self.temp);
         }
     }
@@ -166,6 +183,36 @@ fn publish_open(
         fsync_dir(parent_dir(target))?;
     }
     Ok(())
+}
+
+/// A temp name for `name` in `dir` (`.<name>.tmp-<pid>-<random>`, what
+/// [`remove_stale_temps`] clears).
+fn temp_beside(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(
+        ".{name}{TEMP_MARK}{}-{:08x}",
+        std::process::id(),
+        fastrand::u32(..)
+    ))
+}
+
+/// Makes `target` a hard link to `existing` in one step (link under a temp
+/// name, rename over `target`, fsync the directory): `target` is the old
+/// file or the new link, never missing.
+pub fn link_over(existing: &Path, target: &Path) -> io::Result<()> {
+    let dir = parent_dir(target);
+    let name = target
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target has no file name"))?
+        .to_string_lossy()
+        .into_owned();
+    let temp = temp_beside(dir, &name);
+    let r = fs::hard_link(existing, &temp)
+        .and_then(|()| fs::rename(&temp, target))
+        .and_then(|()| fsync_dir(dir));
+    if r.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    r
 }
 
 fn parent_dir(p: &Path) -> &Path {

@@ -128,28 +128,7 @@ async fn run_inner(
     partial: &mut Partial,
     stop: impl Future<Output = String>,
 ) -> Result<(Option<i64>, Option<String>)> {
-    let opts = || CreateContainerOptions {
-        name: Some(spec.name.clone()),
-        ..Default::default()
-    };
-    let created = match docker.create_container(Some(opts()), spec.body()).await {
-        Err(e) if is_status(&e, 404) => {
-            tracing::info!(step, image = %spec.image, "image not present; pulling it");
-            pull(docker, step, spec).await?;
-            docker.create_container(Some(opts()), spec.body()).await
-        }
-        other => other,
-    }
-    .map_err(|e| docker_err("failed to create container", spec, e))?;
-    for w in &created.warnings {
-        tracing::warn!(step, warning = %w, "docker warning");
-    }
-    docker
-        .start_container(&spec.name, None)
-        .await
-        .map_err(|e| docker_err("failed to start container", spec, e))?;
-    tracing::info!(step, container = %spec.name, image = %spec.image, id = %created.id, "container started");
-
+    create_and_start(docker, step, spec).await?;
     let logs = docker.logs(
         &spec.name,
         Some(LogsOptions {
@@ -218,37 +197,73 @@ async fn run_inner(
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
-    // Docker's json-file logger can write a container's last message (a
-    // final line without a newline) after the follow stream saw the
-    // container stop. Once it has stopped its log is complete: read it
-    // again and feed what the stream missed.
     if exit_code.is_some() {
-        let all = docker.logs(
-            &spec.name,
-            Some(LogsOptions {
-                follow: false,
-                stdout: true,
-                stderr: true,
-                ..Default::default()
-            }),
-        );
-        let rest = async {
-            let mut frames = Vec::new();
-            tokio::pin!(all);
-            while let Some(Ok(out)) = all.next().await {
-                frames.push(out);
-            }
-            frames
-        };
-        if let Ok(frames) = tokio::time::timeout(Duration::from_secs(5), rest).await {
-            partial.catch_up(step, frames, tail);
-        }
+        catch_up_logs(docker, step, spec, tail, partial).await;
     }
     partial.flush(step, tail);
     if let Some(code) = exit_code {
         tracing::info!(step, container = %spec.name, exit_code = code, "container exited");
     }
     Ok((exit_code.filter(|_| stopped.is_none()), stopped))
+}
+
+/// Creates the container (pulling its image when missing) and starts it.
+async fn create_and_start(docker: &Docker, step: &'static str, spec: &ContainerSpec) -> Result<()> {
+    let opts = || CreateContainerOptions {
+        name: Some(spec.name.clone()),
+        ..Default::default()
+    };
+    let created = match docker.create_container(Some(opts()), spec.body()).await {
+        Err(e) if is_status(&e, 404) => {
+            tracing::info!(step, image = %spec.image, "image not present; pulling it");
+            pull(docker, step, spec).await?;
+            docker.create_container(Some(opts()), spec.body()).await
+        }
+        other => other,
+    }
+    .map_err(|e| docker_err("failed to create container", spec, e))?;
+    for w in &created.warnings {
+        tracing::warn!(step, warning = %w, "docker warning");
+    }
+    docker
+        .start_container(&spec.name, None)
+        .await
+        .map_err(|e| docker_err("failed to start container", spec, e))?;
+    tracing::info!(step, container = %spec.name, image = %spec.image, id = %created.id, "container started");
+    Ok(())
+}
+
+/// Docker's json-file logger can write a container's last message (a final
+/// line without a newline) after the follow stream saw the container stop.
+/// Once it has stopped its log is complete: read it again and feed what
+/// the stream missed.
+async fn catch_up_logs(
+    docker: &Docker,
+    step: &'static str,
+    spec: &ContainerSpec,
+    tail: &mut LogTail,
+    partial: &mut Partial,
+) {
+    let all = docker.logs(
+        &spec.name,
+        Some(LogsOptions {
+            follow: false,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        }),
+    );
+    let rest = async {
+        let mut frames = Vec::new();
+        tokio::pin!(all);
+        while let Some(Ok(out)) = all.next().await {
+            frames.push(out);
+        }
+        frames
+    };
+    if let Ok(frames) = tokio::time::timeout(Duration::from_secs(5), rest).await {
+        partial.catch_up(step, frames, tail);
+    }
 }
 
 /// Splits Docker's log frames into lines per stream.

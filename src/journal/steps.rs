@@ -15,11 +15,13 @@
 use crate::addon::AddonOutcome;
 use crate::cluster::ClusterVersion;
 use crate::updater::OsUpdateRecord;
+use crate::upgrade::UpgradeOutcome;
 use serde::{Deserialize, Serialize};
 
 /// A step of `run` (the flow) or a helper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Step {
+    AgentUpgrade,
     Assets,
     ClusterVersion,
     OsUpdate,
@@ -32,7 +34,8 @@ pub enum Step {
 
 impl Step {
     /// The steps of `run`, in flow order.
-    pub const FLOW: [Step; 6] = [
+    pub const FLOW: [Step; 7] = [
+        Step::AgentUpgrade,
         Step::Assets,
         Step::ClusterVersion,
         Step::OsUpdate,
@@ -46,6 +49,7 @@ impl Step {
     /// The name: the journal's key, the `PHASE`/`STEP` log field.
     pub const fn name(self) -> &'static str {
         match self {
+            Step::AgentUpgrade => "agent-upgrade",
             Step::Assets => "assets",
             Step::ClusterVersion => "cluster-version",
             Step::OsUpdate => "os-update",
@@ -143,6 +147,7 @@ impl<T> Confirmable<T> {
 /// What a step recorded when it finished (see module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepResult {
+    AgentUpgrade(UpgradeOutcome),
     Assets(AssetsRecord),
     ClusterVersion(ClusterVersion),
     OsUpdate(Confirmable<OsUpdateRecord>),
@@ -164,6 +169,7 @@ impl StepResult {
             T::deserialize(v).ok().map(wrap)
         }
         let read = match Step::from_name(name) {
+            Some(Step::AgentUpgrade) => typed(&v, StepResult::AgentUpgrade),
             Some(Step::Assets) => typed(&v, StepResult::Assets),
             Some(Step::ClusterVersion) => typed(&v, StepResult::ClusterVersion),
             Some(Step::OsUpdate) => typed(&v, StepResult::OsUpdate),
@@ -179,6 +185,7 @@ impl StepResult {
     /// The JSON the journal holds for it.
     pub fn to_json(&self) -> serde_json::Value {
         let v = match self {
+            StepResult::AgentUpgrade(r) => serde_json::to_value(r),
             StepResult::Assets(r) => serde_json::to_value(r),
             StepResult::ClusterVersion(r) => serde_json::to_value(r),
             StepResult::OsUpdate(r) => serde_json::to_value(r),
@@ -189,6 +196,13 @@ impl StepResult {
             StepResult::Raw(v) => Ok(v.clone()),
         };
         v.expect("step results serialize")
+    }
+
+    pub fn agent_upgrade(&self) -> Option<&UpgradeOutcome> {
+        match self {
+            StepResult::AgentUpgrade(r) => Some(r),
+            _ => None,
+        }
     }
 
     pub fn cluster_version(&self) -> Option<&ClusterVersion> {

@@ -151,6 +151,14 @@ struct Loaded {
     products: Vec<Products>,
 }
 
+/// How a location is read: where, with which settings and keys.
+struct Reader<'a> {
+    config: &'a Config,
+    kind: LocationKind,
+    loc: &'a Location,
+    keyring: &'a std::result::Result<crate::openpgp::Keyring, String>,
+}
+
 /// Reads a location's metadata (signed first), see module docs.
 async fn load_location(
     config: &Config,
@@ -159,64 +167,13 @@ async fn load_location(
     keyring: &std::result::Result<crate::openpgp::Keyring, String>,
     product_filter: Option<&str>,
 ) -> std::result::Result<Loaded, Miss> {
-    let s = &config.sources;
-    let get = |rel: String| async move { loc.get(&rel, s.timeout, s.attempts).await };
-    let signed_path = format::index_path(true);
-    let (signed, index_text) = match get(signed_path.to_string()).await {
-        Ok(bytes) => {
-            let ring = keyring.as_ref().map_err(|e| {
-                Miss::Unreachable(format!(
-                    "has signed metadata but it cannot be verified: {e}"
-                ))
-            })?;
-            let text = ring
-                .verify_cleartext(&bytes, &loc.resolve(signed_path))
-                .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?;
-            (true, text)
-        }
-        Err(FetchError::Failed(e)) => {
-            return Err(Miss::Unreachable(format!("unreachable: {e}")));
-        }
-        Err(FetchError::NotFound) => {
-            let unsigned_path = format::index_path(false);
-            match get(unsigned_path.to_string()).await {
-                Ok(bytes) => {
-                    if kind != LocationKind::Dev && !s.allow_unsigned.contains(&kind) {
-                        return Err(Miss::Plain(format!(
-                            "has only unsigned metadata ({unsigned_path}), and sources.allow_unsigned does not include {:?}",
-                            kind.as_str()
-                        )));
-                    }
-                    let text = String::from_utf8(bytes).map_err(|_| {
-                        Miss::Plain(format!("{} is not UTF-8", loc.resolve(unsigned_path)))
-                    })?;
-                    (false, text)
-                }
-                Err(FetchError::NotFound) => {
-                    return Err(Miss::Plain(format!(
-                        "no metadata ({} nor {unsigned_path})",
-                        signed_path
-                    )));
-                }
-                Err(FetchError::Failed(e)) => {
-                    return Err(Miss::Unreachable(format!("unreachable: {e}")));
-                }
-            }
-        }
+    let r = Reader {
+        config,
+        kind,
+        loc,
+        keyring,
     };
-    let index: Index = serde_json::from_str(&index_text).map_err(|e| {
-        Miss::Plain(format!(
-            "{} is not a valid index: {e}",
-            loc.resolve(format::index_path(signed))
-        ))
-    })?;
-    if index.format != format::INDEX_FORMAT {
-        return Err(Miss::Plain(format!(
-            "index format is {:?}, expected {:?}",
-            index.format,
-            format::INDEX_FORMAT
-        )));
-    }
+    let (signed, index) = r.index().await?;
     let mut products = Vec::new();
     for (content_id, entry) in &index.index {
         if let Some(id) = product_filter
@@ -238,7 +195,83 @@ async fn load_location(
         } else {
             entry.path.clone()
         };
-        let bytes = match get(rel.clone()).await {
+        products.push(r.products(&rel).await?);
+    }
+    Ok(Loaded { signed, products })
+}
+
+impl Reader<'_> {
+    async fn get(&self, rel: &str) -> std::result::Result<Vec<u8>, FetchError> {
+        let s = &self.config.sources;
+        self.loc.get(rel, s.timeout, s.attempts).await
+    }
+
+    /// Verifies an inline-signed file; the error is the location's miss.
+    fn verified(&self, bytes: &[u8], rel: &str) -> std::result::Result<String, Miss> {
+        let ring = self.keyring.as_ref().map_err(|e| {
+            Miss::Unreachable(format!(
+                "has signed metadata but it cannot be verified: {e}"
+            ))
+        })?;
+        ring.verify_cleartext(bytes, &self.loc.resolve(rel))
+            .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))
+    }
+
+    fn text(&self, bytes: Vec<u8>, rel: &str) -> std::result::Result<String, Miss> {
+        String::from_utf8(bytes)
+            .map_err(|_| Miss::Plain(format!("{} is not UTF-8", self.loc.resolve(rel))))
+    }
+
+    /// The index, signed (`index.sjson`) before unsigned (`index.json`,
+    /// only where allowed); says whether it was signed.
+    async fn index(&self) -> std::result::Result<(bool, Index), Miss> {
+        let signed_path = format::index_path(true);
+        let unsigned_path = format::index_path(false);
+        let (signed, text) = match self.get(signed_path).await {
+            Ok(bytes) => (true, self.verified(&bytes, signed_path)?),
+            Err(FetchError::Failed(e)) => {
+                return Err(Miss::Unreachable(format!("unreachable: {e}")));
+            }
+            Err(FetchError::NotFound) => match self.get(unsigned_path).await {
+                Ok(bytes) => {
+                    let s = &self.config.sources;
+                    if self.kind != LocationKind::Dev && !s.allow_unsigned.contains(&self.kind) {
+                        return Err(Miss::Plain(format!(
+                            "has only unsigned metadata ({unsigned_path}), and sources.allow_unsigned does not include {:?}",
+                            self.kind.as_str()
+                        )));
+                    }
+                    (false, self.text(bytes, unsigned_path)?)
+                }
+                Err(FetchError::NotFound) => {
+                    return Err(Miss::Plain(format!(
+                        "no metadata ({signed_path} nor {unsigned_path})"
+                    )));
+                }
+                Err(FetchError::Failed(e)) => {
+                    return Err(Miss::Unreachable(format!("unreachable: {e}")));
+                }
+            },
+        };
+        let index: Index = serde_json::from_str(&text).map_err(|e| {
+            Miss::Plain(format!(
+                "{} is not a valid index: {e}",
+                self.loc.resolve(format::index_path(signed))
+            ))
+        })?;
+        if index.format != format::INDEX_FORMAT {
+            return Err(Miss::Plain(format!(
+                "index format is {:?}, expected {:?}",
+                index.format,
+                format::INDEX_FORMAT
+            )));
+        }
+        Ok((signed, index))
+    }
+
+    /// A product file; a `.sjson` one is always verified.
+    async fn products(&self, rel: &str) -> std::result::Result<Products, Miss> {
+        let bytes = match self.get(rel).await {
             Ok(b) => b,
             Err(FetchError::NotFound) => {
                 return Err(Miss::Plain(format!(
@@ -249,33 +282,23 @@ async fn load_location(
                 return Err(Miss::Unreachable(format!("unreachable: {e}")));
             }
         };
-        let text = if format::is_signed_path(&rel) {
-            keyring
-                .as_ref()
-                .map_err(|e| Miss::Unreachable(e.clone()))?
-                .verify_cleartext(&bytes, &loc.resolve(&rel))
-                .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))?
+        let text = if format::is_signed_path(rel) {
+            self.verified(&bytes, rel)?
         } else {
-            String::from_utf8(bytes)
-                .map_err(|_| Miss::Plain(format!("{} is not UTF-8", loc.resolve(&rel))))?
+            self.text(bytes, rel)?
         };
-        let p = Products::parse(&text).map_err(|e| {
-            Miss::Plain(format!(
-                "{} is not a valid product file: {e}",
-                loc.resolve(&rel)
-            ))
-        })?;
+        let shown = self.loc.resolve(rel);
+        let p = Products::parse(&text)
+            .map_err(|e| Miss::Plain(format!("{shown} is not a valid product file: {e}")))?;
         if p.format != format::PRODUCTS_FORMAT {
             return Err(Miss::Plain(format!(
-                "{} has format {:?}, expected {:?}",
-                loc.resolve(&rel),
+                "{shown} has format {:?}, expected {:?}",
                 p.format,
                 format::PRODUCTS_FORMAT
             )));
         }
-        products.push(p);
+        Ok(p)
     }
-    Ok(Loaded { signed, products })
 }
 
 fn load_keyring(config: &Config) -> std::result::Result<crate::openpgp::Keyring, String> {
@@ -300,86 +323,57 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
     let mut cache: std::collections::HashMap<(usize, String), std::result::Result<Loaded, Miss>> =
         Default::default();
     let mut skipped: Vec<Skipped> = Vec::new();
-    let mut tampered = false;
-    let mut unreachable = false;
-    for (kind, loc) in &path {
-        if *kind == LocationKind::Dev {
-            tracing::warn!(step = "metadata", location = %loc,
-                products = %queries.iter().map(|q| q.product_id.as_str()).collect::<Vec<_>>().join(","),
-                "DEVELOPMENT MODE: searching locally built artifacts first (sources.dev_dir); unsigned metadata accepted there");
-        }
+    let (mut tampered, mut unreachable) = (false, false);
+    if let Some((_, dev)) = path.iter().find(|(k, _)| *k == LocationKind::Dev) {
+        tracing::warn!(step = "metadata", location = %dev,
+            products = %queries.iter().map(|q| q.product_id.as_str()).collect::<Vec<_>>().join(","),
+            "DEVELOPMENT MODE: searching locally built artifacts first (sources.dev_dir); unsigned metadata accepted there");
     }
     for query in queries {
-        let id = query.product_id.clone();
+        let id = &query.product_id;
         for (i, (kind, loc)) in path.iter().enumerate() {
-            let kind = *kind;
-            let skip = |reason: String, skipped: &mut Vec<Skipped>| {
-                tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
-                    wanted = %query.version, reason = %reason, "location did not serve the artifact");
-                skipped.push(Skipped {
-                    kind,
-                    location: loc.to_string(),
-                    reason,
-                });
-            };
             let key = (i, id.clone());
             if !cache.contains_key(&key) {
-                let l = load_location(config, kind, loc, &keyring, Some(&id)).await;
+                let l = load_location(config, *kind, loc, &keyring, Some(id)).await;
                 cache.insert(key.clone(), l);
             }
-            let loaded = match &cache[&key] {
-                Ok(l) => l,
-                Err(Miss::Plain(r)) => {
-                    skip(r.clone(), &mut skipped);
-                    continue;
-                }
+            let served = match &cache[&key] {
+                Ok(loaded) => serve(loaded, query).map(|pick| (loaded.signed, pick)),
+                Err(Miss::Plain(r)) => Err(r.clone()),
                 Err(Miss::Tampered(r)) => {
                     tracing::warn!(step = "metadata", location = %loc, reason = %r, "signed metadata failed verification");
                     tampered = true;
-                    skip(r.clone(), &mut skipped);
-                    continue;
+                    Err(r.clone())
                 }
                 Err(Miss::Unreachable(r)) => {
                     unreachable = true;
-                    skip(r.clone(), &mut skipped);
-                    continue;
+                    Err(r.clone())
                 }
             };
-            let product = loaded.products.iter().find_map(|p| p.products.get(&id));
-            let Some(product) = product else {
-                skip(format!("no product {id}"), &mut skipped);
-                continue;
-            };
-            let Some(pick) = format::select(product, &query.version) else {
-                skip(
-                    format!(
-                        "product {id} has no {} (has: {})",
-                        query.version,
-                        product.artifact_versions().join(", ")
-                    ),
-                    &mut skipped,
-                );
-                continue;
-            };
-            let item = match pick.item.artifact(pick.item_name, pick.version_name) {
-                Ok(a) => a,
-                Err(e) => {
-                    skip(format!("bad item: {e}"), &mut skipped);
+            let (signed, (version_name, item_name, item)) = match served {
+                Ok(s) => s,
+                Err(reason) => {
+                    tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
+                        wanted = %query.version, reason = %reason, "location did not serve the artifact");
+                    skipped.push(Skipped {
+                        kind: *kind,
+                        location: loc.to_string(),
+                        reason,
+                    });
                     continue;
                 }
             };
             let url = loc.resolve(&item.path);
             tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %id,
-                version = %item.version, url = %url, signed = loaded.signed,
-                skipped = skipped.len(), "artifact found");
+                version = %item.version, url = %url, signed, skipped = skipped.len(), "artifact found");
             return Ok(Found {
-                kind,
+                kind: *kind,
                 location: loc.to_string(),
-                signed: loaded.signed,
-                product_id: id,
+                signed,
+                product_id: id.clone(),
                 version: item.version.clone(),
-                version_name: pick.version_name.to_string(),
-                item_name: pick.item_name.to_string(),
+                version_name,
+                item_name,
                 item,
                 url,
                 skipped,
@@ -387,6 +381,147 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
             });
         }
     }
+    Err(not_found(queries, &skipped, tampered, unreachable))
+}
+
+/// What a location's metadata offers for `query`: (version name, item
+/// name, artifact), or why it offers nothing.
+fn serve(
+    loaded: &Loaded,
+    query: &ArtifactQuery,
+) -> std::result::Result<(String, String, Artifact), String> {
+    let id = &query.product_id;
+    let product = product_in(loaded, id)?;
+    let pick = format::select(product, &query.version).ok_or_else(|| {
+        format!(
+            "product {id} has no {} (has: {})",
+            query.version,
+            product.artifact_versions().join(", ")
+        )
+    })?;
+    let item = pick
+        .item
+        .artifact(pick.item_name, pick.version_name)
+        .map_err(|e| format!("bad item: {e}"))?;
+    Ok((
+        pick.version_name.to_string(),
+        pick.item_name.to_string(),
+        item,
+    ))
+}
+
+/// The product `id` in a location's metadata, or why not (naming the
+/// products of the same name for other arches or series, if any: "this
+/// mirror only has arm64").
+fn product_in<'a>(
+    loaded: &'a Loaded,
+    id: &str,
+) -> std::result::Result<&'a format::Product, String> {
+    if let Some(p) = loaded.products.iter().find_map(|p| p.products.get(id)) {
+        return Ok(p);
+    }
+    let stem = id.rsplit_once(':').map_or(id, |(s, _)| s);
+    let stem = stem.rsplit_once(':').map_or(stem, |(s, _)| s);
+    let mut others: Vec<&str> = loaded
+        .products
+        .iter()
+        .flat_map(|p| p.products.keys())
+        .filter(|k| k.starts_with(&format!("{stem}:")))
+        .map(String::as_str)
+        .collect();
+    others.sort();
+    Err(if others.is_empty() {
+        format!("no product {id}")
+    } else {
+        format!("no product {id} (it has {})", others.join(", "))
+    })
+}
+
+/// Every downloadable item of one product along the whole search path,
+/// each location read with the usual trust rules (signed first, unsigned
+/// only where allowed, tampered metadata disqualifying the location), in
+/// search order; and why the other locations offered none.
+#[derive(Debug, Clone, Default)]
+pub struct Offers {
+    pub items: Vec<Found>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// [`Offers`] of `product_id`; an error when no location offers any item.
+pub async fn find_all(config: &Config, product_id: &str) -> Result<Offers> {
+    let keyring = load_keyring(config);
+    let mut offers = Offers::default();
+    let (mut tampered, mut unreachable) = (false, false);
+    for (kind, loc) in search_path(config) {
+        let mut skip = |reason: String| {
+            tracing::info!(step = "metadata", location = %loc, kind = kind.as_str(), product = %product_id,
+                reason = %reason, "location offers nothing");
+            offers.skipped.push(Skipped {
+                kind,
+                location: loc.to_string(),
+                reason,
+            });
+        };
+        let loaded = match load_location(config, kind, &loc, &keyring, Some(product_id)).await {
+            Ok(l) => l,
+            Err(Miss::Plain(r)) => {
+                skip(r);
+                continue;
+            }
+            Err(Miss::Tampered(r)) => {
+                tampered = true;
+                skip(r);
+                continue;
+            }
+            Err(Miss::Unreachable(r)) => {
+                unreachable = true;
+                skip(r);
+                continue;
+            }
+        };
+        let product = match product_in(&loaded, product_id) {
+            Ok(p) => p,
+            Err(r) => {
+                skip(r);
+                continue;
+            }
+        };
+        for (version_name, item_name, item) in product.downloads() {
+            match item.artifact(item_name, version_name) {
+                Ok(item) => offers.items.push(Found {
+                    kind,
+                    location: loc.to_string(),
+                    signed: loaded.signed,
+                    product_id: product_id.to_string(),
+                    version: item.version.clone(),
+                    version_name: version_name.to_string(),
+                    item_name: item_name.to_string(),
+                    url: loc.resolve(&item.path),
+                    item,
+                    skipped: Vec::new(),
+                    base: Some(loc.clone()),
+                }),
+                Err(e) => tracing::warn!(step = "metadata", location = %loc, product = %product_id,
+                    reason = %e, "ignoring a bad item"),
+            }
+        }
+    }
+    if offers.items.is_empty() {
+        let q = ArtifactQuery::by_id(product_id, VersionMatch::Latest);
+        return Err(not_found(&[q], &offers.skipped, tampered, unreachable));
+    }
+    Ok(offers)
+}
+
+/// The error when no location served any query: what was wanted, why each
+/// location did not serve it; tampered metadata first, then unreachable
+/// locations decide the class.
+fn not_found(
+    queries: &[ArtifactQuery],
+    skipped: &[Skipped],
+    tampered: bool,
+    unreachable: bool,
+) -> Error {
     let reasons: Vec<String> = skipped
         .iter()
         .map(|s| format!("{} ({}): {}", s.location, s.kind.as_str(), s.reason))
@@ -400,13 +535,13 @@ pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Fo
         wanted.join(" nor "),
         reasons.join("; ")
     );
-    Err(if tampered {
+    if tampered {
         Error::verification(msg)
     } else if unreachable {
         Error::retryable(msg)
     } else {
         Error::bad_input(msg)
-    })
+    }
 }
 
 /// Checks a downloaded file's size and hashes against its item.
@@ -463,18 +598,31 @@ pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
 /// before it appears there ([`fsutil::AtomicFile`]); a bad download is
 /// removed.
 pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<()> {
-    let loc = found
-        .base
-        .as_ref()
-        .ok_or_else(|| Error::internal("Found without a location"))?;
     let mut out = fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC)
         .ctx(ErrorClass::Internal, || {
             format!("failed to create a file beside {}", dest.display())
         })?;
+    fetch_into(config, found, &mut out).await?;
+    out.commit().ctx(ErrorClass::Internal, || {
+        format!("failed to put {} in place", dest.display())
+    })
+}
+
+/// Downloads the item `found` names into `out` and verifies its size and
+/// hashes; `out` stays under its temp name for the caller to commit.
+pub async fn fetch_into(
+    config: &Config,
+    found: &Found,
+    out: &mut fsutil::AtomicFile,
+) -> Result<()> {
+    let loc = found
+        .base
+        .as_ref()
+        .ok_or_else(|| Error::internal("Found without a location"))?;
     match loc
         .fetch_to(
             &found.item.path,
-            &mut out,
+            out,
             config.sources.timeout,
             config.sources.attempts,
             found.item.size,
@@ -490,10 +638,7 @@ pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<(
         }
         Err(FetchError::Failed(e)) => return Err(e),
     }
-    verify_file(out.temp_path(), &found.item, &found.url)?;
-    out.commit().ctx(ErrorClass::Internal, || {
-        format!("failed to put {} in place", dest.display())
-    })
+    verify_file(out.temp_path(), &found.item, &found.url)
 }
 
 /// What `metadata generate` wrote.

@@ -322,6 +322,7 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "agent-upgrade",
                 "assets",
                 "cluster-version",
                 "os-update",
@@ -335,6 +336,7 @@ mod tests {
         assert_eq!(
             st,
             vec![
+                StepState::Pending,
                 StepState::Done,
                 StepState::Interrupted,
                 StepState::Failed,
@@ -344,8 +346,8 @@ mod tests {
                 StepState::Running
             ]
         );
-        assert_eq!(p[2].retryable, Some(false));
-        assert_eq!(p[4].this_boot, Some(false));
+        assert_eq!(p[3].retryable, Some(false));
+        assert_eq!(p[5].this_boot, Some(false));
         // The helpers show on the master even before they ran.
         let p = steps(&j, Some("now"), true, &[]);
         assert!(p.iter().any(|p| p.name == "helper/tectonic"));

@@ -6,7 +6,7 @@
 use super::facts::*;
 use crate::config::{Config, Role};
 use crate::journal::JournalFile;
-use crate::systemd::units::Units;
+use crate::systemd::units::{UnitState, Units};
 use std::path::Path;
 use std::time::Duration;
 
@@ -43,195 +43,20 @@ impl LoadedConfig {
 pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
     let config = &loaded.config;
     let paths = &config.paths;
-    let mut unreachable = Vec::new();
+    let mut u = Unreachables::default();
     if let Some(e) = &loaded.error {
-        unreachable.push(Unreachable {
-            source: "config",
-            error: format!("{e} (showing defaults)"),
-        });
+        u.note("config", format!("{e} (showing defaults)"));
     }
-
-    // systemd and update_engine share one bus connection.
-    let bus = crate::systemd::system_bus(timeout, timeout).await;
-    let (units, update_engine) = match &bus {
-        Ok(conn) => {
-            let u = Units::new(conn.clone());
-            let mut names: Vec<&str> = FLOW_UNITS.to_vec();
-            names.push(DOCKER);
-            let (states, ue) = tokio::join!(u.units(&names), update_engine_status(conn, timeout));
-            let mut list = Vec::new();
-            let mut failed = None;
-            for s in states {
-                match s {
-                    Ok(s) => list.push(s),
-                    Err(e) => failed = Some(e.to_string()),
-                }
-            }
-            let units = match failed {
-                Some(e) => {
-                    unreachable.push(Unreachable {
-                        source: "systemd",
-                        error: e,
-                    });
-                    None
-                }
-                None => Some(list),
-            };
-            (units, ue)
-        }
-        Err(e) => {
-            unreachable.push(Unreachable {
-                source: "systemd",
-                error: e.to_string(),
-            });
-            (None, Err("the system bus is unreachable".to_string()))
-        }
-    };
-    let update_engine = match update_engine {
-        Ok(s) => Some(s),
-        Err(e) => {
-            unreachable.push(Unreachable {
-                source: "update-engine",
-                error: e,
-            });
-            None
-        }
-    };
-
-    // Docker: asked only when docker.service runs (asking a socket-activated
-    // docker would start it), or when systemd cannot say.
-    let docker_unit = units
-        .as_ref()
-        .and_then(|us| us.iter().find(|u| u.name == DOCKER));
-    let docker = match docker_unit {
-        Some(u) if !u.is_active() => {
-            unreachable.push(Unreachable {
-                source: "docker",
-                error: format!(
-                    "{DOCKER} is {} (not asked, to avoid starting it)",
-                    u.active_state
-                ),
-            });
-            None
-        }
-        _ => match docker_version(&paths.docker_socket, timeout).await {
-            Ok(d) => Some(d),
-            Err(e) => {
-                unreachable.push(Unreachable {
-                    source: "docker",
-                    error: e,
-                });
-                None
-            }
-        },
-    };
-
-    let boot_id = std::fs::read_to_string(paths.run_dir.join("boot-id"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
-
-    let (role, role_source) = if loaded.error.is_none() {
-        (config.role, "config")
-    } else if units.as_ref().is_some_and(|us| {
-        us.iter()
-            .any(|u| u.name == BOOTKUBE_PATH && u.unit_file_state == "enabled")
-    }) {
-        (Role::BootkubeMaster, "inferred")
-    } else {
-        (config.role, "default")
-    };
-    let master = role.is_bootkube_master();
-
-    let jpath = paths.state_journal();
-    let jp = jpath.display().to_string();
-    let (state_journal, steps) = match JournalFile::new(&jpath).load() {
-        Ok(Some(j)) => (
-            JournalFacts::Present { path: jp },
-            Some(super::facts::steps(
-                &j,
-                boot_id.as_deref(),
-                master,
-                &disabled_steps(config),
-            )),
-        ),
-        Ok(None) => {
-            unreachable.push(Unreachable {
-                source: "state-journal",
-                error: format!(
-                    "no state journal at {jp} (the agent has not recorded anything yet)"
-                ),
-            });
-            (JournalFacts::Missing { path: jp }, None)
-        }
-        Err(e) => {
-            unreachable.push(Unreachable {
-                source: "state-journal",
-                error: e.to_string(),
-            });
-            (
-                JournalFacts::Corrupt {
-                    path: jp,
-                    error: e.to_string(),
-                },
-                None,
-            )
-        }
-    };
-
-    let kubelet_env = match crate::fsutil::read_optional(&paths.kubelet_env) {
-        Ok(text) => KubeletEnv {
-            path: paths.kubelet_env.display().to_string(),
-            present: text.is_some(),
-            values: text.as_deref().map(parse_env).unwrap_or_default(),
-        },
-        Err(e) => {
-            unreachable.push(Unreachable {
-                source: "kubelet-env",
-                error: format!("cannot read {}: {e}", paths.kubelet_env.display()),
-            });
-            KubeletEnv {
-                path: paths.kubelet_env.display().to_string(),
-                // It exists (we could not read it); kubelet.service decides.
-                present: paths.kubelet_env.exists(),
-                values: vec![],
-            }
-        }
-    };
-
-    let bk = config
-        .helpers
-        .bootkube
-        .script_path(&paths.assets_dir, "bootkube.sh");
-    let tc = config
-        .helpers
-        .tectonic
-        .script_path(&paths.assets_dir, "tectonic-wrapper.sh");
-    let assets = Assets {
-        dir: paths.assets_dir.display().to_string(),
-        mode: match config.assets.mode {
-            crate::assets::config::AssetsMode::Push => "push",
-            crate::assets::config::AssetsMode::Pull => "pull",
-        },
-        bootkube_script_present: bk.exists(),
-        bootkube_script: bk.display().to_string(),
-        tectonic_script_present: tc.exists(),
-        tectonic_script: tc.display().to_string(),
-        bootkube_done: paths.bootkube_done().exists(),
-        tectonic_done: paths.tectonic_done().exists(),
-    };
-
-    let torcx = match read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            unreachable.push(Unreachable {
-                source: "torcx",
-                error: e,
-            });
-            None
-        }
-    };
-
+    let (units, update_engine) = systemd_and_update_engine(timeout, &mut u).await;
+    let docker = docker(units.as_deref(), &paths.docker_socket, timeout, &mut u).await;
+    let boot_id = crate::boot::read(&paths.run_dir).ok().flatten();
+    let (role, role_source) = role(loaded, units.as_deref());
+    let (state_journal, steps) = journal(config, boot_id.as_deref(), role, &mut u);
+    let kubelet_env = kubelet_env(&paths.kubelet_env, &mut u);
+    let torcx = u.ok(
+        "torcx",
+        read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)),
+    );
     Facts {
         node: NodeFacts {
             role,
@@ -248,11 +73,170 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         state_journal,
         steps,
         kubelet_env,
-        assets,
+        assets: assets(config),
         torcx,
         docker,
         update_engine,
-        unreachable,
+        unreachable: u.0,
+    }
+}
+
+/// The sources that could not be read, as the probes meet them.
+#[derive(Default)]
+struct Unreachables(Vec<Unreachable>);
+
+impl Unreachables {
+    fn note(&mut self, source: &'static str, error: impl ToString) {
+        self.0.push(Unreachable {
+            source,
+            error: error.to_string(),
+        });
+    }
+
+    /// The value, or `None` with the error noted under `source`.
+    fn ok<T, E: ToString>(&mut self, source: &'static str, r: Result<T, E>) -> Option<T> {
+        r.map_err(|e| self.note(source, e)).ok()
+    }
+}
+
+/// The flow's units (and docker's) from systemd and update_engine's
+/// status, over one bus connection.
+async fn systemd_and_update_engine(
+    timeout: Duration,
+    u: &mut Unreachables,
+) -> (Option<Vec<UnitState>>, Option<UpdateEngine>) {
+    let bus = match crate::systemd::system_bus(timeout, timeout).await {
+        Ok(bus) => bus,
+        Err(e) => {
+            u.note("systemd", e);
+            u.note("update-engine", "the system bus is unreachable");
+            return (None, None);
+        }
+    };
+    let mut names: Vec<&str> = FLOW_UNITS.to_vec();
+    names.push(DOCKER);
+    let systemd = Units::new(bus.clone());
+    let (states, ue) = tokio::join!(systemd.units(&names), update_engine_status(&bus, timeout));
+    let units: Result<Vec<UnitState>, _> = states.into_iter().collect();
+    (u.ok("systemd", units), u.ok("update-engine", ue))
+}
+
+/// Docker's version, asked only when docker.service runs (asking a
+/// socket-activated docker would start it) or when systemd cannot say.
+async fn docker(
+    units: Option<&[UnitState]>,
+    socket: &Path,
+    timeout: Duration,
+    u: &mut Unreachables,
+) -> Option<DockerInfo> {
+    match units.and_then(|us| us.iter().find(|s| s.name == DOCKER)) {
+        Some(s) if !s.is_active() => {
+            u.note(
+                "docker",
+                format!(
+                    "{DOCKER} is {} (not asked, to avoid starting it)",
+                    s.active_state
+                ),
+            );
+            None
+        }
+        _ => u.ok("docker", docker_version(socket, timeout).await),
+    }
+}
+
+/// The node's role: from the config, else inferred from the enabled units.
+fn role(loaded: &LoadedConfig, units: Option<&[UnitState]>) -> (Role, &'static str) {
+    if loaded.error.is_none() {
+        return (loaded.config.role, "config");
+    }
+    let bootkube_path_enabled = units.is_some_and(|us| {
+        us.iter()
+            .any(|u| u.name == BOOTKUBE_PATH && u.unit_file_state == "enabled")
+    });
+    if bootkube_path_enabled {
+        (Role::BootkubeMaster, "inferred")
+    } else {
+        (loaded.config.role, "default")
+    }
+}
+
+/// The state journal, and its steps as `status` shows them.
+fn journal(
+    config: &Config,
+    boot_id: Option<&str>,
+    role: Role,
+    u: &mut Unreachables,
+) -> (JournalFacts, Option<Vec<StepView>>) {
+    let jpath = config.paths.state_journal();
+    let path = jpath.display().to_string();
+    match JournalFile::new(&jpath).load() {
+        Ok(Some(j)) => {
+            let steps = super::facts::steps(
+                &j,
+                boot_id,
+                role.is_bootkube_master(),
+                &disabled_steps(config),
+            );
+            (JournalFacts::Present { path }, Some(steps))
+        }
+        Ok(None) => {
+            u.note(
+                "state-journal",
+                format!("no state journal at {path} (the agent has not recorded anything yet)"),
+            );
+            (JournalFacts::Missing { path }, None)
+        }
+        Err(e) => {
+            u.note("state-journal", &e);
+            let error = e.to_string();
+            (JournalFacts::Corrupt { path, error }, None)
+        }
+    }
+}
+
+fn kubelet_env(path: &Path, u: &mut Unreachables) -> KubeletEnv {
+    let shown = path.display().to_string();
+    match crate::fsutil::read_optional(path) {
+        Ok(text) => KubeletEnv {
+            path: shown,
+            present: text.is_some(),
+            values: text.as_deref().map(parse_env).unwrap_or_default(),
+        },
+        Err(e) => {
+            u.note("kubelet-env", format!("cannot read {shown}: {e}"));
+            KubeletEnv {
+                path: shown,
+                // It exists (we could not read it); kubelet.service decides.
+                present: path.exists(),
+                values: vec![],
+            }
+        }
+    }
+}
+
+/// The assets and the helpers' scripts and markers.
+fn assets(config: &Config) -> Assets {
+    let paths = &config.paths;
+    let bk = config
+        .helpers
+        .bootkube
+        .script_path(&paths.assets_dir, "bootkube.sh");
+    let tc = config
+        .helpers
+        .tectonic
+        .script_path(&paths.assets_dir, "tectonic-wrapper.sh");
+    Assets {
+        dir: paths.assets_dir.display().to_string(),
+        mode: match config.assets.mode {
+            crate::assets::config::AssetsMode::Push => "push",
+            crate::assets::config::AssetsMode::Pull => "pull",
+        },
+        bootkube_script_present: bk.exists(),
+        bootkube_script: bk.display().to_string(),
+        tectonic_script_present: tc.exists(),
+        tectonic_script: tc.display().to_string(),
+        bootkube_done: paths.bootkube_done().exists(),
+        tectonic_done: paths.tectonic_done().exists(),
     }
 }
 
@@ -323,6 +307,9 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 /// Flow steps the config turns off (shown as skipped, not pending).
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
+    if config.agent.upgrade == crate::upgrade::config::AutoUpgrade::Off {
+        off.push(crate::journal::Step::AgentUpgrade.name());
+    }
     if !config.addon.enabled {
         off.push(crate::journal::Step::DockerAddon.name());
     }

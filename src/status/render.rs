@@ -25,6 +25,30 @@ pub fn text(r: &Report) -> String {
     let now = time::OffsetDateTime::now_utc();
     let f = &r.facts;
     let mut o = String::new();
+    header(&mut o, r);
+    units(&mut o, f, now);
+    steps(&mut o, f, now);
+    files(&mut o, f);
+    if !f.unreachable.is_empty() {
+        let _ = writeln!(o, "\nCould not reach:");
+        for u in &f.unreachable {
+            let _ = writeln!(o, "  - {}: {}", u.source, u.error);
+        }
+    }
+    o
+}
+
+/// A serialized enum's name (`bootkube-master`, `running`).
+fn name_of(v: impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The verdict, the node, and why / what it waits for.
+fn header(o: &mut String, r: &Report) {
+    let f = &r.facts;
     let _ = writeln!(
         o,
         "node-bootstrap status: {}",
@@ -33,10 +57,7 @@ pub fn text(r: &Report) -> String {
     let _ = writeln!(
         o,
         "role: {} ({}; config {})   boot: {}",
-        serde_json::to_value(f.node.role)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        name_of(f.node.role),
         f.node.role_source,
         f.node.config,
         f.node
@@ -44,70 +65,63 @@ pub fn text(r: &Report) -> String {
             .as_deref()
             .unwrap_or("no agent run this boot")
     );
-    if !r.assessment.reasons.is_empty() {
-        let _ = writeln!(o, "\nWhy:");
-        for reason in &r.assessment.reasons {
-            let _ = writeln!(o, "  - {reason}");
-        }
-    }
-    if !r.assessment.waiting_for.is_empty() {
-        let _ = writeln!(o, "\nWaiting for:");
-        for w in &r.assessment.waiting_for {
-            let _ = writeln!(o, "  - {w}");
-        }
-    }
-
-    let _ = writeln!(o, "\nUnits (systemd):");
-    match &f.units {
-        None => {
-            let _ = writeln!(o, "  (could not reach systemd; see below)");
-        }
-        Some(units) => {
-            let _ = writeln!(
-                o,
-                "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  SINCE",
-                "UNIT", "LOAD", "ACTIVE", "SUB", "RESULT", "RESTARTS"
-            );
-            for u in units {
-                let s = &u.state;
-                let mut since = u.since.as_deref().map(|t| ago(t, now)).unwrap_or_default();
-                if u.condition_skipped {
-                    since.push_str("  [skipped: condition not met]");
-                }
-                let _ = writeln!(
-                    o,
-                    "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  {}",
-                    s.name,
-                    s.load_state,
-                    s.active_state,
-                    s.sub_state,
-                    s.result.as_deref().unwrap_or("-"),
-                    s.n_restarts.map(|n| n.to_string()).unwrap_or("-".into()),
-                    since
-                );
+    for (title, lines) in [
+        ("Why", &r.assessment.reasons),
+        ("Waiting for", &r.assessment.waiting_for),
+    ] {
+        if !lines.is_empty() {
+            let _ = writeln!(o, "\n{title}:");
+            for l in lines {
+                let _ = writeln!(o, "  - {l}");
             }
         }
     }
+}
 
-    match &f.state_journal {
-        JournalFacts::Present { path } => {
-            let _ = writeln!(o, "\nSteps (state journal {path}):");
+/// The flow's units as systemd sees them.
+fn units(o: &mut String, f: &super::facts::Facts, now: time::OffsetDateTime) {
+    let _ = writeln!(o, "\nUnits (systemd):");
+    let Some(units) = &f.units else {
+        let _ = writeln!(o, "  (could not reach systemd; see below)");
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  SINCE",
+        "UNIT", "LOAD", "ACTIVE", "SUB", "RESULT", "RESTARTS"
+    );
+    for u in units {
+        let s = &u.state;
+        let mut since = u.since.as_deref().map(|t| ago(t, now)).unwrap_or_default();
+        if u.condition_skipped {
+            since.push_str("  [skipped: condition not met]");
         }
-        JournalFacts::Missing { path } => {
-            let _ = writeln!(o, "\nSteps: no state journal at {path}");
-        }
-        JournalFacts::Corrupt { path, .. } => {
-            let _ = writeln!(o, "\nSteps: state journal {path} is unreadable (see below)");
-        }
+        let _ = writeln!(
+            o,
+            "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  {}",
+            s.name,
+            s.load_state,
+            s.active_state,
+            s.sub_state,
+            s.result.as_deref().unwrap_or("-"),
+            s.n_restarts.map(|n| n.to_string()).unwrap_or("-".into()),
+            since
+        );
     }
+}
+
+/// The state journal's steps, one line each (plus attempts, error, output).
+fn steps(o: &mut String, f: &super::facts::Facts, now: time::OffsetDateTime) {
+    let _ = match &f.state_journal {
+        JournalFacts::Present { path } => writeln!(o, "\nSteps (state journal {path}):"),
+        JournalFacts::Missing { path } => writeln!(o, "\nSteps: no state journal at {path}"),
+        JournalFacts::Corrupt { path, .. } => {
+            writeln!(o, "\nSteps: state journal {path} is unreadable (see below)")
+        }
+    };
     for p in f.steps.iter().flatten() {
-        let state = serde_json::to_value(p.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         let when = match (p.state, &p.started_at, &p.ended_at) {
-            (StepState::Pending, _, _) => String::new(),
-            (StepState::Skipped, _, _) => String::new(),
+            (StepState::Pending | StepState::Skipped, _, _) => String::new(),
             (_, _, Some(end)) => ago(end, now),
             (_, Some(start), None) => format!("since {}", ago(start, now)),
             _ => String::new(),
@@ -116,32 +130,20 @@ pub fn text(r: &Report) -> String {
             Some(false) if p.state != StepState::Done => " [earlier boot]",
             _ => "",
         };
-        let mut detail = String::new();
-        if let Some(res) = p.result.as_ref().filter(|_| p.state != StepState::Failed)
-            && let Some(obj) = res.to_json().as_object()
-        {
-            let parts: Vec<String> = obj
-                .iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| match v.as_str() {
-                    Some(s) => format!("{k}={s}"),
-                    None => format!("{k}={v}"),
-                })
-                .collect();
-            detail = parts.join(" ");
-        }
+        let detail = match p.result.as_ref().filter(|_| p.state != StepState::Failed) {
+            Some(res) => format!("  {}", result_fields(&res.to_json())),
+            None => String::new(),
+        };
+        let detail = if detail.trim().is_empty() {
+            ""
+        } else {
+            &detail
+        };
         let _ = writeln!(
             o,
-            "  {:<16} {:<11} {}{}{}",
+            "  {:<16} {:<11} {when}{boot}{detail}",
             p.name,
-            state,
-            when,
-            boot,
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!("  {detail}")
-            }
+            name_of(p.state)
         );
         if p.attempts > 1 {
             let _ = writeln!(o, "  {:<16} attempts: {}", "", p.attempts);
@@ -155,7 +157,26 @@ pub fn text(r: &Report) -> String {
             }
         }
     }
+}
 
+/// A step's result as `key=value` pairs (null fields left out).
+fn result_fields(v: &serde_json::Value) -> String {
+    let Some(obj) = v.as_object() else {
+        return String::new();
+    };
+    let parts: Vec<String> = obj
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| match v.as_str() {
+            Some(s) => format!("{k}={s}"),
+            None => format!("{k}={v}"),
+        })
+        .collect();
+    parts.join(" ")
+}
+
+/// kubelet.env, the assets, torcx, docker and update_engine.
+fn files(o: &mut String, f: &super::facts::Facts) {
     let k = &f.kubelet_env;
     if k.present {
         let _ = writeln!(o, "\nkubelet.env ({}): present", k.path);
@@ -178,17 +199,11 @@ pub fn text(r: &Report) -> String {
         yn(a.tectonic_done)
     );
     if let Some(t) = &f.torcx {
-        match (&t.next_profile, &t.next_images) {
-            (None, _) => {
-                let _ = writeln!(o, "torcx: no next profile set");
-            }
-            (Some(p), Some(imgs)) => {
-                let _ = writeln!(o, "torcx: next profile {p} ({})", imgs.join(", "));
-            }
-            (Some(p), None) => {
-                let _ = writeln!(o, "torcx: next profile {p} (profile file not found)");
-            }
-        }
+        let _ = match (&t.next_profile, &t.next_images) {
+            (None, _) => writeln!(o, "torcx: no next profile set"),
+            (Some(p), Some(imgs)) => writeln!(o, "torcx: next profile {p} ({})", imgs.join(", ")),
+            (Some(p), None) => writeln!(o, "torcx: next profile {p} (profile file not found)"),
+        };
     }
     if let Some(d) = &f.docker {
         let _ = writeln!(o, "docker: {} (API {})", d.version, d.api_version);
@@ -203,11 +218,4 @@ pub fn text(r: &Report) -> String {
         }
         let _ = writeln!(o, "update_engine: {s}");
     }
-    if !f.unreachable.is_empty() {
-        let _ = writeln!(o, "\nCould not reach:");
-        for u in &f.unreachable {
-            let _ = writeln!(o, "  - {}: {}", u.source, u.error);
-        }
-    }
-    o
 }

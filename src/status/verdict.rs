@@ -101,82 +101,7 @@ fn running_or_starting(u: Option<&crate::systemd::units::UnitState>) -> bool {
 
 /// Judges the facts (see the rules in [`crate::status`]).
 pub fn assess(f: &Facts) -> Assessment {
-    let master = f.node.role.is_bootkube_master();
-    let mut failures = Vec::new();
-
-    // F1: the bootstrap unit failed for good (a unit waiting to restart is
-    // `activating/auto-restart`, not `failed`).
-    if let Some(knb) = f.unit(KNB).filter(|u| u.is_failed()) {
-        let mut r = format!("{KNB} failed and is not restarting: {}", describe(knb));
-        if let Some(e) = last_error(flow_failure(f)) {
-            r.push_str(&format!("; last error: {e}"));
-        }
-        failures.push(r);
-    }
-    // F4: without systemd, a journal error where a retry cannot help.
-    if !f.systemd_reachable() && !f.kubelet_env.present {
-        for p in f.flow_steps() {
-            if p.state == StepState::Failed && p.retryable == Some(false) {
-                failures.push(format!(
-                    "step {} failed and a retry cannot help: {}",
-                    p.name,
-                    p.error.as_deref().unwrap_or("no error recorded")
-                ));
-            }
-        }
-    }
-    // F2/F3: a helper failed and nothing is retrying it.
-    if master {
-        for (svc, path, step, done) in [
-            (
-                BOOTKUBE,
-                BOOTKUBE_PATH,
-                Step::Bootkube,
-                f.assets.bootkube_done,
-            ),
-            (
-                TECTONIC,
-                TECTONIC_PATH,
-                Step::Tectonic,
-                f.assets.tectonic_done,
-            ),
-        ] {
-            if done {
-                continue;
-            }
-            let unit = f.unit(svc);
-            let step_view = f.step(step);
-            let err = last_error(step_view);
-            if let Some(u) = unit.filter(|u| u.is_failed()) {
-                let mut r = format!("{svc} failed: {}", describe(u));
-                if let Some(e) = &err {
-                    r.push_str(&format!("; {e}"));
-                }
-                failures.push(r);
-            } else if step_view.is_some_and(|p| p.state == StepState::Failed)
-                && !running_or_starting(unit)
-            {
-                failures.push(format!(
-                    "{step} failed: {}",
-                    err.unwrap_or_else(|| "no error recorded".into())
-                ));
-            }
-            if let Some(p) = f.unit(path).filter(|u| u.is_failed()) {
-                let result = p.result.as_deref().unwrap_or("");
-                let mut r = format!(
-                    "{path} failed: {} and will not trigger {svc} again",
-                    p.active_state
-                );
-                if !result.is_empty() {
-                    r = format!("{path} failed ({result}) and will not trigger {svc} again");
-                }
-                r.push_str(&format!(
-                    " until the next boot or `systemctl reset-failed {svc} {path} && systemctl start {path}`"
-                ));
-                failures.push(r);
-            }
-        }
-    }
+    let failures = failures(f);
     if !failures.is_empty() {
         return Assessment {
             verdict: Verdict::Failed,
@@ -184,25 +109,13 @@ pub fn assess(f: &Facts) -> Assessment {
             waiting_for: Vec::new(),
         };
     }
-
-    let kubelet = f.unit(KUBELET);
-    let kubelet_active = kubelet.is_some_and(|u| u.is_active());
-    let helpers_done = !master || (f.assets.bootkube_done && f.assets.tectonic_done);
-    if f.kubelet_env.present && kubelet_active && helpers_done {
-        let mut reasons = vec![
-            format!("{} present", f.kubelet_env.path),
-            format!("{KUBELET} active"),
-        ];
-        if master {
-            reasons.push("bootkube and tectonic done".into());
-        }
+    if let Some(reasons) = complete(f) {
         return Assessment {
             verdict: Verdict::Complete,
             reasons,
             waiting_for: Vec::new(),
         };
     }
-
     let waiting_for = waits(f);
     if !f.systemd_reachable() && !f.state_journal.readable() {
         let mut reasons: Vec<String> = f
@@ -230,6 +143,110 @@ pub fn assess(f: &Facts) -> Assessment {
         reasons,
         waiting_for,
     }
+}
+
+/// F1-F4 (see the rules in [`crate::status`]): what failed for good.
+fn failures(f: &Facts) -> Vec<String> {
+    let mut failures = Vec::new();
+    // F1: the bootstrap unit failed for good (a unit waiting to restart is
+    // `activating/auto-restart`, not `failed`).
+    if let Some(knb) = f.unit(KNB).filter(|u| u.is_failed()) {
+        let mut r = format!("{KNB} failed and is not restarting: {}", describe(knb));
+        if let Some(e) = last_error(flow_failure(f)) {
+            r.push_str(&format!("; last error: {e}"));
+        }
+        failures.push(r);
+    }
+    // F4: without systemd, a journal error where a retry cannot help.
+    if !f.systemd_reachable() && !f.kubelet_env.present {
+        for p in f.flow_steps() {
+            if p.state == StepState::Failed && p.retryable == Some(false) {
+                failures.push(format!(
+                    "step {} failed and a retry cannot help: {}",
+                    p.name,
+                    p.error.as_deref().unwrap_or("no error recorded")
+                ));
+            }
+        }
+    }
+    // F2/F3: a helper failed and nothing is retrying it.
+    if f.node.role.is_bootkube_master() {
+        let helpers = [
+            (
+                BOOTKUBE,
+                BOOTKUBE_PATH,
+                Step::Bootkube,
+                f.assets.bootkube_done,
+            ),
+            (
+                TECTONIC,
+                TECTONIC_PATH,
+                Step::Tectonic,
+                f.assets.tectonic_done,
+            ),
+        ];
+        for (svc, path, step, done) in helpers {
+            if !done {
+                failures.extend(helper_failures(f, svc, path, step));
+            }
+        }
+    }
+    failures
+}
+
+/// A helper's service failed, or its last attempt failed with nothing
+/// retrying it, or its path unit gave up.
+fn helper_failures(f: &Facts, svc: &str, path: &str, step: Step) -> Vec<String> {
+    let mut failures = Vec::new();
+    let unit = f.unit(svc);
+    let step_view = f.step(step);
+    let err = last_error(step_view);
+    if let Some(u) = unit.filter(|u| u.is_failed()) {
+        let mut r = format!("{svc} failed: {}", describe(u));
+        if let Some(e) = &err {
+            r.push_str(&format!("; {e}"));
+        }
+        failures.push(r);
+    } else if step_view.is_some_and(|p| p.state == StepState::Failed) && !running_or_starting(unit)
+    {
+        failures.push(format!(
+            "{step} failed: {}",
+            err.unwrap_or_else(|| "no error recorded".into())
+        ));
+    }
+    if let Some(p) = f.unit(path).filter(|u| u.is_failed()) {
+        let mut r = match p.result.as_deref().filter(|r| !r.is_empty()) {
+            Some(result) => format!("{path} failed ({result}) and will not trigger {svc} again"),
+            None => format!(
+                "{path} failed: {} and will not trigger {svc} again",
+                p.active_state
+            ),
+        };
+        r.push_str(&format!(
+            " until the next boot or `systemctl reset-failed {svc} {path} && systemctl start {path}`"
+        ));
+        failures.push(r);
+    }
+    failures
+}
+
+/// Why the node is complete, if it is: kubelet.env present, kubelet active
+/// per systemd, and on the bootkube master both helpers done.
+fn complete(f: &Facts) -> Option<Vec<String>> {
+    let master = f.node.role.is_bootkube_master();
+    let kubelet_active = f.unit(KUBELET).is_some_and(|u| u.is_active());
+    let helpers_done = !master || (f.assets.bootkube_done && f.assets.tectonic_done);
+    if !(f.kubelet_env.present && kubelet_active && helpers_done) {
+        return None;
+    }
+    let mut reasons = vec![
+        format!("{} present", f.kubelet_env.path),
+        format!("{KUBELET} active"),
+    ];
+    if master {
+        reasons.push("bootkube and tectonic done".into());
+    }
+    Some(reasons)
 }
 
 fn assets_wait(f: &Facts, script: &str) -> String {
@@ -267,59 +284,8 @@ fn update_engine_words(f: &Facts) -> Option<String> {
 
 fn waits(f: &Facts) -> Vec<String> {
     let mut w = Vec::new();
-    let master = f.node.role.is_bootkube_master();
-    let running_step = f.flow_steps().find(|p| p.state == StepState::Running);
     if !f.kubelet_env.present {
-        let knb = f.unit(KNB);
-        match knb {
-            Some(u) if !u.exists() => w.push(format!("{KNB} is not installed")),
-            Some(u) if u.auto_restarting() => {
-                let mut s = format!(
-                    "{KNB} is crash-looping (restart {} pending)",
-                    u.n_restarts.unwrap_or(0) + 1
-                );
-                if let Some(e) = last_error(flow_failure(f)) {
-                    s.push_str(&format!("; last error: {e}"));
-                }
-                w.push(s);
-            }
-            Some(u) if u.condition_skipped() => w.push(format!(
-                "{KNB} was skipped by its condition although {} is missing",
-                f.kubelet_env.path
-            )),
-            Some(u) if u.active_state == "inactive" && u.exec_main_start_us.unwrap_or(0) == 0 => {
-                w.push(format!("{KNB} has not started yet"))
-            }
-            _ => {}
-        }
-        match running_step {
-            Some(p) if p.step == Some(Step::Assets) => {
-                w.push(assets_wait(f, &f.assets.bootkube_script))
-            }
-            Some(p) if p.step == Some(Step::Reboot) => {
-                let reason = p
-                    .result
-                    .as_ref()
-                    .and_then(StepResult::reboot)
-                    .and_then(|r| r.reason.as_deref())
-                    .unwrap_or("reason not recorded");
-                if p.this_boot == Some(true) {
-                    w.push(format!("reboot pending: {reason}"));
-                } else {
-                    w.push(format!(
-                        "rebooted ({reason}); waiting for the flow to resume"
-                    ));
-                }
-            }
-            Some(p) if p.step == Some(Step::OsUpdate) => w.push(
-                update_engine_words(f).unwrap_or_else(|| "OS update in progress".to_string()),
-            ),
-            Some(p) => w.push(format!("{KNB} is running step {}", p.name)),
-            None if running_or_starting(knb) && !knb.is_some_and(|u| u.auto_restarting()) => {
-                w.push(format!("{KNB} is running"))
-            }
-            None => {}
-        }
+        bootstrap_waits(f, &mut w);
     } else if let Some(k) = f.unit(KUBELET).filter(|u| !u.is_active()) {
         w.push(format!(
             "waiting for {KUBELET} to start: {} with {} restarts",
@@ -338,47 +304,106 @@ fn waits(f: &Facts) -> Vec<String> {
     {
         w.extend(update_engine_words(f));
     }
-    if master {
-        // Tectonic follows bootkube: only the first step not done is said.
-        let next = if !f.assets.bootkube_done {
-            Some((
-                BOOTKUBE,
-                BOOTKUBE_PATH,
-                &f.assets.bootkube_script,
-                f.assets.bootkube_script_present,
-            ))
-        } else if !f.assets.tectonic_done {
-            Some((
-                TECTONIC,
-                TECTONIC_PATH,
-                &f.assets.tectonic_script,
-                f.assets.tectonic_script_present,
-            ))
-        } else {
-            None
-        };
-        if let Some((svc, path, script, present)) = next {
-            let unit = f.unit(svc);
-            if !present {
-                let s = assets_wait(f, script);
-                if !w.contains(&s) {
-                    w.push(s);
-                }
-            } else if let Some(u) = unit.filter(|u| u.active_state == "activating") {
-                let since = rfc3339_us(u.inactive_exit_timestamp_us)
-                    .map(|t| format!(" since {t}"))
-                    .unwrap_or_default();
-                w.push(format!("{svc} is running{since}"));
-            } else if f.kubelet_env.present {
-                let p = f
-                    .unit(path)
-                    .map(|p| format!(" ({path} {})", p.active_state))
-                    .unwrap_or_default();
-                w.push(format!("{svc} has not been triggered yet{p}"));
-            }
-        }
+    if f.node.role.is_bootkube_master()
+        && let Some(s) = helper_wait(f)
+        && !w.contains(&s)
+    {
+        w.push(s);
     }
     w
+}
+
+/// Before kubelet.env: the bootstrap unit's state, then the step it runs.
+fn bootstrap_waits(f: &Facts, w: &mut Vec<String>) {
+    let knb = f.unit(KNB);
+    match knb {
+        Some(u) if !u.exists() => w.push(format!("{KNB} is not installed")),
+        Some(u) if u.auto_restarting() => {
+            let mut s = format!(
+                "{KNB} is crash-looping (restart {} pending)",
+                u.n_restarts.unwrap_or(0) + 1
+            );
+            if let Some(e) = last_error(flow_failure(f)) {
+                s.push_str(&format!("; last error: {e}"));
+            }
+            w.push(s);
+        }
+        Some(u) if u.condition_skipped() => w.push(format!(
+            "{KNB} was skipped by its condition although {} is missing",
+            f.kubelet_env.path
+        )),
+        Some(u) if u.active_state == "inactive" && u.exec_main_start_us.unwrap_or(0) == 0 => {
+            w.push(format!("{KNB} has not started yet"))
+        }
+        _ => {}
+    }
+    match f.flow_steps().find(|p| p.state == StepState::Running) {
+        Some(p) if p.step == Some(Step::Assets) => {
+            w.push(assets_wait(f, &f.assets.bootkube_script))
+        }
+        Some(p) if p.step == Some(Step::Reboot) => {
+            let reason = p
+                .result
+                .as_ref()
+                .and_then(StepResult::reboot)
+                .and_then(|r| r.reason.as_deref())
+                .unwrap_or("reason not recorded");
+            if p.this_boot == Some(true) {
+                w.push(format!("reboot pending: {reason}"));
+            } else {
+                w.push(format!(
+                    "rebooted ({reason}); waiting for the flow to resume"
+                ));
+            }
+        }
+        Some(p) if p.step == Some(Step::OsUpdate) => {
+            w.push(update_engine_words(f).unwrap_or_else(|| "OS update in progress".to_string()))
+        }
+        Some(p) => w.push(format!("{KNB} is running step {}", p.name)),
+        None if running_or_starting(knb) && !knb.is_some_and(|u| u.auto_restarting()) => {
+            w.push(format!("{KNB} is running"))
+        }
+        None => {}
+    }
+}
+
+/// On the bootkube master: the first helper not done, and what it waits
+/// for (tectonic follows bootkube, so only one is said).
+fn helper_wait(f: &Facts) -> Option<String> {
+    let a = &f.assets;
+    let (svc, path, script, present) = if !a.bootkube_done {
+        (
+            BOOTKUBE,
+            BOOTKUBE_PATH,
+            &a.bootkube_script,
+            a.bootkube_script_present,
+        )
+    } else if !a.tectonic_done {
+        (
+            TECTONIC,
+            TECTONIC_PATH,
+            &a.tectonic_script,
+            a.tectonic_script_present,
+        )
+    } else {
+        return None;
+    };
+    if !present {
+        return Some(assets_wait(f, script));
+    }
+    if let Some(u) = f.unit(svc).filter(|u| u.active_state == "activating") {
+        let since = rfc3339_us(u.inactive_exit_timestamp_us)
+            .map(|t| format!(" since {t}"))
+            .unwrap_or_default();
+        return Some(format!("{svc} is running{since}"));
+    }
+    f.kubelet_env.present.then(|| {
+        let p = f
+            .unit(path)
+            .map(|p| format!(" ({path} {})", p.active_state))
+            .unwrap_or_default();
+        format!("{svc} has not been triggered yet{p}")
+    })
 }
 
 #[cfg(test)]

@@ -239,71 +239,12 @@ pub async fn run_update(
             }
         };
         let now = Instant::now();
-        match &mut tracker {
-            None => {
-                // Settling another operation.
-                watch.see(&report, now, report != watch.last);
-                match report.current_operation {
-                    UpdateStatus::UpdatedNeedReboot => {
-                        info!(step = STEP, new_version = %report.new_version, "the running operation applied an update; reboot pending");
-                        return Ok(UpdateOutcome::RebootPending {
-                            new_version: report.new_version,
-                        });
-                    }
-                    UpdateStatus::Idle => {
-                        // Read the status afresh: the baseline must be the
-                        // state AttemptUpdate starts from.
-                        let base = engine.get_status().await?;
-                        if base.current_operation != UpdateStatus::Idle {
-                            continue;
-                        }
-                        engine.attempt_update().await?;
-                        info!(
-                            step = STEP,
-                            "previous operation ended; update check requested (AttemptUpdate)"
-                        );
-                        tracker = Some(status::Tracker::new(&base));
-                        watch = Watch::new(settings, &base);
-                    }
-                    _ => {}
-                }
-            }
-            Some(t) => {
-                let changed = t.is_change(&report);
-                let verdict = t.observe(&report);
-                watch.see(&report, now, changed);
-                if changed {
-                    info!(step = STEP, status = %report.current_operation, progress = report.progress,
-                        new_version = %report.new_version, via, "update_engine status");
-                } else {
-                    debug!(step = STEP, status = %report.current_operation, via, "update_engine status unchanged");
-                }
-                match verdict {
-                    status::Verdict::NoUpdate => {
-                        info!(step = STEP, "no update available");
-                        return Ok(UpdateOutcome::NoUpdate);
-                    }
-                    status::Verdict::NeedReboot { new_version } => {
-                        info!(step = STEP, new_version = %new_version, "update applied; reboot pending");
-                        return Ok(UpdateOutcome::RebootPending { new_version });
-                    }
-                    status::Verdict::Failed(why) => {
-                        return Err(Error::retryable(format!("OS update failed: {why}")));
-                    }
-                    status::Verdict::Running => {
-                        if !t.started()
-                            && report.current_operation == UpdateStatus::Idle
-                            && now.duration_since(watch.attempt_at) >= watch.idle_grace
-                        {
-                            return Err(Error::retryable(format!(
-                                "OS update failed: update_engine stayed IDLE for {:.1}s after AttemptUpdate \
-                                 without checking (it did not start, or its check failed and the signals were lost)",
-                                now.duration_since(watch.attempt_at).as_secs_f64()
-                            )));
-                        }
-                    }
-                }
-            }
+        let progress = match &mut tracker {
+            None => settle(engine, settings, report, &mut watch, &mut tracker, now).await?,
+            Some(t) => follow(t, &report, &mut watch, now, via)?,
+        };
+        if let Progress::Done(outcome) = progress {
+            return Ok(outcome);
         }
         if now.duration_since(watch.last_change) >= settings.stall_timeout {
             return Err(Error::retryable(format!(
@@ -311,6 +252,93 @@ pub async fn run_update(
                 settings.stall_timeout.as_secs(),
                 watch.last.describe()
             )));
+        }
+    }
+}
+
+/// Whether following update_engine came to an end.
+enum Progress {
+    Done(UpdateOutcome),
+    Going,
+}
+
+/// While another operation runs: wait for its end, then ask for an update
+/// (the tracker then follows that attempt).
+async fn settle(
+    engine: &UpdateEngine,
+    settings: &config::OsUpdateSettings,
+    report: StatusReport,
+    watch: &mut Watch,
+    tracker: &mut Option<status::Tracker>,
+    now: Instant,
+) -> Result<Progress> {
+    watch.see(&report, now, report != watch.last);
+    match report.current_operation {
+        UpdateStatus::UpdatedNeedReboot => {
+            info!(step = STEP, new_version = %report.new_version, "the running operation applied an update; reboot pending");
+            Ok(Progress::Done(UpdateOutcome::RebootPending {
+                new_version: report.new_version,
+            }))
+        }
+        UpdateStatus::Idle => {
+            // Read the status afresh: the baseline must be the state
+            // AttemptUpdate starts from.
+            let base = engine.get_status().await?;
+            if base.current_operation == UpdateStatus::Idle {
+                engine.attempt_update().await?;
+                info!(
+                    step = STEP,
+                    "previous operation ended; update check requested (AttemptUpdate)"
+                );
+                *tracker = Some(status::Tracker::new(&base));
+                *watch = Watch::new(settings, &base);
+            }
+            Ok(Progress::Going)
+        }
+        _ => Ok(Progress::Going),
+    }
+}
+
+/// Following our own attempt: what its status says now.
+fn follow(
+    t: &mut status::Tracker,
+    report: &StatusReport,
+    watch: &mut Watch,
+    now: Instant,
+    via: &str,
+) -> Result<Progress> {
+    let changed = t.is_change(report);
+    let verdict = t.observe(report);
+    watch.see(report, now, changed);
+    if changed {
+        info!(step = STEP, status = %report.current_operation, progress = report.progress,
+            new_version = %report.new_version, via, "update_engine status");
+    } else {
+        debug!(step = STEP, status = %report.current_operation, via, "update_engine status unchanged");
+    }
+    match verdict {
+        status::Verdict::NoUpdate => {
+            info!(step = STEP, "no update available");
+            Ok(Progress::Done(UpdateOutcome::NoUpdate))
+        }
+        status::Verdict::NeedReboot { new_version } => {
+            info!(step = STEP, new_version = %new_version, "update applied; reboot pending");
+            Ok(Progress::Done(UpdateOutcome::RebootPending { new_version }))
+        }
+        status::Verdict::Failed(why) => Err(Error::retryable(format!("OS update failed: {why}"))),
+        status::Verdict::Running => {
+            let idle_for = now.duration_since(watch.attempt_at);
+            if !t.started()
+                && report.current_operation == UpdateStatus::Idle
+                && idle_for >= watch.idle_grace
+            {
+                return Err(Error::retryable(format!(
+                    "OS update failed: update_engine stayed IDLE for {:.1}s after AttemptUpdate \
+                     without checking (it did not start, or its check failed and the signals were lost)",
+                    idle_for.as_secs_f64()
+                )));
+            }
+            Ok(Progress::Going)
         }
     }
 }
