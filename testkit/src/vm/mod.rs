@@ -40,8 +40,9 @@
 //! Acceleration: KVM when it works here (probed once with a 15 s boot of
 //! the kernel; some nested hosts offer a `/dev/kvm` that hangs every
 //! guest), TCG otherwise (`NB_VM_ACCEL=kvm|tcg` forces one). Under TCG a
-//! boot takes about a minute, so VM tests hold [`exclusive`] and run one
-//! machine at a time.
+//! boot takes about a minute (multi-threaded TCG, 2 vCPUs, `-cpu qemu64`:
+//! the emulated baseline CPU booted in 47 s where `-cpu max` took 55 s),
+//! so VM tests hold [`exclusive`] and run one machine at a time.
 
 pub mod disk;
 pub mod qga;
@@ -702,14 +703,19 @@ impl VmNode {
     /// the VM is down (after replaying its journal, as the next boot
     /// would). `None` if it does not exist.
     pub fn read_bytes(&self, path: &str) -> Option<Vec<u8>> {
-        let bytes = if self.is_running() {
+        self.try_read_bytes(path)
+            .unwrap_or_else(|e| panic!("{}: reading {path}: {e:#}", self.name))
+    }
+
+    /// [`read_bytes`](Self::read_bytes), with an error instead of a panic
+    /// when the guest cannot be asked (e.g. while it shuts down).
+    pub fn try_read_bytes(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        if self.is_running() {
             self.qga.read_file(path)
         } else {
-            self.disk
-                .replay_journal()
-                .and_then(|_| self.disk.read(path))
-        };
-        bytes.unwrap_or_else(|e| panic!("{}: reading {path}: {e:#}", self.name))
+            self.disk.replay_journal()?;
+            self.disk.read(path)
+        }
     }
 
     /// [`read_bytes`](Self::read_bytes) as text.
