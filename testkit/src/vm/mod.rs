@@ -33,16 +33,18 @@
 //!   had written stays in the disk image. The disk runs with
 //!   `cache=unsafe`: QEMU's own flushes would only push the image file to
 //!   the host's disk, which a SIGKILL of QEMU does not lose anyway, so
-//!   what survives a cut is the same and the host's disk is spared.
+//!   what survives a cut is the same and the host's disk is spared. (Not
+//!   modelled: a disk that loses writes from its own volatile cache.)
 //! - **Control** goes through QEMU's guest agent ([`qga`]): commands and
 //!   file reads without a login.
 //!
 //! Acceleration: KVM when it works here (probed once with a 15 s boot of
 //! the kernel; some nested hosts offer a `/dev/kvm` that hangs every
 //! guest), TCG otherwise (`NB_VM_ACCEL=kvm|tcg` forces one). Under TCG a
-//! boot takes about a minute (multi-threaded TCG, 2 vCPUs, `-cpu qemu64`:
-//! the emulated baseline CPU booted in 47 s where `-cpu max` took 55 s),
-//! so VM tests hold [`exclusive`] and run one machine at a time.
+//! boot takes about a minute (measured on 2 loaded cores: multi-threaded
+//! TCG with 2 vCPUs booted in 38 s where 1 vCPU took 47 s; `-cpu qemu64`,
+//! the baseline CPU, in 47 s where `-cpu max` took 55 s), so VM tests hold
+//! [`exclusive`] and run one machine at a time.
 
 pub mod disk;
 pub mod qga;
