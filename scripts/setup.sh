@@ -23,6 +23,11 @@ command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprog
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v gpgv >/dev/null || need_apt+=(gpgv)
 command -v gpg >/dev/null || need_apt+=(gnupg)
+# The VM tier (tests/vm/main.rs): QEMU, mmdebstrap for its OS image
+# (scripts/vm-image.sh), strip for the agent binary its Ignition downloads.
+command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
+command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
+command -v strip >/dev/null || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -48,8 +53,11 @@ fi
 
 # The real torcx / torcx-generator (cached; see the script).
 "$(dirname "$0")/build-torcx.sh" >/dev/null
+# The VM tier's OS image, built from Debian packages (cached by its inputs;
+# 2-4 minutes when they change, see the script).
+"$(dirname "$0")/vm-image.sh" >/dev/null
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams; do
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

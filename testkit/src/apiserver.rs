@@ -40,7 +40,8 @@ pub struct Issued {
 pub struct Pki {
     pub ca_pem: String,
     ca_der: CertificateDer<'static>,
-    /// Server certificate for `127.0.0.1`, `::1` and `localhost`.
+    /// Server certificate for `127.0.0.1`, `::1`, `localhost` (and the
+    /// names given to [`Pki::generate_for`]).
     pub server: Issued,
     /// Node client certificate (`CN=system:node:test`, `O=system:nodes`).
     pub client: Issued,
@@ -59,6 +60,13 @@ pub enum KubeAuth {
 
 impl Pki {
     pub fn generate() -> Pki {
+        Pki::generate_for(&[])
+    }
+
+    /// Like [`generate`](Self::generate), with the server certificate also
+    /// valid for `extra_names` (host names or IP addresses; e.g. the
+    /// address at which a VM reaches the host, [`crate::vm::HOST_ALIAS`]).
+    pub fn generate_for(extra_names: &[&str]) -> Pki {
         let ca_key = rcgen::KeyPair::generate().expect("CA key");
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -97,8 +105,11 @@ impl Pki {
                 key_der: key.serialize_der(),
             }
         };
+        let mut server_names: Vec<String> =
+            vec!["127.0.0.1".into(), "::1".into(), "localhost".into()];
+        server_names.extend(extra_names.iter().map(|n| n.to_string()));
         let server = issue(
-            vec!["127.0.0.1".into(), "::1".into(), "localhost".into()],
+            server_names,
             "kube-apiserver",
             None,
             rcgen::ExtendedKeyUsagePurpose::ServerAuth,

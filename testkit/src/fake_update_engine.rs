@@ -48,6 +48,7 @@
 //! --state-dir DIR       default /var/lib/fake-update-engine
 //! --run-dir DIR         default /run/fake-update-engine
 //! --apply-pending-os-release PATH
+//! --os-release PATH     the booted OS (an update to its VERSION_ID is not offered)
 //! --script FILE.json
 //! --address ADDR        D-Bus address instead of the system bus
 //! ```
@@ -127,6 +128,10 @@ pub struct Script {
     pub state_dir: PathBuf,
     pub run_dir: PathBuf,
     pub apply_pending_os_release: Option<PathBuf>,
+    /// The booted OS's os-release: an update whose `new_version` is the
+    /// running `VERSION_ID` already is not offered (the attempt finds
+    /// nothing, as the update server answers a client that is current).
+    pub os_release: Option<PathBuf>,
 }
 
 impl Default for Script {
@@ -141,6 +146,7 @@ impl Default for Script {
             state_dir: DEFAULT_STATE_DIR.into(),
             run_dir: "/run/fake-update-engine".into(),
             apply_pending_os_release: None,
+            os_release: None,
         }
     }
 }
@@ -221,7 +227,19 @@ impl Manager {
             let n = calls.attempts_started;
             calls.attempts_started += 1;
             let a = &shared.script.attempts;
-            a.get(n).or(a.last()).copied().unwrap_or(Scenario::NoUpdate)
+            let scenario = a.get(n).or(a.last()).copied().unwrap_or(Scenario::NoUpdate);
+            if matches!(scenario, Scenario::Update | Scenario::DropSignals)
+                && running_version(&shared.script).as_deref()
+                    == Some(shared.script.new_version.as_str())
+            {
+                eprintln!(
+                    "fake-update-engine: the node already runs {}: no update",
+                    shared.script.new_version
+                );
+                Scenario::NoUpdate
+            } else {
+                scenario
+            }
         };
         eprintln!("fake-update-engine: AttemptUpdate: running {scenario:?}");
         start_scenario(shared.clone(), scenario, Some(&emitter)).await;
@@ -406,6 +424,17 @@ async fn emit(shared: &Shared, e: &SignalEmitter<'_>) {
     }
 }
 
+/// `VERSION_ID` of [`Script::os_release`], if given and readable.
+fn running_version(script: &Script) -> Option<String> {
+    let text = std::fs::read_to_string(script.os_release.as_ref()?).ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix("VERSION_ID=")
+            .map(|v| v.trim_matches(['"', '\'']).to_string())
+    })
+}
+
+/// Replaces `path` durably (file and directory fsynced): the real
+/// update_engine's record of an installed update survives a power cut.
 fn write_atomic(path: &Path, data: &str) -> Result<()> {
     let dir = path.parent().context("path has no parent")?;
     std::fs::create_dir_all(dir)?;
@@ -416,6 +445,7 @@ fn write_atomic(path: &Path, data: &str) -> Result<()> {
     std::fs::write(&tmp, data)?;
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 

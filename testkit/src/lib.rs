@@ -1,5 +1,7 @@
 //! Test rig for node-bootstrap: the simulated node (a real systemd as PID 1
-//! in a namespace) and stand-ins for programs that cannot run here.
+//! in a namespace), the VM node (a QEMU machine booting a Debian-built OS
+//! image with the real Ignition), and stand-ins for programs that cannot
+//! run here.
 
 pub mod agentnode;
 pub mod apiserver;
@@ -18,6 +20,7 @@ pub mod simplestreams;
 pub mod sshd;
 pub mod torcx;
 pub mod torcx_fixtures;
+pub mod vm;
 
 use std::path::{Path, PathBuf};
 

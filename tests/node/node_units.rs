@@ -250,6 +250,16 @@ fn configuration_error_does_not_crash_loop() {
     n.boot().unwrap();
     n.wait_active_state("k8s-node-bootstrap.service", "failed", T)
         .unwrap();
+    // kubelet (Restart=always, RestartSec=10) restarts while kubelet.env is
+    // missing; a restart of kubelet must not start the bootstrap again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while n.prop("kubelet.service", "NRestarts").unwrap() == "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubelet never restarted"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         n.prop("k8s-node-bootstrap.service", "ActiveState").unwrap(),

@@ -36,12 +36,13 @@ fn parse_args(args: &[String]) -> Result<(Script, Option<String>)> {
             "--apply-pending-os-release" => {
                 script.apply_pending_os_release = Some(val("--apply-pending-os-release")?.into())
             }
+            "--os-release" => script.os_release = Some(val("--os-release")?.into()),
             "--address" => address = Some(val("--address")?),
             "-h" | "--help" => {
                 println!(
                     "usage: fake-update-engine [--scenario S[,S...]] [--startup S] [--step-ms N] \
                      [--new-version V] [--new-size N] [--no-signals] [--state-dir DIR] [--run-dir DIR] \
-                     [--apply-pending-os-release PATH] [--script FILE.json] [--address ADDR]\n\
+                     [--apply-pending-os-release PATH] [--os-release PATH] [--script FILE.json] [--address ADDR]\n\
                      scenarios: no-update update error check-error hang drop-signals"
                 );
                 std::process::exit(0);

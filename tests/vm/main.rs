@@ -1,0 +1,1061 @@
+//! Tier `vm`: whole QEMU machines (testkit::vm) booting the OS image
+//! built from Debian packages by scripts/vm-image.sh.
+//!
+//! What it proves, what the simulated node cannot show:
+//!
+//! - the Ignition configs rendered by terraform (the metal example, through
+//!   terraform/modules/ignition) applied by the real Ignition on a first
+//!   boot: the agent binary fetched over HTTP and checked against its
+//!   SHA-512, the units enabled by Ignition alone, the agent runs, kubelet
+//!   runs, `node-bootstrap status --wait` exits 0;
+//! - on the bootkube master, `terraform apply` of the metal example pushes
+//!   the assets over SSH to the VM's real sshd as Ignition's `core` user;
+//!   a power cut in the middle of bootkube leaves no `.done`, and the next
+//!   boot runs bootkube to its end, then tectonic;
+//! - a worker's full first boot with an OS update (update_engine stand-in)
+//!   and the docker addon (the real torcx-generator): the agent's own
+//!   reboot is a kernel reboot, kubelet.env comes in the second boot;
+//! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
+//!   of that flow, right after the agent's unsynced journal writes, right
+//!   after its durable record before the reboot, right after kubelet.env:
+//!   nothing on disk is partial, and the next boots complete the node.
+//!
+//! What it needs: root, `qemu-system-x86`, the image (scripts/setup.sh
+//! builds it with `mmdebstrap`, cached outside the checkout), `terraform`.
+//! Elsewhere each test says `SKIPPED <test>: …`; under `CI=true` it fails
+//! instead.
+//!
+//! Every test holds `vm::exclusive()`: one machine at a time. Run it:
+//! `sudo -E cargo test --test vm -- --nocapture` (timings of each boot go to
+//! stderr).
+
+// Running terraform in a private dir (the delivery tier's; this tier uses
+// part of it).
+#[path = "../delivery/support.rs"]
+mod delivery_support;
+
+use delivery_support::{Terraform, root};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha512};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testkit::agentnode::Cluster;
+use testkit::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
+use testkit::pkgserver::PkgServer;
+use testkit::torcx_fixtures::{AddonRig, PkgEntry, docker_archive};
+use testkit::vm::{BootEnd, HOST_ALIAS, VmNode};
+
+/// A boot under TCG takes about a minute; a loaded CI host, more.
+const BOOT: Duration = Duration::from_secs(600);
+/// The agent's work once the machine is up.
+const WORK: Duration = Duration::from_secs(600);
+const AGENT_PATH: &str = "/node-bootstrap/v0.1.0/node-bootstrap";
+const SEED_TAG: &str = "v1.8.4_coreos.0";
+const CLUSTER_VERSION: &str = "v1.9.6+coreos.0";
+const OS_VERSION: &str = "1632.3.0";
+
+/// The agent as a mirror serves it: the test build, stripped (Ignition
+/// fetches it through QEMU's user-mode network, under emulation).
+struct ServedAgent {
+    bytes: Vec<u8>,
+    sha512: String,
+}
+
+impl ServedAgent {
+    fn new(work: &Path) -> ServedAgent {
+        let built = testkit::built_binary("node-bootstrap");
+        let out = work.join("node-bootstrap");
+        let st = std::process::Command::new("strip")
+            .arg("-o")
+            .arg(&out)
+            .arg(&built)
+            .status()
+            .expect("running strip (binutils)");
+        assert!(st.success(), "strip {} failed", built.display());
+        let bytes = fs::read(&out).unwrap();
+        let sha512 = hex::encode(Sha512::digest(&bytes));
+        ServedAgent { bytes, sha512 }
+    }
+}
+
+/// The API server stand-in, with a certificate also valid for the address
+/// at which the VM reaches the host.
+fn cluster() -> Cluster {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pki = Pki::generate_for(&[HOST_ALIAS]);
+    let api = rt
+        .block_on(FakeApiServer::start(
+            &pki,
+            ApiServerOptions {
+                git_version: CLUSTER_VERSION.into(),
+                ..Default::default()
+            },
+        ))
+        .unwrap();
+    Cluster { pki, api, rt }
+}
+
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {url}"))
+}
+
+/// An SSH key pair for terraform (ed25519, no passphrase).
+fn client_key(dir: &Path) -> (PathBuf, String) {
+    let key = dir.join("client_key");
+    let st = std::process::Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "vm-tier terraform",
+            "-f",
+        ])
+        .arg(&key)
+        .status()
+        .expect("running ssh-keygen");
+    assert!(st.success());
+    let public = fs::read_to_string(dir.join("client_key.pub")).unwrap();
+    (key, public.trim().to_string())
+}
+
+/// The terraform/examples/metal configuration with this test's inputs.
+struct Metal {
+    tf: Terraform,
+    var_file: String,
+}
+
+impl Metal {
+    fn new(work: &Path, vars: Value) -> Metal {
+        let path = work.join("metal.tfvars.json");
+        fs::write(&path, vars.to_string()).unwrap();
+        let tf = Terraform::new(root().join("terraform/examples/metal"));
+        tf.init();
+        Metal {
+            tf,
+            var_file: format!("-var-file={}", path.display()),
+        }
+    }
+
+    /// The Ignition configs of every node (the planned output; no resource
+    /// is needed to render them), by node name.
+    fn ignition_configs(&self, work: &Path) -> BTreeMap<String, String> {
+        let plan = work.join("render.tfplan");
+        self.tf.ok(&[
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-lock=false",
+            &self.var_file,
+            &format!("-out={}", plan.display()),
+        ]);
+        let shown: Value = serde_json::from_str(&self.tf.ok(&[
+            "show",
+            "-json",
+            "-no-color",
+            &plan.display().to_string(),
+        ]))
+        .unwrap();
+        let configs = &shown["planned_values"]["outputs"]["ignition_configs"]["value"];
+        configs
+            .as_object()
+            .unwrap_or_else(|| panic!("no ignition_configs in the plan: {shown}"))
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+            .collect()
+    }
+
+    fn apply(&self) -> String {
+        self.tf.apply_ok(&[&self.var_file])
+    }
+}
+
+/// What an operator brings to the metal example, with stand-ins where the
+/// real thing cannot run here: the agent on a mirror (an HTTP server on
+/// the host), the API server (the stand-in), an SSH key, the cluster's
+/// assets, the agent's config and keyring.
+struct Delivery {
+    work: tempfile::TempDir,
+    cluster: Cluster,
+    mirror: PkgServer,
+    agent: ServedAgent,
+    client: (PathBuf, String),
+    assets: PathBuf,
+}
+
+impl Delivery {
+    fn new() -> Delivery {
+        let work = tempfile::tempdir().unwrap();
+        let cluster = cluster();
+        let agent = ServedAgent::new(work.path());
+        let mirror = PkgServer::start().unwrap();
+        mirror.put(AGENT_PATH, agent.bytes.clone());
+        let client = client_key(work.path());
+        let assets = cluster_assets(work.path());
+        Delivery {
+            work,
+            cluster,
+            mirror,
+            agent,
+            client,
+            assets,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.work.path()
+    }
+
+    /// The metal example with the agent config `agent_config`, the keyring
+    /// `keyring` (armored) if any, and the bootkube master's SSH address.
+    fn metal(&self, agent_config: &Value, keyring: Option<&str>, master_ssh: (u16, &str)) -> Metal {
+        let w = self.path();
+        let kubeconfig = w.join("kubeconfig");
+        // The API server as the VM reaches it; its certificate names that.
+        fs::write(
+            &kubeconfig,
+            self.cluster.pki.kubeconfig(
+                &VmNode::guest_url(&self.cluster.api.url()),
+                &KubeAuth::ClientCert,
+            ),
+        )
+        .unwrap();
+        let config = w.join("config.json");
+        fs::write(&config, agent_config.to_string()).unwrap();
+        let mut vars = json!({
+            "bootkube_master": {"name": "master-0", "host": "127.0.0.1", "port": master_ssh.0, "host_key": master_ssh.1},
+            "workers": ["worker-0"],
+            "assets_dir": self.assets,
+            "ssh_user": "core",
+            "ssh_private_key_path": self.client.0,
+            "ssh_authorized_keys": [self.client.1],
+            "ssh_timeout": "2m",
+            "agent_url": VmNode::guest_url(&self.mirror.url(AGENT_PATH)),
+            "agent_sha512": self.agent.sha512,
+            "agent_config_path": config,
+            "kubelet_image_tag": SEED_TAG,
+            "runtime_mappings_path": root().join("ignition/render/inputs/runtime-mappings.yaml"),
+            "kubeconfig_path": kubeconfig,
+        });
+        if let Some(k) = keyring {
+            let p = w.join("keyring.asc");
+            fs::write(&p, k).unwrap();
+            vars["keyring_path"] = json!(p);
+        }
+        Metal::new(w, vars)
+    }
+
+    /// A worker VM with its rendered config and the OS image's parts, which
+    /// reaches the mirror and the API server.
+    fn worker(&self, metal: &Metal) -> VmNode {
+        let configs = metal.ignition_configs(self.path());
+        let mut vm = VmNode::new("worker-0").unwrap();
+        vm.set_ignition(&configs["worker-0"]).unwrap();
+        vm.forward_to_host(self.mirror.addr().port());
+        vm.forward_to_host(port_of(&self.cluster.api.url()));
+        install_os_parts(&vm);
+        vm
+    }
+
+    /// The bootkube master's rendered config; no VM yet.
+    fn master_config(&self, metal: &Metal) -> String {
+        metal.ignition_configs(self.path())["master-0"].clone()
+    }
+}
+
+/// The cluster's assets, as an installer generates them: bootkube.sh and
+/// tectonic-wrapper.sh record each run (bootkube's start durably, and it
+/// waits while /run/e2e-hold-bootkube exists), plus a manifest and a key.
+fn cluster_assets(work: &Path) -> PathBuf {
+    let assets = work.join("generated");
+    let asset = |name: &str, body: &str| {
+        let p = assets.join(name);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, body).unwrap();
+    };
+    // A test holds bootkube's run (the file is in /run: gone next boot).
+    asset(
+        "bootkube.sh",
+        "#!/bin/bash\nset -e\nmkdir -p /var/lib/e2e\necho \"bootkube ran in $PWD as uid $(id -u)\" >> /var/lib/e2e/bootkube-runs\n\
+         sync /var/lib/e2e/bootkube-runs\nwhile [ -e /run/e2e-hold-bootkube ]; do sleep 0.2; done\n",
+    );
+    asset(
+        "tectonic-wrapper.sh",
+        "#!/bin/bash\nset -e\nmkdir -p /var/lib/e2e\necho \"tectonic ran in $PWD\" >> /var/lib/e2e/tectonic-runs\n",
+    );
+    asset("manifests/kube-apiserver.yaml", "kind: Pod\n");
+    asset(
+        "tls/apiserver.key",
+        "-----BEGIN PRIVATE KEY-----\nnot really\n",
+    );
+    assets
+}
+
+/// What the Flatcar image has and the Debian one lacks, on the node's disk
+/// before its first boot: the OS identity and the kubelet-wrapper (a
+/// stand-in: it records its starts and sleeps).
+fn install_os_parts(vm: &VmNode) {
+    let disk = vm.disk();
+    disk.write(
+        "/usr/lib/os-release",
+        format!(
+            "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nID_LIKE=coreos\n\
+             VERSION={OS_VERSION}\nVERSION_ID={OS_VERSION}\nCOREOS_BOARD=\"amd64-usr\"\n"
+        ),
+        0o644,
+    )
+    .unwrap();
+    disk.install_file(
+        &testkit::standin("kubelet-wrapper"),
+        "/usr/lib/coreos/kubelet-wrapper",
+        0o755,
+    )
+    .unwrap();
+}
+
+/// The OS version update_engine (the stand-in) offers.
+const NEXT_OS: &str = "1688.5.3";
+
+/// A signed torcx package mirror (the rig's HTTP server and key) serving
+/// docker 1.12 and 17.03 for the next OS version, with package URLs as the
+/// VM reaches them.
+struct TorcxMirror {
+    rig: AddonRig,
+    d1703: Vec<u8>,
+    path1703: String,
+}
+
+impl TorcxMirror {
+    fn new() -> TorcxMirror {
+        let rig = AddonRig::new(OS_VERSION);
+        let mut entries = Vec::new();
+        let mut d1703 = Vec::new();
+        let mut path1703 = String::new();
+        for (version, build) in [("1.12", "1.12.6"), ("17.03", "17.03.2")] {
+            let data = docker_archive(build);
+            let path = rig.package_path(version, &data);
+            rig.server.put(&path, data.clone());
+            entries.push(PkgEntry::new(
+                version,
+                &data,
+                &VmNode::guest_url(&rig.server.url(&path)),
+            ));
+            if version == "17.03" {
+                (d1703, path1703) = (data, path);
+            }
+        }
+        rig.publish_manifest(NEXT_OS, &entries);
+        TorcxMirror {
+            rig,
+            d1703,
+            path1703,
+        }
+    }
+
+    /// The agent config an operator writes for OS updates and the docker
+    /// addon from this mirror (everything else: the shipped defaults).
+    fn agent_config(&self) -> Value {
+        json!({
+            "os_update": {"enabled": true},
+            "addon": {
+                "enabled": true,
+                "manifest_url": VmNode::guest_url(&self.rig.manifest_url_template()),
+                "keyring": "/etc/kubernetes/installer/keyring.asc"
+            }
+        })
+    }
+
+    fn keyring(&self) -> String {
+        self.rig.key.public_armored()
+    }
+}
+
+/// What a Flatcar image with update_engine and torcx brings besides
+/// [`install_os_parts`]: update_engine (the stand-in: it offers
+/// [`NEXT_OS`] and, once installed, leaves it for the boot loader; its
+/// D-Bus policy; enabled, as Flatcar ships it), the vendor docker 1.12
+/// with its profile, and docker's data from earlier boots.
+fn install_update_engine_and_vendor_docker(vm: &VmNode) {
+    let disk = vm.disk();
+    disk.install_file(
+        &testkit::built_binary("fake-update-engine"),
+        "/usr/local/bin/fake-update-engine",
+        0o755,
+    )
+    .unwrap();
+    disk.install_file(
+        &testkit::standin("com.coreos.update1.conf"),
+        "/usr/share/dbus-1/system.d/com.coreos.update1.conf",
+        0o644,
+    )
+    .unwrap();
+    disk.write(
+        "/usr/lib/systemd/system/update-engine.service",
+        format!(
+            "[Unit]\nDescription=update_engine (stand-in: testkit fake-update-engine)\n\n\
+             [Service]\nType=dbus\nBusName=com.coreos.update1\n\
+             ExecStart=/usr/local/bin/fake-update-engine --scenario update --new-version {NEXT_OS} \
+             --step-ms 600 --os-release /usr/lib/os-release\n\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+        0o644,
+    )
+    .unwrap();
+    disk.symlink(
+        "/usr/lib/systemd/system/multi-user.target.wants/update-engine.service",
+        "../update-engine.service",
+    )
+    .unwrap();
+    disk.write(
+        "/usr/share/torcx/profiles/vendor.json",
+        r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
+        0o644,
+    )
+    .unwrap();
+    disk.write(
+        "/usr/share/torcx/store/docker:1.12.torcx.tgz",
+        docker_archive("1.12.6"),
+        0o644,
+    )
+    .unwrap();
+    disk.write("/var/lib/docker/image/marker", "old docker data\n", 0o644)
+        .unwrap();
+}
+
+/// A worker that updates its OS and docker on its first boot: rendered by
+/// the metal example, with the torcx mirror reachable.
+fn updating_worker(d: &Delivery, m: &TorcxMirror) -> VmNode {
+    let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
+    let metal = d.metal(&m.agent_config(), Some(&m.keyring()), (22, &host_key));
+    let mut vm = d.worker(&metal);
+    vm.forward_to_host(m.rig.server.addr().port());
+    install_update_engine_and_vendor_docker(&vm);
+    vm
+}
+
+/// The agent's state journal, parsed (from the guest, or the disk while
+/// the VM is down).
+fn state_journal(vm: &VmNode) -> Option<Value> {
+    vm.read("/var/lib/node-bootstrap/state.json")
+        .and_then(|t| serde_json::from_str(&t).ok())
+}
+
+/// What `/run/torcx/bin/docker --version` says: the docker torcx applied.
+fn torcx_docker(vm: &VmNode) -> String {
+    vm.exec(&["/run/torcx/bin/docker", "--version"])
+        .map(|o| o.stdout_str().trim().to_string())
+        .unwrap_or_default()
+}
+
+fn os_version(vm: &VmNode) -> String {
+    vm.read("/usr/lib/os-release")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_ID=").map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// After a boot that ended in the agent's reboot (the VM is down): what
+/// the disk holds before the next boot.
+fn assert_rebooted_for_the_update(vm: &VmNode) {
+    assert!(
+        vm.read("/etc/kubernetes/kubelet.env").is_none(),
+        "kubelet.env must wait for the boot that runs the new OS and docker"
+    );
+    assert!(
+        !vm.exists("/var/lib/docker/image/marker"),
+        "docker's old datadir is wiped on the way down"
+    );
+    assert_eq!(vm.read("/etc/torcx/next-profile").unwrap(), "tectonic\n");
+    assert!(vm.exists(&format!(
+        "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+    )));
+    assert_eq!(
+        vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
+        NEXT_OS,
+        "update_engine staged the new OS"
+    );
+}
+
+/// After the boot that runs the new OS: the node is complete, with the new
+/// OS, docker 17.03 applied by torcx, kubelet.env and kubelet.
+fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror) {
+    let (code, out) = status_wait(vm);
+    assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());
+    assert_eq!(os_version(vm), NEXT_OS);
+    assert!(
+        torcx_docker(vm).contains("17.03.2"),
+        "torcx applied docker 17.03: {}",
+        torcx_docker(vm)
+    );
+    let sealed = vm.read("/run/metadata/torcx").unwrap_or_default();
+    assert!(
+        sealed.contains("TORCX_UPPER_PROFILE=\"tectonic\""),
+        "{sealed}"
+    );
+    assert_eq!(
+        vm.read("/etc/kubernetes/kubelet.env").unwrap(),
+        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n"
+    );
+    assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");
+    assert_eq!(
+        vm.read_bytes(&format!(
+            "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+        )),
+        Some(m.d1703.clone()),
+        "the store holds the verified package, whole"
+    );
+    // What status reads: every step of the flow done, none left running.
+    let j = state_journal(vm).expect("a state journal");
+    for step in [
+        "cluster-version",
+        "os-update",
+        "docker-addon",
+        "kubelet-env",
+    ] {
+        assert_eq!(step_status(&j, step), "done", "{step}: {j:#}");
+    }
+}
+
+/// The statuses of the journal's steps (`step=status` in order), or
+/// `"none"` when there is no (readable) journal.
+fn journal_summary(j: Option<&Value>) -> String {
+    match j.and_then(|j| j["steps"].as_object()) {
+        Some(steps) => steps
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v["status"].as_str().unwrap_or("?")))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => "none".into(),
+    }
+}
+
+/// Cuts the power the moment the agent's state journal, as the guest sees
+/// it (polled through the guest agent), satisfies `at`: right after the
+/// write that made it so. With `canary`, a file written without fsync just
+/// before shows the cut really loses the guest's page cache (not while the
+/// guest shuts down: its guest agent may be gone). Returns the journal the
+/// guest had.
+fn cut_when(vm: &mut VmNode, point: &str, canary: bool, at: impl Fn(&Value) -> bool) -> Value {
+    let seen = vm
+        .wait_for(point, WORK, |vm| {
+            let text = vm
+                .try_read_bytes("/var/lib/node-bootstrap/state.json")
+                .ok()??;
+            let j: Value = serde_json::from_slice(&text).ok()?;
+            at(&j).then_some(j)
+        })
+        .unwrap();
+    if canary {
+        let out = vm
+            .sh("echo unsynced > /var/tmp/canary && cat /var/tmp/canary")
+            .unwrap();
+        assert_eq!(out.stdout_str(), "unsynced\n");
+    }
+    vm.power_cut().unwrap();
+    let kept = state_journal(vm);
+    eprintln!(
+        "cut {point}: the guest's journal: {}; the disk kept: {}",
+        journal_summary(Some(&seen)),
+        journal_summary(kept.as_ref())
+    );
+    if canary {
+        assert!(
+            vm.read("/var/tmp/canary").unwrap_or_default().is_empty(),
+            "a file written without fsync just before the cut survived it: the cut kept the page cache"
+        );
+    }
+    seen
+}
+
+fn step_status(j: &Value, step: &str) -> String {
+    j["steps"][step]["status"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// After a power cut (the VM is down), what the next boot will find: every
+/// file the agent replaces atomically is the old one or the new one, whole.
+fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) {
+    if let Some(text) = vm.read("/var/lib/node-bootstrap/state.json") {
+        assert!(
+            text.is_empty() || serde_json::from_str::<Value>(&text).is_ok(),
+            "a torn state journal: {text:?}"
+        );
+    }
+    if let Some(env) = vm.read("/etc/kubernetes/kubelet.env") {
+        assert_eq!(
+            env,
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n",
+            "kubelet.env is whole or absent"
+        );
+    }
+    if let Some(pkg) = vm.read_bytes(&format!(
+        "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+    )) {
+        assert!(
+            pkg == m.d1703,
+            "a package under its final name is the verified one, whole"
+        );
+    }
+    if let Some(p) = vm.read("/etc/torcx/next-profile") {
+        assert_eq!(p, "tectonic\n");
+    }
+}
+
+fn lines(vm: &VmNode, path: &str) -> Vec<String> {
+    vm.read(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `node-bootstrap status --wait` on the node: what terraform's
+/// remote-exec or an operator waits on. Returns its exit code and output.
+fn status_wait(vm: &VmNode) -> (Option<i32>, String) {
+    let out = vm
+        .exec_timeout(
+            &[
+                "/opt/bin/node-bootstrap",
+                "status",
+                "--wait",
+                "--timeout",
+                &WORK.as_secs().to_string(),
+            ],
+            WORK + Duration::from_secs(60),
+        )
+        .unwrap();
+    (out.code, out.stdout_str() + &out.stderr_str())
+}
+
+fn report(vm: &VmNode, t0: Instant) {
+    eprintln!(
+        "vm {}: test done in {:.1}s; boots: {:?}",
+        vm.name(),
+        t0.elapsed().as_secs_f64(),
+        vm.boot_records()
+    );
+}
+
+fn skip(tools: &[&str]) -> bool {
+    testkit::vm::skip_unless_possible() || delivery_support::skip_without(tools)
+}
+
+#[test]
+fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubelet() {
+    if skip(&["terraform", "ssh-keygen", "strip"]) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    // The shipped defaults (real node paths; OS updates and the addon off).
+    // The bootkube master is not booted here, only rendered.
+    let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
+    let metal = d.metal(&json!({}), None, (22, &host_key));
+    let mut vm = d.worker(&metal);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+
+    let (code, out) = status_wait(&vm);
+    assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());
+
+    // Ignition alone enabled the units (no hand step), from its preset.
+    let enabled = vm
+        .exec(&[
+            "systemctl",
+            "is-enabled",
+            "k8s-node-bootstrap.service",
+            "kubelet.service",
+        ])
+        .unwrap();
+    assert_eq!(enabled.stdout_str(), "enabled\nenabled\n");
+    assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");
+    assert_eq!(
+        vm.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
+        "0"
+    );
+    // The binary Ignition fetched over HTTP is the one the mirror serves
+    // (Ignition checked the SHA-512 the config gave; so does the test).
+    let sum = vm.exec(&["sha512sum", "/opt/bin/node-bootstrap"]).unwrap();
+    assert!(
+        sum.stdout_str().starts_with(&d.agent.sha512),
+        "{}",
+        sum.stdout_str()
+    );
+    assert_eq!(
+        d.mirror.requests_for(AGENT_PATH).len(),
+        1,
+        "fetched once, by Ignition"
+    );
+    // The cluster version came from the API server (client certificate),
+    // not from the seed.
+    assert_eq!(
+        vm.read("/etc/kubernetes/kubelet.env").unwrap(),
+        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n"
+    );
+    assert!(
+        d.cluster
+            .api
+            .log()
+            .requests
+            .iter()
+            .any(|r| r.path == "/version" && r.client_cert)
+    );
+    assert_eq!(
+        lines(&vm, "/var/lib/kubelet-wrapper/starts"),
+        [
+            "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests"
+        ]
+    );
+    // The first boot is over: the next one will not run Ignition again.
+    assert!(!vm.exists(testkit::vm::FIRSTBOOT_FLAG));
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+#[test]
+fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_for_unfinished_work()
+{
+    if skip(&["terraform", "ssh-keygen", "ssh", "strip"]) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let mut vm = VmNode::new("master-0").unwrap();
+    let ssh_port = vm.forward_ssh().unwrap();
+    let host_key = vm.image().ssh_host_key.clone();
+    let metal = d.metal(&json!({}), None, (ssh_port, &host_key));
+    vm.set_ignition(&d.master_config(&metal)).unwrap();
+    // No API server: the bootkube master's version comes from its seed
+    // (there is no cluster before it).
+    vm.forward_to_host(d.mirror.addr().port());
+    install_os_parts(&vm);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+
+    // Before the push: kubelet runs, bootkube waits for its assets, and
+    // status says the node is not complete.
+    vm.wait_active_state("kubelet.service", "active", WORK)
+        .unwrap();
+    let enabled = vm
+        .exec(&[
+            "systemctl",
+            "is-enabled",
+            "k8s-node-bootstrap.service",
+            "kubelet.service",
+            "bootkube.path",
+            "tectonic.path",
+        ])
+        .unwrap();
+    assert_eq!(enabled.stdout_str(), "enabled\nenabled\nenabled\nenabled\n");
+    assert_eq!(vm.prop("bootkube.path", "ActiveState").unwrap(), "active");
+    assert_eq!(
+        vm.prop("bootkube.service", "ActiveState").unwrap(),
+        "inactive"
+    );
+    assert!(!vm.exists("/opt/tectonic"));
+    let early = vm
+        .exec(&["/opt/bin/node-bootstrap", "status", "--json"])
+        .unwrap();
+    assert_eq!(
+        early.code,
+        Some(10),
+        "in progress until the assets arrive: {}",
+        early.stdout_str()
+    );
+    assert_eq!(
+        vm.read("/etc/kubernetes/kubelet.env").unwrap(),
+        format!(
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{SEED_TAG}\"\n"
+        )
+    );
+
+    // The push: terraform apply over SSH, as core through sudo. bootkube
+    // starts at once (bootkube.path); the test holds it and cuts the power
+    // in the middle of its run.
+    vm.sh("touch /run/e2e-hold-bootkube").unwrap();
+    let out = metal.apply();
+    assert!(
+        out.contains("Apply complete! Resources: 1 added, 0 changed, 0 destroyed."),
+        "{out}"
+    );
+    vm.wait_for("bootkube.sh to run", WORK, |vm| {
+        (lines(vm, "/var/lib/e2e/bootkube-runs").len() == 1).then_some(())
+    })
+    .unwrap();
+    assert_eq!(
+        vm.prop("bootkube.service", "ActiveState").unwrap(),
+        "activating"
+    );
+    vm.power_cut().unwrap();
+    assert!(
+        vm.exists("/opt/tectonic/bootkube.sh"),
+        "the pushed assets are durable"
+    );
+    assert!(
+        !vm.exists("/opt/tectonic/init_bootkube.done")
+            && !vm.exists("/opt/tectonic/init_tectonic.done"),
+        "no .done for unfinished work"
+    );
+
+    // The next boot: bootkube runs again to its end, then tectonic.
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    let (code, status) = status_wait(&vm);
+    assert_eq!(
+        code,
+        Some(0),
+        "status --wait:\n{status}\n{}",
+        vm.diagnostics()
+    );
+    assert!(vm.exists("/opt/tectonic/init_bootkube.done"));
+    assert!(vm.exists("/opt/tectonic/init_tectonic.done"));
+    assert_eq!(
+        lines(&vm, "/var/lib/e2e/bootkube-runs"),
+        [
+            "bootkube ran in /opt/tectonic as uid 0",
+            "bootkube ran in /opt/tectonic as uid 0"
+        ],
+        "the run the cut ended, then a whole one"
+    );
+    assert_eq!(
+        lines(&vm, "/var/lib/e2e/tectonic-runs"),
+        ["tectonic ran in /opt/tectonic"]
+    );
+    assert_eq!(
+        vm.read("/opt/tectonic/tls/apiserver.key").unwrap(),
+        "-----BEGIN PRIVATE KEY-----\nnot really\n"
+    );
+    let perms = vm.exec(&["stat", "-c", "%u %a", "/opt/tectonic"]).unwrap();
+    assert_eq!(
+        perms.stdout_str().trim(),
+        "0 700",
+        "assets: root-owned, private"
+    );
+
+    // Apply again: nothing to do, nothing happens on the node.
+    let out = metal.apply();
+    assert!(
+        out.contains("Apply complete! Resources: 0 added, 0 changed, 0 destroyed."),
+        "{out}"
+    );
+    assert_eq!(lines(&vm, "/var/lib/e2e/bootkube-runs").len(), 2);
+    assert_eq!(lines(&vm, "/var/lib/e2e/tectonic-runs").len(), 1);
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+#[test]
+fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
+    if skip(&["terraform", "ssh-keygen", "strip"]) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let m = TorcxMirror::new();
+    let mut vm = updating_worker(&d, &m);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    // The real torcx-generator applied the OS image's docker 1.12.
+    assert!(
+        torcx_docker(&vm).contains("1.12.6"),
+        "{}",
+        torcx_docker(&vm)
+    );
+
+    // Boot 1 ends in the agent's own reboot (logind), a kernel reboot.
+    assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
+    assert_rebooted_for_the_update(&vm);
+    let j = state_journal(&vm).unwrap();
+    assert_eq!(
+        j["steps"]["reboot"]["result"]["reason"],
+        format!("os {OS_VERSION} -> {NEXT_OS}; docker 1.12 -> 17.03"),
+        "{j:#}"
+    );
+
+    // Boot 2: the boot loader boots the new OS; torcx applies docker
+    // 17.03; the agent confirms both and writes kubelet.env.
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_updated_and_complete(&vm, &m);
+    assert_eq!(
+        lines(&vm, "/var/lib/kubelet-wrapper/starts").len(),
+        1,
+        "kubelet started once, in the second boot"
+    );
+    assert_eq!(
+        vm.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
+        "0"
+    );
+    let j = state_journal(&vm).unwrap();
+    for step in ["os-update", "docker-addon"] {
+        assert!(
+            j["steps"][step]["result"]["confirmed_in_boot"].is_string(),
+            "{step} confirmed after the reboot: {j:#}"
+        );
+    }
+    assert_eq!(
+        m.rig.server.requests_for(&m.path1703).len(),
+        1,
+        "docker 17.03 downloaded once"
+    );
+    assert!(
+        m.rig
+            .server
+            .requests_for(&m.rig.manifest_path(NEXT_OS))
+            .iter()
+            .any(|r| r.status == 200),
+        "the manifest of the OS the node boots next"
+    );
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+/// Power cuts in the first boots, each in the boot that recovers from the
+/// one before: (1) while update_engine installs the OS update, right after
+/// the agent's unsynced journal write that starts the os-update step;
+/// (2) right after the unsynced write that records the OS update done and
+/// starts the docker addon, while the package downloads (the mirror is
+/// slowed so the cut lands mid-download); (3) right after the durable
+/// record before the agent's reboot, before the shutdown could wipe
+/// docker's old datadir. Each next boot picks up the work and the last one
+/// completes the node.
+#[test]
+fn power_cuts_before_the_reboot_converge() {
+    if skip(&["terraform", "ssh-keygen", "strip"]) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let m = TorcxMirror::new();
+    let mut vm = updating_worker(&d, &m);
+
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    cut_when(&mut vm, "1: the OS update running", true, |j| {
+        step_status(j, "os-update") == "running"
+    });
+    assert_nothing_partial(&vm, &m);
+    assert!(
+        vm.read(testkit::vm::PENDING_UPDATE).is_none(),
+        "the cut came before update_engine finished"
+    );
+
+    // The next boot runs the update again; the docker download crawls.
+    m.rig.server.set_rate(&m.path1703, Some(16 * 1024));
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    cut_when(&mut vm, "2: the docker addon downloading", true, |j| {
+        step_status(j, "docker-addon") == "running" && step_status(j, "os-update") == "done"
+    });
+    assert_nothing_partial(&vm, &m);
+    assert!(
+        !vm.exists(&format!(
+            "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
+        )),
+        "the cut came mid-download: no package under its final name"
+    );
+    assert_eq!(
+        vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
+        NEXT_OS,
+        "update_engine's staged update survives"
+    );
+
+    // The next boot runs the new OS (the boot loader took the staged
+    // update); the agent installs docker 17.03 for it and asks for the
+    // reboot: cut right after that durable record.
+    m.rig.server.set_rate(&m.path1703, None);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    let seen = cut_when(&mut vm, "3: the reboot requested", false, |j| {
+        step_status(j, "reboot") == "running"
+    });
+    assert_nothing_partial(&vm, &m);
+    let kept = state_journal(&vm).expect("the record before a reboot is durable");
+    assert_eq!(kept["steps"]["reboot"], seen["steps"]["reboot"]);
+    assert!(
+        vm.exists("/var/lib/docker/image/marker"),
+        "the cut came before the shutdown wiped docker's datadir"
+    );
+
+    // The next boot: the owed wipe happens, the changes are confirmed,
+    // kubelet.env is written.
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_updated_and_complete(&vm, &m);
+    assert!(
+        !vm.exists("/var/lib/docker/image/marker"),
+        "docker's old datadir is wiped although the shutdown that should have done it never ran"
+    );
+    assert_eq!(lines(&vm, "/var/lib/kubelet-wrapper/starts").len(), 1);
+    assert_eq!(vm.boots(), 4);
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
+
+/// Power cut in the boot after the agent's reboot, right after kubelet.env
+/// and the agent's last journal write after it (the records of the
+/// confirmations and of kubelet.env): that record is on disk after the
+/// cut (nothing would ever redo it: later boots skip the agent), and the
+/// next boot starts kubelet on a complete node.
+#[test]
+fn power_cut_right_after_kubelet_env_converges() {
+    if skip(&["terraform", "ssh-keygen", "strip"]) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    let m = TorcxMirror::new();
+    let mut vm = updating_worker(&d, &m);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
+    assert_rebooted_for_the_update(&vm);
+
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    let seen = cut_when(&mut vm, "4: kubelet.env written", true, |j| {
+        step_status(j, "kubelet-env") == "done"
+    });
+    assert_nothing_partial(&vm, &m);
+    assert!(
+        vm.exists("/etc/kubernetes/kubelet.env"),
+        "kubelet.env is durable"
+    );
+    let kept = state_journal(&vm).expect("a state journal");
+    assert_eq!(
+        journal_summary(Some(&kept)),
+        journal_summary(Some(&seen)),
+        "the agent's last record, after kubelet.env, survives the cut"
+    );
+
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+    assert_updated_and_complete(&vm, &m);
+    assert_eq!(
+        vm.prop("k8s-node-bootstrap.service", "ConditionResult")
+            .unwrap(),
+        "no",
+        "kubelet.env is there: the agent is skipped"
+    );
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
