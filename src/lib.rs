@@ -5,30 +5,30 @@
 //! apart from the I/O seams (systemd, update_engine, Docker, S3, HTTP,
 //! filesystem), so most logic is tested without a node.
 
-pub mod boot;
+pub(crate) mod boot;
 pub mod cli;
-pub mod clock;
+pub(crate) mod clock;
 pub mod config;
-pub mod docker;
+pub(crate) mod docker;
 pub mod error;
-pub mod fsutil;
-pub mod http;
+pub(crate) mod fsutil;
+pub(crate) mod http;
 pub mod journal;
-pub mod logging;
-pub mod openpgp;
+pub(crate) mod logging;
+pub(crate) mod openpgp;
 pub mod osrelease;
-pub mod retry;
-pub mod runtime;
+pub(crate) mod retry;
+pub(crate) mod runtime;
 
 pub mod addon;
 pub mod assets;
 pub mod cluster;
 pub mod flow;
-pub mod helper;
+pub(crate) mod helper;
 pub mod kubeletenv;
 pub mod metadata;
-pub mod reboot;
-pub mod status;
-pub mod systemd;
+pub(crate) mod reboot;
+pub(crate) mod status;
+pub(crate) mod systemd;
 pub mod updater;
-pub mod upgrade;
+pub(crate) mod upgrade;

@@ -41,16 +41,16 @@
 //! signature/hash = Verification (nothing installed), network after
 //! retries = Retryable.
 
-pub mod command;
-pub mod config;
-pub mod fetch;
+pub(crate) mod command;
+pub(crate) mod config;
+pub(crate) mod fetch;
 pub mod manifest;
 pub mod mappings;
-pub mod metasource;
-pub mod sysext;
+pub(crate) mod metasource;
+pub(crate) mod sysext;
 pub mod torcx;
-pub mod torcx_image;
-pub mod version;
+pub(crate) mod torcx_image;
+pub(crate) mod version;
 
 use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};

@@ -44,11 +44,6 @@ impl DockerVersion {
         })
     }
 
-    /// The text it was parsed from (what torcx calls the reference).
-    pub fn as_str(&self) -> &str {
-        &self.raw
-    }
-
     /// `(major, minor)`.
     pub fn major_minor(&self) -> (u64, u64) {
         (self.parts[0], self.parts[1])
@@ -133,7 +128,7 @@ mod tests {
     fn ordering_is_numeric_not_textual() {
         let mut v = [d("17.03.10"), d("1.12"), d("17.03.2"), d("17.03"), d("1.9")];
         v.sort();
-        let s: Vec<&str> = v.iter().map(|x| x.as_str()).collect();
+        let s: Vec<String> = v.iter().map(|x| x.to_string()).collect();
         assert_eq!(s, ["1.9", "1.12", "17.03", "17.03.2", "17.03.10"]);
     }
 

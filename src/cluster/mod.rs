@@ -22,10 +22,10 @@
 //! (exit 6, no credentials sent), rejected credentials are `BadInput`, a skew
 //! violation is `Refused` (exit 7).
 
-pub mod apiclient;
-pub mod config;
+pub(crate) mod apiclient;
+pub(crate) mod config;
 pub mod kubeconfig;
-pub mod version;
+pub(crate) mod version;
 
 pub use version::{KubeVersion, check_skew, tag_from_version, version_from_tag};
 

@@ -2,9 +2,9 @@
 //! ([`plan`]), and the driver that executes it ([`driver`]) through the
 //! node's seams ([`seams`]).
 
-pub mod command;
-pub mod driver;
-pub mod node;
+pub(crate) mod command;
+pub(crate) mod driver;
+pub(crate) mod node;
 pub mod plan;
-pub mod preflight;
-pub mod seams;
+pub(crate) mod preflight;
+pub(crate) mod seams;

@@ -27,8 +27,6 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
-/// Timeout of a single Docker API request (not of the step).
-pub const API_TIMEOUT: Duration = Duration::from_secs(30);
 /// Label that marks our containers.
 pub const LABEL: &str = "io.node-bootstrap.step";
 

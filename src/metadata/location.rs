@@ -4,7 +4,7 @@
 //! "could not ask".
 
 use crate::assets::config::S3Settings;
-use crate::error::{Context as _, Error, ErrorClass, Result};
+use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use std::io::{Read as _, Write};
@@ -328,22 +328,4 @@ async fn http_stream<W: Sink>(
         Ok(false) => Err(FetchError::NotFound),
         Err(e) => Err(FetchError::Failed(e)),
     }
-}
-
-/// Reads a local file with a size cap (used by `metadata generate`).
-pub fn read_capped(p: &Path, max: u64) -> Result<Vec<u8>> {
-    let len = std::fs::metadata(p)
-        .ctx(ErrorClass::BadInput, || {
-            format!("failed to read {}", p.display())
-        })?
-        .len();
-    if len > max {
-        return Err(Error::bad_input(format!(
-            "{} is larger than {max} bytes",
-            p.display()
-        )));
-    }
-    std::fs::read(p).ctx(ErrorClass::BadInput, || {
-        format!("failed to read {}", p.display())
-    })
 }

@@ -31,7 +31,7 @@
 
 pub mod config;
 pub mod format;
-pub mod location;
+pub(crate) mod location;
 pub mod sign;
 
 use crate::config::Config;

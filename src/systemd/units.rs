@@ -100,10 +100,6 @@ impl Units {
         Units { conn }
     }
 
-    pub fn connection(&self) -> &Connection {
-        &self.conn
-    }
-
     /// The state of one unit (a unit without a file has `load_state`
     /// `not-found`; that is not an error).
     pub async fn unit(&self, name: &str) -> Result<UnitState> {

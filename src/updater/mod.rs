@@ -21,7 +21,7 @@
 //! to learn whether an update applied earlier still waits for a reboot.
 
 pub mod config;
-pub mod status;
+pub(crate) mod status;
 
 pub use status::{StatusReport, UpdateStatus};
 
