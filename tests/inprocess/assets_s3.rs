@@ -514,7 +514,6 @@ fn bad_credentials_and_access_denied_are_config_errors_with_their_own_message() 
     assert_eq!(r["files"], 8);
 }
 
-
 /// A plain-tar bundle with one file of `size` random bytes, written to disk.
 fn big_bundle(dir: &Path, size: u64) -> (PathBuf, String) {
     let path = dir.join(format!("bundle-{size}.tar"));
@@ -564,14 +563,19 @@ fn measured_pull(s3: &S3Server, size_mib: u64, part_mib: u64) -> (serde_json::Va
         &format!(r#","checksum_sha256":"{sum}","part_size_mib":{part_mib},"concurrency":4"#),
     );
     let t0 = std::time::Instant::now();
-    let out = env.command(&cfg, &["assets", "pull", "--json"]).output().unwrap();
+    let out = env
+        .command(&cfg, &["assets", "pull", "--json"])
+        .output()
+        .unwrap();
     let secs = t0.elapsed().as_secs_f64();
     let r = report(&out);
     // The kernel's peak RSS of the agent's own memory (VmHWM, read by the
     // agent as it finishes). Not wait4(2)'s ru_maxrss: a child spawned by
     // this test binary starts out sharing its memory, and exec records that
     // high-water mark (the whole test tier's, over 1 GiB) in the child's.
-    let rss = r["peak_rss_kib"].as_u64().expect("peak_rss_kib in the report");
+    let rss = r["peak_rss_kib"]
+        .as_u64()
+        .expect("peak_rss_kib in the report");
     let img = env.assets().join("images/hyperkube.img");
     assert_eq!(fs::metadata(&img).unwrap().len(), size_mib * 1024 * 1024);
     (r, rss, secs)
