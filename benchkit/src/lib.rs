@@ -10,8 +10,10 @@
 //! the real agent (`testkit::agentnode::agent_node`). Nothing depends on
 //! this crate, so the test targets never build it.
 
+pub mod bundle;
 pub mod critical;
 pub mod report;
+pub mod s3standin;
 
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;

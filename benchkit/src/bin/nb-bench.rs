@@ -9,6 +9,8 @@
 //! nb-bench run-rss --agent BIN
 //! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
 //! nb-bench soak --agent BIN [--points N]
+//! nb-bench make-bundle --mib N --out FILE     (the asset-pull bundle)
+//! nb-bench s3 [--port P] --object BUCKET/KEY=FILE...   (S3 stand-in)
 //! ```
 
 use anyhow::{Context as _, Result, bail};
@@ -26,6 +28,10 @@ struct Args {
     nodes: usize,
     ours_ms: Option<f64>,
     points: usize,
+    mib: u64,
+    out: Option<PathBuf>,
+    port: u16,
+    objects: Vec<String>,
 }
 
 fn parse() -> Result<Args> {
@@ -40,6 +46,10 @@ fn parse() -> Result<Args> {
         nodes: 300,
         ours_ms: None,
         points: 32,
+        mib: 64,
+        out: None,
+        port: 0,
+        objects: Vec::new(),
     };
     while let Some(flag) = it.next() {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -49,6 +59,10 @@ fn parse() -> Result<Args> {
             "--nodes" => a.nodes = val()?.parse().context("--nodes")?,
             "--ours-ms" => a.ours_ms = Some(val()?.parse().context("--ours-ms")?),
             "--points" => a.points = val()?.parse().context("--points")?,
+            "--mib" => a.mib = val()?.parse().context("--mib")?,
+            "--out" => a.out = Some(val()?.into()),
+            "--port" => a.port = val()?.parse().context("--port")?,
+            "--object" => a.objects.push(val()?),
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -57,6 +71,11 @@ fn parse() -> Result<Args> {
 
 fn main() -> Result<()> {
     let args = parse()?;
+    match args.cmd.as_str() {
+        "make-bundle" => return make_bundle(&args),
+        "s3" => return s3_standin(&args),
+        _ => {}
+    }
     testkit::simnode::can_run().context("the benchmarks boot simulated nodes")?;
     match args.cmd.as_str() {
         "critical-path" => critical_path(&args),
@@ -69,6 +88,41 @@ fn main() -> Result<()> {
 }
 
 const T: Duration = Duration::from_secs(60);
+
+/// Writes the asset-pull bundle: a tar.gz of about `--mib` MiB.
+fn make_bundle(args: &Args) -> Result<()> {
+    let out = args.out.clone().context("make-bundle needs --out FILE")?;
+    let unpacked = (args.mib as f64 * benchkit::bundle::EXPANSION * 1048576.0) as u64;
+    let file =
+        std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    let stats = benchkit::bundle::write_targz(unpacked, std::io::BufWriter::new(file))?;
+    let size = std::fs::metadata(&out)?.len();
+    eprintln!(
+        "bundle {}: {size} bytes, {} files, unpacks to {} bytes ({:.2}x)",
+        out.display(),
+        stats.files,
+        stats.unpacked,
+        stats.unpacked as f64 / size as f64
+    );
+    Ok(())
+}
+
+/// Serves files as S3 objects on loopback until killed; prints
+/// `endpoint http://127.0.0.1:PORT` once listening.
+fn s3_standin(args: &Args) -> Result<()> {
+    let mut objects = Vec::new();
+    for o in &args.objects {
+        let (path, file) = o.split_once('=').context("--object BUCKET/KEY=FILE")?;
+        let (bucket, key) = path.split_once('/').context("--object BUCKET/KEY=FILE")?;
+        let body = std::fs::read(file).with_context(|| format!("reading {file}"))?;
+        objects.push((bucket.to_string(), key.to_string(), body));
+    }
+    let (listener, addr) = benchkit::s3standin::bind(args.port)?;
+    println!("endpoint http://{addr}");
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    benchkit::s3standin::serve(listener, benchkit::s3standin::Objects::new(objects))
+}
 
 /// Boots a node, waits for kubelet to be active, returns the critical path
 /// and the agent process's run time, in µs.
