@@ -205,7 +205,18 @@ fn critical_path(args: &Args) -> Result<()> {
         median(&ours_proc),
         median(&floor_proc)
     );
-    let ratio = o / f;
+    // The ratio of each round (its two nodes ran back to back), then their
+    // median: the host's load moves both sides of a round together.
+    let ratios: Vec<f64> = ours.iter().zip(&floor).map(|(o, f)| o / f).collect();
+    let ratio = median(&ratios);
+    eprintln!(
+        "critical-path ratios per round: {}",
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     println!(
         "{}",
         Row {
@@ -214,8 +225,8 @@ fn critical_path(args: &Args) -> Result<()> {
             theirs: format!("{f:.1}"),
             theirs_label: "no-op agent".into(),
             ratio: format!("{ratio:.2}x"),
-            target: "< 1.5x".into(),
-            met: ratio < 1.5,
+            target: "<= 1.1x".into(),
+            met: ratio <= 1.1,
         }
         .line()
     );
