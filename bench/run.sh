@@ -99,10 +99,15 @@ if want status; then
     st() { grep "^$1 " "$OUT/status" | head -1 | awk '{print $(NF-2), $NF}'; }
     read -r OM OR <<<"$(st 'node-bootstrap status   ')"
     read -r SM SR <<<"$(st 'systemctl status')"
+    read -r FM _ <<<"$(st 'fixed overhead')"
     if [ -n "${OM:-}" ] && [ -n "${SM:-}" ]; then
         row "status: wall time, ms (median of ${STATUS_RUNS:-20})" "$OM" "$SM (systemctl status)" \
             "$(awk -v o="$OM" -v s="$SM" 'BEGIN {printf "%.2fx", o / s}')" "<= 0.6x" \
             "$(awk -v o="$OM" -v s="$SM" 'BEGIN {print (o <= 0.6 * s) ? "yes" : "NO"}')"
+        row "status: net of the fixed overhead (nsenter, time, sh: ${FM:-?} ms), ms" \
+            "$(awk -v o="$OM" -v f="${FM:-0}" 'BEGIN {printf "%.1f", o - f}')" \
+            "$(awk -v s="$SM" -v f="${FM:-0}" 'BEGIN {printf "%.1f", s - f}') (systemctl status)" \
+            "$(awk -v o="$OM" -v s="$SM" -v f="${FM:-0}" 'BEGIN {printf "%.2fx", (o - f) / (s - f)}')" "(context)" "-"
         row "status: peak RSS, MiB" "$(awk -v k="$OR" 'BEGIN {printf "%.1f", k / 1024}')" \
             "$(awk -v k="$SR" 'BEGIN {printf "%.1f", k / 1024}') (systemctl status)" \
             "$(awk -v o="$OR" -v s="$SR" 'BEGIN {printf "%.2fx", o / s}')" "(context)" "-"

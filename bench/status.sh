@@ -15,6 +15,8 @@
 #
 # The node's units are the project's (bootkube master, agent stub for `run`,
 # kubelet-wrapper stand-in), so `status` reads real unit state over D-Bus.
+# Every wall time includes the same fixed part (nsenter, GNU time, sh), shown
+# on its own as "fixed overhead"; bench/run.sh also gives the ratio net of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20}
@@ -83,6 +85,7 @@ CASES=(
     "node-bootstrap status --json|$STATUS status --json"
     "systemctl status (same units)|systemctl status --no-pager ${UNITS[*]}"
     "systemctl show (same units)|systemctl show ${UNITS[*]}"
+    "fixed overhead (sh -c true)|true"
 )
 if [ -n "${BIN_B:-}" ]; then
     CASES+=("node-bootstrap status (BIN_B)|/opt/bin/node-bootstrap-b status")

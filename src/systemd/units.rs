@@ -1,17 +1,17 @@
 //! Reading unit state (load/active/sub state, result, restarts, conditions)
 //! from systemd over D-Bus, for `status`.
 //!
-//! One Manager call per unit for its object path, then one
-//! `Properties.GetAll` per interface (`…systemd1.Unit`, and `…Service` for
+//! One `Properties.GetAll` per interface (`…systemd1.Unit`, and `…Service` for
 //! services), all units concurrently, on one connection: a handful of round
 //! trips however many units, no property caching, no signal matches.
 //! Timestamps are systemd's realtime µs since the epoch (0 = never).
 //!
-//! The Manager call is `LoadUnit` ([`Units::unit`]) or `GetUnit`
-//! ([`Units::loaded_unit`]). `LoadUnit` of a unit systemd has not loaded
-//! makes it search the unit paths and parse the file (several ms, paid on
-//! every call: systemd unloads the unused unit again soon after); use it
-//! where the unit file's state is part of the answer. `GetUnit` never loads:
+//! [`Units::unit`] computes the object path (systemd loads a unit asked for
+//! by path, as `LoadUnit` does); [`Units::loaded_unit`] asks `GetUnit`.
+//! Loading a unit systemd does not hold makes it search the unit paths and
+//! parse the file (several ms, paid on every call: systemd unloads the
+//! unused unit again soon after); do it where the unit file's state is part
+//! of the answer. `GetUnit` never loads:
 //! `NoSuchUnit` means systemd holds no such unit, so it is not running, has
 //! not failed and nothing waits on it (a failed unit stays loaded).
 
@@ -123,6 +123,24 @@ struct ServiceProps {
     exec_main_start_timestamp: Option<u64>,
 }
 
+/// The D-Bus object path systemd gives unit `name`: its name with every
+/// byte other than an ASCII letter (or a digit, after the first byte)
+/// escaped as `_xx` (lowercase hex), under `/org/freedesktop/systemd1/unit/`.
+pub fn unit_object_path(name: &str) -> String {
+    let mut p = String::from("/org/freedesktop/systemd1/unit/");
+    for (i, b) in name.bytes().enumerate() {
+        if b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit()) {
+            p.push(b as char);
+        } else {
+            p.push_str(&format!("_{b:02x}"));
+        }
+    }
+    if name.is_empty() {
+        p.push('_');
+    }
+    p
+}
+
 /// A connection to systemd's manager on the system bus.
 #[derive(Clone)]
 pub struct Units {
@@ -139,11 +157,12 @@ impl Units {
     }
 
     /// The state of one unit, loading it if systemd has not (a unit without
-    /// a file has `load_state` `not-found`; that is not an error).
+    /// a file has `load_state` `not-found`; that is not an error). Its
+    /// object path is computed ([`unit_object_path`]): systemd loads a unit
+    /// asked for by path as `LoadUnit` would, and the round trip of asking
+    /// for the path first is saved.
     pub async fn unit(&self, name: &str) -> Result<UnitState> {
-        let path = self
-            .manager_call("LoadUnit", name)
-            .await
+        let path = zbus::ObjectPath::try_from(unit_object_path(name))
             .map_err(|e| unit_error(name, e))?;
         self.state_at(name, &path).await
     }
@@ -159,7 +178,7 @@ impl Units {
         }
     }
 
-    /// `LoadUnit` or `GetUnit`: the unit's object path.
+    /// A Manager method that answers a unit's object path (`GetUnit`).
     async fn manager_call(
         &self,
         method: &'static str,
@@ -239,5 +258,31 @@ impl Units {
     /// Several units at once, in the order given.
     pub async fn units(&self, names: &[&str]) -> Vec<Result<UnitState>> {
         futures_util::future::join_all(names.iter().map(|n| self.unit(n))).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths_are_escaped_as_systemd_escapes_them() {
+        // As `busctl tree org.freedesktop.systemd1` lists them.
+        assert_eq!(
+            unit_object_path("k8s-node-bootstrap.service"),
+            "/org/freedesktop/systemd1/unit/k8s_2dnode_2dbootstrap_2eservice"
+        );
+        assert_eq!(
+            unit_object_path("dbus.service"),
+            "/org/freedesktop/systemd1/unit/dbus_2eservice"
+        );
+        assert_eq!(
+            unit_object_path("getty@tty1.service"),
+            "/org/freedesktop/systemd1/unit/getty_40tty1_2eservice"
+        );
+        assert_eq!(
+            unit_object_path("1x.mount"),
+            "/org/freedesktop/systemd1/unit/_31x_2emount"
+        );
     }
 }
