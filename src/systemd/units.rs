@@ -162,8 +162,8 @@ impl Units {
     /// asked for by path as `LoadUnit` would, and the round trip of asking
     /// for the path first is saved.
     pub async fn unit(&self, name: &str) -> Result<UnitState> {
-        let path = zbus::ObjectPath::try_from(unit_object_path(name))
-            .map_err(|e| unit_error(name, e))?;
+        let path =
+            zbus::ObjectPath::try_from(unit_object_path(name)).map_err(|e| unit_error(name, e))?;
         self.state_at(name, &path).await
     }
 
