@@ -46,6 +46,7 @@ for t in /usr/bin/time ldd column; do
     command -v "$t" >/dev/null || { log "$t is missing (apt-get install time bsdextrautils)"; exit 1; }
 done
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "building (nb-bench and fake-update-engine; release node-bootstrap into $BENCH_CACHE)"
 cargo build --quiet -p benchkit -p testkit --bins
 cargo build --quiet --release --bin node-bootstrap --target-dir "$BENCH_CACHE"
@@ -127,7 +128,7 @@ if want fleet; then
 fi
 
 echo
-echo "node-bootstrap benchmarks${QUICK:+ (--quick)}, $(date -u +%Y-%m-%d), load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)"
+echo "node-bootstrap benchmarks${QUICK:+ (--quick)}, $(date -u +%Y-%m-%d), load at start $LOAD_START (at end $(cut -d' ' -f1-3 /proc/loadavg)), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)"
 echo
 {
     printf 'MEASUREMENT\tOURS\tTHEIRS / FLOOR\tRATIO\tTARGET\tMET\n'
