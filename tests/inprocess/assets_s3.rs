@@ -623,13 +623,27 @@ fn a_256_mib_bundle_is_pulled_in_parallel_parts_with_flat_memory() {
     );
     assert_eq!(big["parts"], 9, "256 MiB + tar header in 32 MiB parts");
     assert_eq!(small["parts"], 1);
+    // The agent's own peak (VmHWM, read by the agent at the end): wait4's
+    // ru_maxrss also counts the forked child before exec, a copy of this
+    // test binary, which other tests running beside it can make large.
+    let (small_hwm, big_hwm) = (
+        small["peak_rss_kib"].as_u64().unwrap(),
+        big["peak_rss_kib"].as_u64().unwrap(),
+    );
     // Flat: the 256 MiB pull needs at most 32 MiB more than the 8 MiB one,
     // far less than the object itself.
     assert!(
-        big_rss < small_rss + 32 * 1024,
-        "peak RSS grew with the object: {small_rss} KiB -> {big_rss} KiB"
+        big_hwm < small_hwm + 32 * 1024,
+        "peak RSS grew with the object: {small_hwm} KiB -> {big_hwm} KiB"
     );
-    assert!(big_rss < 128 * 1024, "peak RSS {big_rss} KiB");
+    assert!(big_hwm < 128 * 1024, "peak RSS {big_hwm} KiB");
+    if big_rss < 128 * 1024 {
+        // Unpolluted by the fork: the same bound holds from the outside.
+        assert!(
+            big_rss < small_rss.max(small_hwm) + 32 * 1024,
+            "{small_rss} KiB -> {big_rss} KiB"
+        );
+    }
 }
 
 /// The 1 GiB benchmark: `NODE_BOOTSTRAP_BENCH=1 cargo test --test inprocess
