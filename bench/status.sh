@@ -7,9 +7,16 @@
 #   bench/status.sh              boots a node of its own (needs root), runs, stops it
 #   NODE_PID=<pid> bench/status.sh   uses a running node (the host PID of its systemd)
 #   N=50 bench/status.sh         runs per command (default 20)
+#   BIN_B=/path/to/other/node-bootstrap bench/status.sh   also times that
+#                                build's `status` (A/B of two builds)
+#
+# The commands take turns (one call of each per round), so host load
+# moves them together.
 #
 # The node's units are the project's (bootkube master, agent stub for `run`,
 # kubelet-wrapper stand-in), so `status` reads real unit state over D-Bus.
+# Every wall time includes the same fixed part (nsenter, GNU time, sh), shown
+# on its own as "fixed overhead"; bench/run.sh also gives the ratio net of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20}
@@ -34,6 +41,7 @@ if [ -z "${NODE_PID:-}" ]; then
     for u in "${UNITS[@]}"; do cp "units/$u" "$D/upper/etc/systemd/system/"; done
     cp testkit/standins/agent-stub "$D/upper/opt/bin/node-bootstrap"
     cp "$BIN" "$D/upper/opt/bin/node-bootstrap-real"
+    if [ -n "${BIN_B:-}" ]; then cp "$BIN_B" "$D/upper/opt/bin/node-bootstrap-b"; fi
     cp testkit/standins/kubelet-wrapper "$D/upper/usr/lib/coreos/kubelet-wrapper"
     echo '{"role": "bootkube-master"}' > "$D/upper/etc/node-bootstrap/config.json"
     systemctl --root="$D/upper" enable k8s-node-bootstrap.service kubelet.service bootkube.path tectonic.path >/dev/null 2>&1
@@ -77,25 +85,32 @@ CASES=(
     "node-bootstrap status --json|$STATUS status --json"
     "systemctl status (same units)|systemctl status --no-pager ${UNITS[*]}"
     "systemctl show (same units)|systemctl show ${UNITS[*]}"
+    "fixed overhead (sh -c true)|true"
 )
+if [ -n "${BIN_B:-}" ]; then
+    CASES+=("node-bootstrap status (BIN_B)|/opt/bin/node-bootstrap-b status")
+fi
 
-printf '%-34s %6s %12s %10s %12s\n' COMMAND RUNS "MEDIAN ms" "MAX ms" "MAX RSS KiB"
-for c in "${CASES[@]}"; do
-    name=${c%%|*}
-    cmd=${c#*|}
-    walls=()
-    rss=0
-    for _ in $(seq "$N"); do
+W=$(mktemp -d)
+for _ in $(seq "$N"); do
+    for i in "${!CASES[@]}"; do
+        cmd=${CASES[$i]#*|}
         # Wall time in ns around the whole call (nsenter included, the same
         # for every command); peak RSS of the command from GNU time.
         t0=$(date +%s%N)
         m=$(inside /usr/bin/time -f '%M' sh -c "$cmd >/dev/null 2>&1" 2>&1 | tail -1 || true)
         t1=$(date +%s%N)
-        walls+=("$(( (t1 - t0) / 1000 ))")
-        if [ "$m" -gt "$rss" ]; then rss=$m; fi
+        echo "$(( (t1 - t0) / 1000 )) ${m:-0}" >> "$W/$i"
     done
-    sorted=$(printf '%s\n' "${walls[@]}" | sort -n)
+done
+
+printf '%-34s %6s %12s %10s %12s\n' COMMAND RUNS "MEDIAN ms" "MAX ms" "MAX RSS KiB"
+for i in "${!CASES[@]}"; do
+    name=${CASES[$i]%%|*}
+    sorted=$(cut -d' ' -f1 "$W/$i" | sort -n)
     median=$(echo "$sorted" | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}')
     max=$(echo "$sorted" | tail -1 | awk '{printf "%.1f", $1/1000}')
+    rss=$(cut -d' ' -f2 "$W/$i" | sort -n | tail -1)
     printf '%-34s %6s %12s %10s %12s\n' "$name" "$N" "$median" "$max" "$rss"
 done
+rm -rf "$W"

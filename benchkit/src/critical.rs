@@ -23,6 +23,28 @@ pub fn floor_node(spec: &AgentNodeSpec) -> Result<SimNode> {
     agent_node(&spec)
 }
 
+/// The durable floor node: like [`floor_node`], but the copy is made
+/// durable the way the agent writes kubelet.env (data synced, renamed into
+/// place, directory synced), with coreutils: `dd conv=fsync`, `mv`, `sync
+/// DIR` (three processes where the floor has one).
+pub fn durable_floor_node(spec: &AgentNodeSpec) -> Result<SimNode> {
+    let dir = tempfile::tempdir()?;
+    let agent = dir.path().join("durable-no-op-agent");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh
+set -e
+cd /etc/kubernetes
+         dd if=installer/kubelet.env of=.kubelet.env.tmp conv=fsync status=none
+         mv .kubelet.env.tmp kubelet.env
+exec sync /etc/kubernetes
+",
+    )?;
+    let mut spec = spec.clone();
+    spec.agent = agent;
+    agent_node(&spec)
+}
+
 /// Microseconds from `k8s-node-bootstrap.service` leaving inactive to
 /// `kubelet.service` entering active, from systemd's own monotonic
 /// timestamps (both on the node's clock).

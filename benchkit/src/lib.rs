@@ -1,6 +1,7 @@
 //! The benchmark harness behind `bench/run.sh` and `bench/soak.sh`: the
 //! `nb-bench` binary and what only it needs (the critical-path
-//! measurement, the table rows). Not a test: it prints numbers and a
+//! measurement, the table rows, the realistic asset bundle, the in-memory
+//! S3 stand-in of `bench/run.sh --quick`). Not a test: it prints numbers and a
 //! verdict per target, it asserts nothing.
 //!
 //! The rigs it drives are testkit's, shared with the tests that assert on
@@ -10,8 +11,10 @@
 //! the real agent (`testkit::agentnode::agent_node`). Nothing depends on
 //! this crate, so the test targets never build it.
 
+pub mod bundle;
 pub mod critical;
 pub mod report;
+pub mod s3standin;
 
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;

@@ -15,13 +15,17 @@
 //!    replaces assets that bootkube already used, nor its `.done` markers).
 //! 2. Stale staging dirs of crashed runs (`<parent>/.<name>.pull-*`) are removed.
 //! 3. The bundle is downloaded into a staging dir next to the assets dir
-//!    (same filesystem): ranged parts in parallel, streamed to disk.
-//! 4. One read pass unpacks it (see [`unpack`]) into `<staging>/tree` and
-//!    hashes it. Its SHA-256/512 is checked against every checksum known:
+//!    (same filesystem): ranged parts in parallel, streamed to disk. While
+//!    the parts arrive, one thread unpacks the bundle (see [`unpack`]) into
+//!    `<staging>/tree` and another hashes it, both reading the downloaded
+//!    prefix of the file as it grows ([`follow`]); the unpacked files start
+//!    going to disk as they are written.
+//! 4. Its SHA-256/512 is checked against every checksum known:
 //!    from config (`assets.s3.checksum_sha256/512`) and from the object's
 //!    metadata (`x-amz-meta-sha256/512`); with none known, or a mismatch,
 //!    nothing is installed (a mismatch is reported as such even when the
-//!    corrupt bytes also broke the archive).
+//!    corrupt bytes also broke the archive). A failed attempt (the object
+//!    changed, or is missing and waited for) starts over from an empty tree.
 //! 5. Only then is the marker written, the filesystem synced, and the tree renamed to the
 //!    assets dir in one step. An existing but incomplete assets dir (empty,
 //!    or without the marker) is swapped out atomically
@@ -33,6 +37,8 @@
 //! The agent never fetches; [`readiness`] says what it waits for and where.
 
 pub mod config;
+pub mod digest;
+pub mod follow;
 pub mod s3;
 pub mod unpack;
 
@@ -344,37 +350,17 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     remove_stale_staging(&parent, &name);
 
     let staging = Staging::create(&parent, &name)?;
-    let bundle = staging.dir.join("bundle");
     tracing::info!(step = "assets", url = %s3.uri(), path = %target.display(),
         part_size = s3.part_size, concurrency = s3.concurrency, "pulling the asset bundle");
     let client = s3::client(s3).await?;
-    let dl = download_with_waits(&client, s3, &bundle).await?;
+    let fetched = fetch_with_waits(&client, s3, &staging.dir, &config.assets.limits).await?;
+    let (dl, digests) = (&fetched.download, &fetched.digests);
     report.bytes = dl.size;
     report.parts = dl.parts;
     report.retries = dl.retries;
-    tracing::info!(step = "assets", url = %s3.uri(), bytes = dl.size, parts = dl.parts,
-        retries = dl.retries, "asset bundle fetched; unpacking and hashing it");
-    let known = s3.checksums.iter().chain(&dl.metadata_checksums);
-    if known.clone().next().is_none() {
-        // Refused before the unpack pass (verify says the same after it).
-        verify(&s3.uri(), "", "", &[], &[])?;
-    }
-    let need512 = known.clone().any(|c| matches!(c, Checksum::Sha512(_)));
-
-    // One read pass unpacks into the staging dir and hashes the bundle
-    // (SHA-256 always: it is reported and logged as the bundle's id). The
-    // checksum decides before anything else: nothing unverified is installed,
-    // and a corrupt download is reported as such, not as a bad archive.
-    let tree = staging.dir.join("tree");
-    fs::create_dir(&tree).ctx(ErrorClass::Internal, || {
-        format!("failed to create {}", tree.display())
-    })?;
-    let limits = config.assets.limits;
-    let (b, t) = (bundle.clone(), tree.clone());
-    let (unpacked, digests) =
-        tokio::task::spawn_blocking(move || unpack::unpack_file_hashing(&b, &t, &limits, need512))
-            .await
-            .map_err(|e| Error::internal(format!("unpack task failed: {e}")))??;
+    // The checksum decides before anything else: nothing unverified is
+    // installed, and a corrupt download is reported as such, not as a bad
+    // archive.
     report.verified = verify(
         &s3.uri(),
         &digests.sha256,
@@ -385,7 +371,10 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     report.sha256 = Some(digests.sha256.clone());
     tracing::info!(step = "assets", url = %s3.uri(), bytes = dl.size, sha256 = %digests.sha256,
         verified = %report.verified.join(", "), "asset bundle unpacked and verified");
-    let unpacked = unpacked.context(|| format!("unpacking asset bundle {}", s3.uri()))?;
+    let unpacked = fetched
+        .unpacked
+        .context(|| format!("unpacking asset bundle {}", s3.uri()))?;
+    let (bundle, tree) = (staging.dir.join(BUNDLE), staging.dir.join(TREE));
     // The bundle is no longer needed; free the space before the rename.
     let _ = fs::remove_file(&bundle);
     report.files = unpacked.files;
@@ -407,19 +396,36 @@ pub async fn pull(config: &Config) -> Result<PullReport> {
     report.peak_rss_kib = peak_rss_kib();
     tracing::info!(step = "assets", path = %target.display(), url = %s3.uri(),
         files = unpacked.files, dirs = unpacked.dirs, symlinks = unpacked.symlinks,
-        secrets = report.secrets, bytes = dl.size, parts = dl.parts, retries = dl.retries,
+        secrets = report.secrets, bytes = report.bytes, parts = report.parts, retries = report.retries,
         elapsed_ms = report.elapsed_ms, peak_rss_kib = report.peak_rss_kib.unwrap_or(0),
         "assets in place");
     Ok(report)
 }
 
-/// Downloads, waiting (bounded) for a missing object and for access to be
-/// granted, and restarting if the object changes mid-download.
-async fn download_with_waits(
+/// The download's file and the tree it unpacks to, in the staging dir.
+const BUNDLE: &str = "bundle";
+const TREE: &str = "tree";
+
+/// One bundle fetched: downloaded, hashed, unpacked (or why not).
+struct Fetched {
+    download: s3::Downloaded,
+    digests: digest::Digests,
+    /// Checked only once the digests are: a corrupt download is a checksum
+    /// error, not an archive error.
+    unpacked: Result<unpack::UnpackReport>,
+}
+
+/// Downloads the bundle into `<staging>/bundle` while one thread unpacks it
+/// into `<staging>/tree` and another hashes it, both following the parts as
+/// they land ([`follow`]). Waits (bounded) for a missing object and for
+/// access to be granted, and starts over if the object changes
+/// mid-download.
+async fn fetch_with_waits(
     client: &aws_sdk_s3::Client,
     s3: &S3Settings,
-    dest: &Path,
-) -> Result<s3::Downloaded> {
+    staging: &Path,
+    limits: &config::UnpackLimits,
+) -> Result<Fetched> {
     let t0 = Instant::now();
     let mut waits = 0u32;
     let mut changes = 0u32;
@@ -429,8 +435,8 @@ async fn download_with_waits(
         u32::MAX,
     );
     loop {
-        let (err, limit, why) = match s3::download(client, s3, dest).await {
-            Ok(d) => return Ok(d),
+        let (err, limit, why) = match fetch(client, s3, staging, limits).await? {
+            Ok(f) => return Ok(f),
             Err(s3::Failure::Missing(e)) => (e, s3.wait_for_object, "not there yet"),
             Err(s3::Failure::Denied(e)) => (e, s3.access_denied_grace, "access not granted yet"),
             Err(s3::Failure::Changed(e)) => {
@@ -455,6 +461,74 @@ async fn download_with_waits(
             delay_ms = delay.as_millis() as u64, "asset bundle {why}; waiting");
         tokio::time::sleep(delay).await;
     }
+}
+
+/// One attempt of [`fetch_with_waits`], from an empty tree. The outer
+/// error is this host's (files it cannot create); the inner one the
+/// download's.
+async fn fetch(
+    client: &aws_sdk_s3::Client,
+    s3: &S3Settings,
+    staging: &Path,
+    limits: &config::UnpackLimits,
+) -> Result<std::result::Result<Fetched, s3::Failure>> {
+    let (bundle, tree) = (staging.join(BUNDLE), staging.join(TREE));
+    if let Err(e) = fs::remove_dir_all(&tree)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(Error::internal(format!(
+            "failed to clear {} for another attempt: {e}",
+            tree.display()
+        )));
+    }
+    fs::create_dir(&tree).ctx(ErrorClass::Internal, || {
+        format!("failed to create {}", tree.display())
+    })?;
+    let open = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&bundle)
+            .ctx(ErrorClass::Internal, || {
+                format!("failed to open {}", bundle.display())
+            })
+    };
+    let prefix = follow::Prefix::new();
+    let hash_reader = follow::FollowReader::new(open()?, prefix.clone());
+    let unpack_reader = follow::FollowReader::new(open()?, prefix.clone());
+    let is_sha512 = |c: &Checksum| matches!(c, Checksum::Sha512(_));
+    let config_sha512 = s3.checksums.iter().any(is_sha512);
+    let meta = prefix.clone();
+    let hasher = tokio::task::spawn_blocking(move || {
+        digest::digest(hash_reader, || {
+            config_sha512 || meta.metadata_checksums().iter().any(is_sha512)
+        })
+    });
+    let (t, limits) = (tree.clone(), *limits);
+    let unpacker = tokio::task::spawn_blocking(move || unpack::unpack(unpack_reader, &t, &limits));
+    let downloaded = s3::download_following(client, s3, &bundle, &prefix).await;
+    if let Ok(d) = &downloaded {
+        tracing::info!(step = "assets", url = %s3.uri(), bytes = d.size, parts = d.parts,
+            retries = d.retries, "asset bundle fetched; finishing its unpacking and hashing");
+    }
+    // Both readers end now: at the end of the download, or with its error.
+    let joined = |e: tokio::task::JoinError| Error::internal(format!("unpack task failed: {e}"));
+    let digests = hasher.await.map_err(joined)?;
+    let unpacked = unpacker.await.map_err(joined)?;
+    let download = match downloaded {
+        Ok(d) => d,
+        Err(f) => return Ok(Err(f)),
+    };
+    let digests = digests.ctx(ErrorClass::Internal, || {
+        format!("failed to read the downloaded bundle {}", bundle.display())
+    })?;
+    Ok(Ok(Fetched {
+        download,
+        digests,
+        unpacked,
+    }))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Downloading one S3 object to a file: ranged parts in parallel, streamed
-//! to disk (memory does not grow with the object), each part retried on its
+//! to disk (memory does not grow with the object) and reported as they land
+//! (see [`super::follow`]: the bundle is unpacked while it arrives), each part retried on its
 //! own with jittered backoff on throttling, 5xx, timeouts and truncated
 //! bodies, all parts pinned to the first part's ETag (`If-Match`) so a
 //! bundle replaced mid-download is never stitched together.
@@ -9,6 +10,7 @@
 //! everything else.
 
 use super::config::{Checksum, S3Settings};
+use super::follow::{FailOnDrop, Layout, Prefix};
 use crate::error::{Error, Result};
 use crate::retry::{Attempt, RetryPolicy, retry};
 use aws_sdk_s3::Client;
@@ -20,11 +22,11 @@ use aws_sdk_s3::operation::get_object::{GetObjectError, GetObjectOutput};
 use aws_smithy_types::retry::RetryConfig;
 use aws_smithy_types::timeout::TimeoutConfig;
 use futures_util::{StreamExt, TryStreamExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 /// Builds an S3 client: credentials from the standard AWS chain (env,
 /// profile, web identity, ECS, instance role), region from config or that
@@ -207,13 +209,16 @@ impl Ctx<'_> {
     }
 
     /// Streams `out`'s body into `path` at `offset`; exactly `expected`
-    /// bytes must arrive.
+    /// bytes must arrive. Each chunk is written with `pwrite` as it comes
+    /// (a page-cache copy: short enough to do on the runtime's thread) and
+    /// only then reported to `progress` as part `part`'s, so a reader that
+    /// follows the download never reads a byte before it is on file.
     async fn write_body(
         &self,
         out: GetObjectOutput,
         path: &Path,
-        offset: u64,
-        expected: u64,
+        (part, offset, expected): (u64, u64, u64),
+        progress: &Prefix,
     ) -> std::result::Result<(), PartError> {
         let io = |e: std::io::Error| {
             PartError::Io(Error::internal(format!(
@@ -221,13 +226,9 @@ impl Ctx<'_> {
                 path.display()
             )))
         };
-        let mut file = tokio::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .await
-            .map_err(io)?;
-        file.seek(std::io::SeekFrom::Start(offset))
-            .await
             .map_err(io)?;
         let mut body = out.body;
         let mut got = 0u64;
@@ -248,13 +249,14 @@ impl Ctx<'_> {
                 }
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(chunk))) => {
-                    got += chunk.len() as u64;
-                    if got > expected {
+                    if got + chunk.len() as u64 > expected {
                         return Err(PartError::Truncated(format!(
                             "body is longer than the {expected} bytes announced"
                         )));
                     }
-                    file.write_all(&chunk).await.map_err(io)?;
+                    file.write_all_at(&chunk, offset + got).map_err(io)?;
+                    got += chunk.len() as u64;
+                    progress.advance(part, got);
                 }
             }
         }
@@ -263,7 +265,6 @@ impl Ctx<'_> {
                 "body ended after {got} of {expected} bytes"
             )));
         }
-        file.flush().await.map_err(io)?;
         Ok(())
     }
 
@@ -349,6 +350,33 @@ pub async fn download(
     s3: &S3Settings,
     dest: &Path,
 ) -> std::result::Result<Downloaded, Failure> {
+    // Nobody follows this download: no reader to finish or fail.
+    download_parts(client, s3, dest, &Prefix::default()).await
+}
+
+/// Downloads the object into `dest` (created or truncated), reporting what
+/// is on file to `progress` as it arrives; on success it is finished, on
+/// failure (or if this future is dropped) failed, so readers following it
+/// never wait forever.
+pub async fn download_following(
+    client: &Client,
+    s3: &S3Settings,
+    dest: &Path,
+    progress: &Arc<Prefix>,
+) -> std::result::Result<Downloaded, Failure> {
+    let guard = FailOnDrop(progress.clone());
+    let d = download_parts(client, s3, dest, progress).await?;
+    progress.finish();
+    drop(guard);
+    Ok(d)
+}
+
+async fn download_parts(
+    client: &Client,
+    s3: &S3Settings,
+    dest: &Path,
+    progress: &Prefix,
+) -> std::result::Result<Downloaded, Failure> {
     let retries = AtomicU64::new(0);
     let ctx = Ctx {
         client,
@@ -356,20 +384,24 @@ pub async fn download(
         retries: &retries,
     };
     let uri = s3.uri();
-    tokio::fs::File::create(dest).await.map_err(|e| {
+    std::fs::File::create(dest).map_err(|e| {
         Failure::Other(Error::internal(format!(
             "failed to create {}: {e}",
             dest.display()
         )))
     })?;
 
-    // Part 0 also tells the size, ETag and metadata.
+    // Part 0 also tells the size, ETag and metadata; once the first answer
+    // named an ETag, its retries are pinned to it too.
     let first_end = s3.part_size - 1;
     let ctx_ref = &ctx;
     let uri = &uri;
+    let pinned: Mutex<Option<String>> = Mutex::new(None);
+    let pinned = &pinned;
     let (size, etag, md, whole) = retry(ctx.policy(), &format!("GET {uri}"), |_| async move {
+        let if_match = pinned.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let out = ctx_ref
-            .get(0, first_end, None)
+            .get(0, first_end, if_match.as_deref())
             .await
             .map_err(|e| ctx_ref.to_attempt("part 1", e))?;
         let size = out
@@ -388,12 +420,17 @@ pub async fn download(
             ))));
         }
         let etag = out.e_tag().map(str::to_string);
+        if let Some(e) = &etag {
+            *pinned.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
+        }
         let md = metadata_checksums(&out);
         // A server that ignores Range sends the whole object at once.
         let whole = out.content_range().is_none();
-        let expected = if whole { size } else { size.min(s3.part_size) };
+        let part_size = if whole { size } else { s3.part_size };
+        progress.start(Layout { size, part_size }, md.clone());
+        let expected = size.min(part_size);
         ctx_ref
-            .write_body(out, dest, 0, expected)
+            .write_body(out, dest, (0, 0, expected), progress)
             .await
             .map_err(|e| ctx_ref.to_attempt("part 1", e))?;
         Ok((size, etag, md, whole))
@@ -424,7 +461,7 @@ pub async fn download(
                                 .get(start, end, etag.as_deref())
                                 .await
                                 .map_err(|e| ctx.to_attempt(what_ref, e))?;
-                            ctx.write_body(out, dest, start, end - start + 1)
+                            ctx.write_body(out, dest, (i, start, end - start + 1), progress)
                                 .await
                                 .map_err(|e| ctx.to_attempt(what_ref, e))
                         }
@@ -438,10 +475,7 @@ pub async fn download(
             .map_err(to_failure)?;
     }
     // The file must be exactly the announced size (nothing beyond it).
-    let len = tokio::fs::metadata(dest)
-        .await
-        .map(|m| m.len())
-        .unwrap_or(u64::MAX);
+    let len = std::fs::metadata(dest).map(|m| m.len()).unwrap_or(u64::MAX);
     if len != size {
         return Err(Failure::Other(Error::internal(format!(
             "downloaded file {} is {len} bytes, expected {size}",

@@ -185,69 +185,6 @@ impl<R: Read> Read for Limited<'_, R> {
     }
 }
 
-/// SHA-256 and (when asked for) SHA-512 of every byte of a file, hex.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Digests {
-    pub sha256: String,
-    /// Empty unless asked for.
-    pub sha512: String,
-}
-
-/// A reader that hashes what passes through it.
-struct HashingReader<R> {
-    inner: R,
-    sha256: sha2::Sha256,
-    sha512: Option<sha2::Sha512>,
-}
-
-impl<R: Read> Read for HashingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use sha2::Digest as _;
-        let n = self.inner.read(buf)?;
-        self.sha256.update(&buf[..n]);
-        if let Some(h) = &mut self.sha512 {
-            h.update(&buf[..n]);
-        }
-        Ok(n)
-    }
-}
-
-/// Unpacks the archive at `archive` into `dest` (an existing, empty
-/// directory) and hashes the whole file in the same read pass (the bytes
-/// the unpacker does not need, such as trailing padding, are read and
-/// hashed after it). The unpack's outcome comes back beside the digests, so
-/// the caller checks the checksum first: a corrupt download is a checksum
-/// error, not an archive error. On error `dest` may hold a partial tree:
-/// the caller removes it, and installs nothing unless the digests match.
-pub fn unpack_file_hashing(
-    archive: &Path,
-    dest: &Path,
-    limits: &UnpackLimits,
-    sha512: bool,
-) -> Result<(Result<UnpackReport>, Digests)> {
-    use sha2::Digest as _;
-    let f = fs::File::open(archive).ctx(ErrorClass::Internal, || {
-        format!("failed to open downloaded bundle {}", archive.display())
-    })?;
-    let mut reader = HashingReader {
-        inner: f,
-        sha256: sha2::Sha256::new(),
-        sha512: sha512.then(sha2::Sha512::new),
-    };
-    let unpacked = unpack(&mut reader, dest, limits);
-    io::copy(&mut reader, &mut io::sink()).ctx(ErrorClass::Internal, || {
-        format!("failed to read downloaded bundle {}", archive.display())
-    })?;
-    let digests = Digests {
-        sha256: hex::encode(reader.sha256.finalize()),
-        sha512: reader
-            .sha512
-            .map(|h| hex::encode(h.finalize()))
-            .unwrap_or_default(),
-    };
-    Ok((unpacked, digests))
-}
-
 /// Unpacks a tar.gz (or plain tar) stream into `dest`; see module docs.
 pub fn unpack<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<UnpackReport> {
     let mut buffered = BufReader::with_capacity(64 * 1024, reader);
@@ -279,6 +216,7 @@ fn unpack_tar<R: Read>(reader: R, dest: &Path, limits: &UnpackLimits) -> Result<
         total_left: limits.max_total_bytes,
         report: UnpackReport::default(),
         symlinks: Vec::new(),
+        buf: vec![0; COPY_BUF],
     };
     let not_tar = || "the asset bundle is not a valid tar archive";
     let mut count = 0u64;
@@ -329,6 +267,8 @@ struct Unpacker<'a> {
     report: UnpackReport,
     /// Symlinks made, checked once everything is unpacked.
     symlinks: Vec<PathBuf>,
+    /// The copy buffer, one for all files.
+    buf: Vec<u8>,
 }
 
 impl Unpacker<'_> {
@@ -361,14 +301,14 @@ impl Unpacker<'_> {
         } else {
             entry.mode() & 0o755
         };
-        let mut out = create_file(&target, mode)?;
+        let mut out = Writeback::new(create_file(&target, mode)?);
         let mut limited = Limited {
             inner: entry,
             entry_left: limits.max_entry_bytes,
             total_left: &mut self.total_left,
             hit: None,
         };
-        let copied = io::copy(&mut limited, &mut out);
+        let copied = copy(&mut limited, &mut out, &mut self.buf);
         match (copied, limited.hit) {
             (Ok(n), _) => self.report.bytes += n,
             (Err(_), Some(which)) => {
@@ -383,7 +323,7 @@ impl Unpacker<'_> {
                 )));
             }
         }
-        out.flush().ctx(ErrorClass::Internal, || {
+        out.finish().ctx(ErrorClass::Internal, || {
             format!("failed to write {}", target.display())
         })?;
         self.report.files += 1;
@@ -540,6 +480,75 @@ impl<R: Read> TarEntry for tar::Entry<'_, R> {
     }
 }
 
+/// Bytes read from the archive per write (fewer syscalls than `io::copy`'s 8 KiB).
+const COPY_BUF: usize = 256 << 10;
+/// Writeback of a file's bytes is started every this much.
+const WRITEBACK_STEP: u64 = 8 << 20;
+
+/// Copies `r` to `w` through `buf`; returns the bytes copied.
+fn copy(r: &mut impl Read, w: &mut impl Write, buf: &mut [u8]) -> io::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let n = match r.read(buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        w.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+}
+
+/// A file being unpacked whose bytes start going to disk while the unpack
+/// goes on (`sync_file_range(SYNC_FILE_RANGE_WRITE)` every
+/// [`WRITEBACK_STEP`] and at the end: it starts writeback, it does not wait
+/// for it), so the `syncfs` before the tree is published finds little left
+/// to write. Durability still comes from that `syncfs` alone.
+struct Writeback {
+    file: fs::File,
+    written: u64,
+    started: u64,
+}
+
+impl Writeback {
+    fn new(file: fs::File) -> Writeback {
+        Writeback {
+            file,
+            written: 0,
+            started: 0,
+        }
+    }
+
+    fn start_writeback(&mut self) {
+        if self.written > self.started {
+            crate::fsutil::start_writeback(&self.file, self.started, self.written - self.started);
+            self.started = self.written;
+        }
+    }
+
+    /// All written: start the writeback of the rest.
+    fn finish(mut self) -> io::Result<()> {
+        self.file.flush()?;
+        self.start_writeback();
+        Ok(())
+    }
+}
+
+impl Write for Writeback {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.started >= WRITEBACK_STEP {
+            self.start_writeback();
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// A new file (never through a symlink) with exactly `mode`.
 fn create_file(target: &Path, mode: u32) -> Result<fs::File> {
     let out = OpenOptions::new()
@@ -567,46 +576,6 @@ fn set_mode(target: &Path, mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sha256_hex(bytes: &[u8]) -> String {
-        use sha2::Digest as _;
-        hex::encode(sha2::Sha256::digest(bytes))
-    }
-
-    #[test]
-    fn hashing_covers_every_byte_even_past_the_archive_end_or_a_broken_archive() {
-        let d = tempfile::tempdir().unwrap();
-        let mut tar = tar::Builder::new(Vec::new());
-        let body = b"#!/bin/bash\necho bootkube\n";
-        let mut h = tar::Header::new_ustar();
-        h.set_size(body.len() as u64);
-        h.set_mode(0o755);
-        tar.append_data(&mut h, "bootkube.sh", &body[..]).unwrap();
-        let mut bytes = tar.into_inner().unwrap();
-        bytes.extend_from_slice(&[0u8; 10_000]); // padding the unpacker never reads
-        let archive = d.path().join("bundle");
-        fs::write(&archive, &bytes).unwrap();
-        let tree = d.path().join("tree");
-        fs::create_dir(&tree).unwrap();
-        let (unpacked, digests) =
-            unpack_file_hashing(&archive, &tree, &UnpackLimits::default(), true).unwrap();
-        assert_eq!(unpacked.unwrap().files, 1);
-        assert_eq!(digests.sha256, sha256_hex(&bytes));
-        assert_eq!(digests.sha512.len(), 128);
-        assert_eq!(fs::read(tree.join("bootkube.sh")).unwrap(), body);
-
-        // Garbage: the unpack fails, the digests are still of the whole file
-        // (so the caller reports the checksum mismatch, not the archive).
-        let junk = vec![0x1fu8, 0x8b, 0, 1, 2, 3, 4, 5, 6, 7];
-        fs::write(&archive, &junk).unwrap();
-        let tree2 = d.path().join("tree2");
-        fs::create_dir(&tree2).unwrap();
-        let (unpacked, digests) =
-            unpack_file_hashing(&archive, &tree2, &UnpackLimits::default(), false).unwrap();
-        assert!(unpacked.is_err());
-        assert_eq!(digests.sha256, sha256_hex(&junk));
-        assert_eq!(digests.sha512, "");
-    }
 
     #[test]
     fn secret_rule() {

@@ -25,6 +25,24 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// Starts writing `len` bytes of `file` from `offset` back to disk without
+/// waiting for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a head start
+/// for a later `syncfs`/`fsync`, never a durability guarantee of its own.
+/// Best effort: where the call is not supported, the later sync does it all.
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: plain syscall on a file descriptor `file` keeps open for the
+    // call; no memory is passed.
+    unsafe {
+        nix::libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as nix::libc::off64_t,
+            len as nix::libc::off64_t,
+            nix::libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
 /// Mode for files other programs read (profiles, kubelet.env, markers).
 pub const MODE_PUBLIC: u32 = 0o644;
 /// Mode for secrets (keys, kubeconfigs).

@@ -145,10 +145,10 @@ async fn stop_docker() -> Result<()> {
         let units = &units;
         let u = u.to_string();
         async move {
-            units
-                .unit(&u)
-                .await
-                .is_ok_and(|s| s.active_state != "inactive" && s.active_state != "failed")
+            // Not loaded (GetUnit, which never loads it) is not running.
+            units.loaded_unit(&u).await.is_ok_and(|s| {
+                s.is_some_and(|s| s.active_state != "inactive" && s.active_state != "failed")
+            })
         }
     };
     if !running("docker.service").await {

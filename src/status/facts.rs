@@ -17,7 +17,8 @@ pub const TECTONIC: &str = "tectonic.service";
 pub const INIT_ASSETS: &str = "init-assets.service";
 pub const DOCKER: &str = "docker.service";
 
-/// The units `status` asks systemd about (init-assets only shown when it exists).
+/// The units `status` asks systemd about (init-assets only shown when systemd
+/// holds it: pull mode enables it; see `probe`).
 pub const FLOW_UNITS: &[&str] = &[
     KNB,
     KUBELET,

@@ -101,6 +101,13 @@ impl Unreachables {
 
 /// The flow's units (and docker's) from systemd and update_engine's
 /// status, over one bus connection.
+///
+/// init-assets.service (pull mode only) and docker.service are asked with
+/// `GetUnit`, never loaded: where systemd does not hold them (push mode has
+/// no init-assets; docker is not running), loading them from disk on every
+/// `status` cost more than everything else it asks. Not held means not
+/// running and not failed: init-assets is then left out, as a unit without
+/// a file is, and docker counts as inactive.
 async fn systemd_and_update_engine(
     timeout: Duration,
     u: &mut Unreachables,
@@ -113,11 +120,26 @@ async fn systemd_and_update_engine(
             return (None, None);
         }
     };
-    let mut names: Vec<&str> = FLOW_UNITS.to_vec();
-    names.push(DOCKER);
+    let loaded: Vec<&str> = FLOW_UNITS
+        .iter()
+        .copied()
+        .filter(|n| *n != INIT_ASSETS)
+        .collect();
     let systemd = Units::new(bus.clone());
-    let (states, ue) = tokio::join!(systemd.units(&names), update_engine_status(&bus, timeout));
-    let units: Result<Vec<UnitState>, _> = states.into_iter().collect();
+    let (states, init_assets, docker, ue) = tokio::join!(
+        systemd.units(&loaded),
+        systemd.loaded_unit(INIT_ASSETS),
+        systemd.loaded_unit(DOCKER),
+        update_engine_status(&bus, timeout)
+    );
+    let units = (|| {
+        let mut units = states
+            .into_iter()
+            .collect::<crate::error::Result<Vec<_>>>()?;
+        units.extend(init_assets?);
+        units.push(docker?.unwrap_or_else(|| UnitState::not_loaded(DOCKER)));
+        Ok::<_, crate::error::Error>(units)
+    })();
     (u.ok("systemd", units), u.ok("update-engine", ue))
 }
 

@@ -1,17 +1,31 @@
 //! Reading unit state (load/active/sub state, result, restarts, conditions)
 //! from systemd over D-Bus, for `status`.
 //!
-//! One `LoadUnit` (zbus_systemd's Manager proxy) per unit, then one
-//! `Properties.GetAll` per interface (`…systemd1.Unit`, and `…Service` for
+//! One `Properties.GetAll` per interface (`…systemd1.Unit`, and `…Service` for
 //! services), all units concurrently, on one connection: a handful of round
 //! trips however many units, no property caching, no signal matches.
 //! Timestamps are systemd's realtime µs since the epoch (0 = never).
+//!
+//! [`Units::unit`] computes the object path (systemd loads a unit asked for
+//! by path, as `LoadUnit` does); [`Units::loaded_unit`] asks `GetUnit`.
+//! Loading a unit systemd does not hold makes it search the unit paths and
+//! parse the file (several ms, paid on every call: systemd unloads the
+//! unused unit again soon after); do it where the unit file's state is part
+//! of the answer. `GetUnit` never loads:
+//! `NoSuchUnit` means systemd holds no such unit, so it is not running, has
+//! not failed and nothing waits on it (a failed unit stays loaded).
 
 use crate::error::{Error, Result};
 use serde::Serialize;
 use zbus::{Connection, DeserializeDict, Type};
 
 const DEST: &str = "org.freedesktop.systemd1";
+/// The error `GetUnit` answers for a unit systemd does not hold.
+const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
+
+fn unit_error(name: &str, e: zbus::Error) -> Error {
+    Error::retryable(format!("cannot read unit {name} from systemd: {e}"))
+}
 
 /// One unit as systemd sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -45,6 +59,26 @@ pub struct UnitState {
 }
 
 impl UnitState {
+    /// A unit systemd does not hold (`GetUnit` said `NoSuchUnit`): inactive
+    /// and dead, as systemd would report it, with the load state `not-loaded`.
+    pub fn not_loaded(name: &str) -> UnitState {
+        UnitState {
+            name: name.to_string(),
+            load_state: "not-loaded".into(),
+            active_state: "inactive".into(),
+            sub_state: "dead".into(),
+            unit_file_state: String::new(),
+            result: None,
+            n_restarts: None,
+            exec_main_status: None,
+            exec_main_start_us: None,
+            condition_result: true,
+            condition_timestamp_us: 0,
+            active_enter_timestamp_us: 0,
+            inactive_exit_timestamp_us: 0,
+            state_change_timestamp_us: 0,
+        }
+    }
     /// The unit exists (a unit file was found).
     pub fn exists(&self) -> bool {
         self.load_state != "not-found"
@@ -89,6 +123,24 @@ struct ServiceProps {
     exec_main_start_timestamp: Option<u64>,
 }
 
+/// The D-Bus object path systemd gives unit `name`: its name with every
+/// byte other than an ASCII letter (or a digit, after the first byte)
+/// escaped as `_xx` (lowercase hex), under `/org/freedesktop/systemd1/unit/`.
+pub fn unit_object_path(name: &str) -> String {
+    let mut p = String::from("/org/freedesktop/systemd1/unit/");
+    for (i, b) in name.bytes().enumerate() {
+        if b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit()) {
+            p.push(b as char);
+        } else {
+            p.push_str(&format!("_{b:02x}"));
+        }
+    }
+    if name.is_empty() {
+        p.push('_');
+    }
+    p
+}
+
 /// A connection to systemd's manager on the system bus.
 #[derive(Clone)]
 pub struct Units {
@@ -100,30 +152,60 @@ impl Units {
         Units { conn }
     }
 
-    /// The state of one unit (a unit without a file has `load_state`
-    /// `not-found`; that is not an error).
+    /// The state of one unit, loading it if systemd has not (a unit without
+    /// a file has `load_state` `not-found`; that is not an error). Its
+    /// object path is computed ([`unit_object_path`]): systemd loads a unit
+    /// asked for by path as `LoadUnit` would, and the round trip of asking
+    /// for the path first is saved.
     pub async fn unit(&self, name: &str) -> Result<UnitState> {
-        let err =
-            |e: zbus::Error| Error::retryable(format!("cannot read unit {name} from systemd: {e}"));
-        let manager = zbus_systemd::systemd1::ManagerProxy::builder(&self.conn)
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await
-            .map_err(err)?;
-        let path = manager.load_unit(name.to_string()).await.map_err(err)?;
-        let get_all = |iface: &'static str| {
-            let path = path.clone();
-            async move {
-                self.conn
-                    .call_method(
-                        Some(DEST),
-                        path.as_str(),
-                        Some("org.freedesktop.DBus.Properties"),
-                        "GetAll",
-                        &(iface,),
-                    )
-                    .await
-            }
+        let path =
+            zbus::ObjectPath::try_from(unit_object_path(name)).map_err(|e| unit_error(name, e))?;
+        self.state_at(name, &path).await
+    }
+
+    /// The state of one unit if systemd has it loaded; `None` when it does
+    /// not (`NoSuchUnit`: not running, not failed, never loaded from disk
+    /// for this question).
+    pub async fn loaded_unit(&self, name: &str) -> Result<Option<UnitState>> {
+        match self.manager_call("GetUnit", name).await {
+            Ok(path) => self.state_at(name, &path).await.map(Some),
+            Err(zbus::Error::MethodError(e, _, _)) if e.as_str() == NO_SUCH_UNIT => Ok(None),
+            Err(e) => Err(unit_error(name, e)),
+        }
+    }
+
+    /// A Manager method that answers a unit's object path (`GetUnit`).
+    async fn manager_call(
+        &self,
+        method: &'static str,
+        name: &str,
+    ) -> zbus::Result<zbus::OwnedObjectPath> {
+        let reply = self
+            .conn
+            .call_method(
+                Some(DEST),
+                "/org/freedesktop/systemd1",
+                Some("org.freedesktop.systemd1.Manager"),
+                method,
+                &(name,),
+            )
+            .await?;
+        reply.body().deserialize()
+    }
+
+    /// The properties of the unit at `path`.
+    async fn state_at(&self, name: &str, path: &zbus::ObjectPath<'_>) -> Result<UnitState> {
+        let err = |e: zbus::Error| unit_error(name, e);
+        let get_all = |iface: &'static str| async move {
+            self.conn
+                .call_method(
+                    Some(DEST),
+                    path,
+                    Some("org.freedesktop.DBus.Properties"),
+                    "GetAll",
+                    &(iface,),
+                )
+                .await
         };
         // The type-specific interface carries Result (and, for services,
         // restarts and the main process).
@@ -172,5 +254,31 @@ impl Units {
     /// Several units at once, in the order given.
     pub async fn units(&self, names: &[&str]) -> Vec<Result<UnitState>> {
         futures_util::future::join_all(names.iter().map(|n| self.unit(n))).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths_are_escaped_as_systemd_escapes_them() {
+        // As `busctl tree org.freedesktop.systemd1` lists them.
+        assert_eq!(
+            unit_object_path("k8s-node-bootstrap.service"),
+            "/org/freedesktop/systemd1/unit/k8s_2dnode_2dbootstrap_2eservice"
+        );
+        assert_eq!(
+            unit_object_path("dbus.service"),
+            "/org/freedesktop/systemd1/unit/dbus_2eservice"
+        );
+        assert_eq!(
+            unit_object_path("getty@tty1.service"),
+            "/org/freedesktop/systemd1/unit/getty_40tty1_2eservice"
+        );
+        assert_eq!(
+            unit_object_path("1x.mount"),
+            "/org/freedesktop/systemd1/unit/_31x_2emount"
+        );
     }
 }

@@ -418,7 +418,8 @@ impl FaultProxy {
     }
 
     /// Queues `fault` for the next request with `method` whose path
-    /// contains `path_contains`. Faults apply in the order queued.
+    /// contains `path_contains` (matched against `path range`, so
+    /// `"/k bytes=1048576-"` picks one part). Faults apply in the order queued.
     pub fn inject(&self, method: &str, path_contains: &str, fault: Fault) {
         self.state.lock().unwrap().rules.push_back(Rule {
             method: method.to_string(),
@@ -471,10 +472,9 @@ fn serve(conn: TcpStream, upstream: u16, state: &Mutex<ProxyState>) -> Result<()
             let mut st = state.lock().unwrap();
             st.seen
                 .push(format!("{method} {path} {range}").trim_end().to_string());
-            let idx = st
-                .rules
-                .iter()
-                .position(|r| r.method == method && path.contains(&r.path_contains));
+            let idx = st.rules.iter().position(|r| {
+                r.method == method && format!("{path} {range}").contains(&r.path_contains)
+            });
             let f = idx.and_then(|i| st.rules.remove(i)).map(|r| r.fault);
             if let Some(f) = &f {
                 st.applied.push(format!("{f:?} on {method} {path} {range}"));

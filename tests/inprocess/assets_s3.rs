@@ -630,3 +630,102 @@ fn bench_1_gib() {
         r["parts"]
     );
 }
+
+/// A bundle of a few small files first, then 3 MiB of random data: parts of
+/// 1 MiB, the first of which already unpacks the small files.
+fn bundle_with_a_big_tail() -> (Vec<u8>, Vec<u8>) {
+    let mut blob = vec![0u8; 3 * 1024 * 1024];
+    fastrand::Rng::with_seed(11).fill(&mut blob);
+    let bundle = targz(&[
+        ("bootkube.sh", b"#!/bin/bash\necho bootkube\n", 0o755),
+        ("manifests/kube-apiserver.yaml", b"kind: DaemonSet\n", 0o644),
+        ("images/blob.bin", &blob, 0o644),
+    ]);
+    (bundle, blob)
+}
+
+#[test]
+fn a_download_that_breaks_off_after_unpacking_began_leaves_nothing() {
+    if skip_unless_s3() {
+        return;
+    }
+    let s3 = S3Server::start().unwrap();
+    s3.create_bucket(BUCKET).unwrap();
+    let (bundle, _) = bundle_with_a_big_tail();
+    s3.put_object(BUCKET, "tail.tgz", &bundle, &[]).unwrap();
+    let proxy = FaultProxy::start(s3.port).unwrap();
+    // The second part breaks off on every attempt; the first one (the small
+    // files and the start of the blob) is unpacked meanwhile.
+    for _ in 0..2 {
+        proxy.inject("GET", "bytes=1048576-", Fault::Truncate { after: 300_000 });
+    }
+    let env = Env::new(proxy.endpoint());
+    let cfg = env.config(
+        "tail.tgz",
+        &format!(
+            r#","checksum_sha256":"{}","part_size_mib":1,"concurrency":1,"max_attempts":2"#,
+            sha256(&bundle)
+        ),
+    );
+    let (code, err) = failure(&env.pull(&cfg));
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("part 2 of 4") && err.contains("truncated"),
+        "{err}"
+    );
+    assert_eq!(proxy.pending(), 0, "{:?}", proxy.seen());
+    assert!(!env.assets().exists(), "nothing under the final name");
+    assert!(
+        env.opt_entries().is_empty(),
+        "no staging left: {:?}",
+        env.opt_entries()
+    );
+}
+
+#[test]
+fn an_object_replaced_mid_download_is_fetched_and_unpacked_again_from_scratch() {
+    if skip_unless_s3() {
+        return;
+    }
+    let s3 = S3Server::start().unwrap();
+    s3.create_bucket(BUCKET).unwrap();
+    let (bundle, blob) = bundle_with_a_big_tail();
+    s3.put_object(BUCKET, "tail.tgz", &bundle, &[]).unwrap();
+    let proxy = FaultProxy::start(s3.port).unwrap();
+    // S3's answer to a part whose If-Match no longer holds: the object
+    // changed after the first part was unpacked.
+    proxy.inject(
+        "GET",
+        "bytes=2097152-",
+        Fault::Status {
+            status: 412,
+            code: "PreconditionFailed",
+            retry_after: None,
+        },
+    );
+    let env = Env::new(proxy.endpoint());
+    let cfg = env.config(
+        "tail.tgz",
+        &format!(
+            r#","checksum_sha256":"{}","part_size_mib":1,"concurrency":1"#,
+            sha256(&bundle)
+        ),
+    );
+    let out = env.pull(&cfg);
+    let r = report(&out);
+    assert_eq!(proxy.pending(), 0, "{:?}", proxy.seen());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("restarting the download"), "{stderr}");
+    // Everything unpacked once, from the second download: the first
+    // attempt's files were cleared, not stumbled over.
+    assert_eq!(r["files"], 3, "{r}");
+    assert_eq!(
+        fs::read(env.assets().join("images/blob.bin")).unwrap(),
+        blob
+    );
+    assert_eq!(
+        fs::read_to_string(env.assets().join("bootkube.sh")).unwrap(),
+        "#!/bin/bash\necho bootkube\n"
+    );
+    assert_eq!(env.opt_entries(), vec!["tectonic".to_string()]);
+}

@@ -444,3 +444,82 @@ fn degraded_sources_on_a_node_give_partial_reports() {
     assert_eq!(s.code, 12, "{}", s.json);
     n.shutdown().unwrap();
 }
+
+/// How often systemd has parsed the node's docker.service (each load of a
+/// file with an unknown key logs a warning naming it).
+fn docker_unit_loads(n: &SimNode) -> usize {
+    n.journal_json(&["_PID=1"])
+        .iter()
+        .filter(|e| {
+            e["MESSAGE"]
+                .as_str()
+                .is_some_and(|m| m.contains("NbStatusProbe"))
+        })
+        .count()
+}
+
+#[test]
+fn units_systemd_does_not_hold_are_reported_without_loading_them() {
+    if skip_unless_possible() {
+        return;
+    }
+    let mut n = node("status-unloaded", false);
+    // A docker.service that nothing wants: systemd holds it only while
+    // someone loads it, and says so in its log (the unknown key).
+    n.write(
+        "/etc/systemd/system/docker.service",
+        "[Service]\nNbStatusProbe=1\nExecStart=/bin/true\n",
+        0o644,
+    )
+    .unwrap();
+    n.boot().unwrap();
+    n.wait_active_state("kubelet.service", "active", T).unwrap();
+    let before = docker_unit_loads(&n);
+
+    let s = status(&n);
+    assert_eq!(s.code, 0, "{}", s.json);
+    let notes = s.json["unreachable"].to_string();
+    assert!(
+        notes.contains("docker.service is inactive (not asked, to avoid starting it)"),
+        "{notes}"
+    );
+    // Push mode: no init-assets.service, and none reported.
+    assert!(
+        !s.json["units"].to_string().contains("init-assets"),
+        "{}",
+        s.json["units"]
+    );
+    assert_matches_systemd(&n, &s);
+    let text = text_status(&n);
+    assert!(text.contains("docker.service is inactive"), "{text}");
+
+    // `systemctl show` loads the unit (and the warning is logged), so the
+    // count would have moved had `status` loaded it.
+    n.show("docker.service", &["LoadState"]).unwrap();
+    n.wait_for("systemd to log its load of docker.service", T, |n| {
+        (docker_unit_loads(n) > before).then_some(())
+    })
+    .unwrap();
+    assert_eq!(
+        docker_unit_loads(&n),
+        before + 1,
+        "status made systemd load docker.service"
+    );
+
+    // A unit systemd holds is read as before: init-assets.service, started
+    // by hand and failed, is reported failed, as systemd says.
+    n.write(
+        "/etc/systemd/system/init-assets.service",
+        "[Service]\nType=oneshot\nExecStart=/bin/false\n",
+        0o644,
+    )
+    .unwrap();
+    n.systemctl(&["daemon-reload"]).unwrap();
+    let _ = n.systemctl(&["start", "init-assets.service"]);
+    n.wait_active_state("init-assets.service", "failed", T)
+        .unwrap();
+    let s = status(&n);
+    assert_eq!(unit(&s, "init-assets.service")["active_state"], "failed");
+    assert_matches_systemd(&n, &s);
+    n.shutdown().unwrap();
+}
