@@ -284,7 +284,11 @@ fn unreachable_api_server_ends_in_a_clear_message_and_a_retry_then_recovers() {
     let log = n.journal(KNB);
     assert!(log.contains("cluster-version failed: "), "{log}");
     assert!(log.contains("failed after 3 attempts"), "{log}");
-    assert_eq!(n.prop(KNB, "NRestarts").unwrap(), "1");
+    // At least the one restart the faults force; a loaded host can add a
+    // restart of its own (a run that failed for a transient reason before
+    // it reached the API server, also retried), which is no failure here.
+    let restarts: u32 = n.prop(KNB, "NRestarts").unwrap().parse().unwrap();
+    assert!(restarts >= 1, "NRestarts {restarts}");
     assert!(kubelet_env(&n).unwrap().contains("v1.9.6_coreos.0"));
     n.shutdown().unwrap();
 }
