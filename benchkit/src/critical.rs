@@ -18,8 +18,20 @@ pub fn floor_node(spec: &AgentNodeSpec) -> Result<SimNode> {
         &agent,
         "#!/bin/sh\nexec cp /etc/kubernetes/installer/kubelet.env /etc/kubernetes/kubelet.env\n",
     )?;
+    no_op_node(spec, agent)
+}
+
+/// `spec` with `agent` as the agent, in a `Type=oneshot` unit: the no-op
+/// agents do not speak the notification protocol, so their start job ends
+/// when they exit, as the agent's unit did before it was `Type=notify`.
+fn no_op_node(spec: &AgentNodeSpec, agent: std::path::PathBuf) -> Result<SimNode> {
     let mut spec = spec.clone();
     spec.agent = agent;
+    spec.drop_ins.push((
+        "k8s-node-bootstrap.service".into(),
+        "no-op-oneshot.conf".into(),
+        "[Service]\nType=oneshot\nNotifyAccess=none\n".into(),
+    ));
     agent_node(&spec)
 }
 
@@ -40,9 +52,7 @@ cd /etc/kubernetes
 exec sync /etc/kubernetes
 ",
     )?;
-    let mut spec = spec.clone();
-    spec.agent = agent;
-    agent_node(&spec)
+    no_op_node(spec, agent)
 }
 
 /// Microseconds from `k8s-node-bootstrap.service` leaving inactive to
@@ -78,4 +88,38 @@ pub fn agent_runtime_us(n: &SimNode) -> Result<u64> {
         bail!("unusable timestamps: ExecMainStart={start}, ExecMainExit={end}");
     }
     Ok(end - start)
+}
+
+/// The critical path in phases, from systemd's timestamps (µs after the
+/// bootstrap unit left inactive): where the agent's process started and
+/// ended, when its unit became active, when kubelet's start began and
+/// when kubelet was active. journald's receive times are no use here: a
+/// busy journald shifts them by milliseconds.
+pub fn phases(n: &SimNode) -> Result<String> {
+    const AGENT: &str = "k8s-node-bootstrap.service";
+    let t0 = n.timestamp_us(AGENT, "InactiveExitTimestampMonotonic")?;
+    let points = [
+        (AGENT, "ExecMainStartTimestampMonotonic", "agent exec"),
+        (AGENT, "ExecMainExitTimestampMonotonic", "agent exit"),
+        (AGENT, "ActiveEnterTimestampMonotonic", "unit active"),
+        (
+            "kubelet.service",
+            "InactiveExitTimestampMonotonic",
+            "kubelet starting",
+        ),
+        (
+            "kubelet.service",
+            "ActiveEnterTimestampMonotonic",
+            "kubelet active",
+        ),
+    ];
+    let mut line = String::from("phases (ms after the unit started):");
+    for (unit, prop, label) in points {
+        let t = n.timestamp_us(unit, prop)?;
+        line.push_str(&format!(
+            " {label} {:.1};",
+            t.saturating_sub(t0) as f64 / 1000.0
+        ));
+    }
+    Ok(line)
 }

@@ -549,9 +549,16 @@ fn dispatch(cli: Cli) -> Result<u8> {
             Ok(exit::SUCCESS)
         }
         Command::Run => {
-            let config = load(&cli)?;
-            runtime()?.block_on(crate::flow::command::run(&config))?;
-            Ok(exit::SUCCESS)
+            // systemd's notification socket: `STATUS=` shows why a run
+            // failed, bad config included.
+            let notifier = crate::systemd::notify::Notifier::from_env();
+            let run = load(&cli).and_then(|config| {
+                runtime()?.block_on(crate::flow::command::run(&config, &notifier))
+            });
+            if let Err(e) = &run {
+                notifier.status(&format!("failed: {e}"));
+            }
+            run.map(|()| exit::SUCCESS)
         }
         Command::Preflight => {
             let config = load(&cli)?;

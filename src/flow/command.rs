@@ -1,12 +1,13 @@
 //! The `run` and `preflight` commands.
 
 use super::driver::{Driver, RunOutcome};
-use super::node::NodeSeams;
+use super::node::{NodeSeams, READY_STATUS};
 use super::preflight;
 use crate::config::Config;
 use crate::error::{ErrorClass, Result};
 use crate::fsutil::{self, RunLock};
 use crate::journal::JournalFile;
+use crate::systemd::notify::Notifier;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -14,7 +15,9 @@ use tracing::{info, warn};
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// `node-bootstrap run`: the ExecStart of k8s-node-bootstrap.service.
-pub async fn run(config: &Config) -> Result<()> {
+/// `notifier` tells systemd each step and, once kubelet.env is in place,
+/// `READY=1` (the caller reports a failure there).
+pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     let _lock = RunLock::acquire(&config.paths.run_lock(), LOCK_WAIT)?;
     info!(
         step = "run",
@@ -23,6 +26,7 @@ pub async fn run(config: &Config) -> Result<()> {
     );
     if config.paths.kubelet_env.exists() {
         info!(step = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
+        notifier.ready(READY_STATUS);
         return Ok(());
     }
     for dir in [
@@ -49,7 +53,7 @@ pub async fn run(config: &Config) -> Result<()> {
     if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
         info!(step = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
     }
-    let seams = NodeSeams::new(config, &boot_id, bus);
+    let seams = NodeSeams::new(config, &boot_id, bus, notifier);
     let driver = Driver {
         seams: &seams,
         journal: JournalFile::new(config.paths.state_journal()),

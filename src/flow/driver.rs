@@ -17,10 +17,12 @@
 //! last write, the one after kubelet.env: once kubelet.env is there no
 //! later boot runs the flow again, so a record lost there would never be
 //! redone (a power cut right after kubelet.env, in a VM test, left
-//! `kubelet-env` "interrupted" for good on a complete node).
+//! `kubelet-env` "interrupted" for good on a complete node). That write
+//! is off kubelet's path: the driver tells systemd `READY=1`
+//! ([`Progress::KubeletEnvInPlace`]) first, and kubelet starts beside it.
 
 use super::plan::{self, Action, Facts};
-use super::seams::Seams;
+use super::seams::{Progress, Seams};
 use crate::error::{Error, Result};
 use crate::fsutil::Durability;
 use crate::journal::{Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult};
@@ -115,6 +117,9 @@ impl<S: Seams> Driver<'_, S> {
             let action = plan::next_action(&rec.view, &self.facts());
             match action {
                 Action::Done => {
+                    // kubelet may start now (the unit's start job ends
+                    // here); the last record is written beside it.
+                    self.seams.progress(Progress::KubeletEnvInPlace);
                     // Durable: nothing rewrites it after the commit point
                     // (module docs). Empty when kubelet.env was already
                     // there, and then nothing is written.
@@ -174,6 +179,7 @@ impl<S: Seams> Driver<'_, S> {
     /// Runs a step and records it; returns what it recorded.
     async fn run_step(&self, rec: &mut Recorder<'_>, step: Step) -> Result<StepResult> {
         info!(step = step.name(), boot_id = %self.boot_id, "step started");
+        self.seams.progress(Progress::Step(step));
         let boot = self.boot_id.clone();
         rec.record(move |j| j.begin(&boot, step));
         rec.flush(Durability::AtomicOnly)?;
@@ -368,9 +374,26 @@ mod tests {
         confirm_error: RefCell<bool>,
         /// What `agent_upgrade` does.
         agent_upgrade: crate::upgrade::UpgradeAction,
+        /// What the service manager was told, in order; at `ready`, also
+        /// whether kubelet.env was written and what the journal file said.
+        notices: RefCell<Vec<String>>,
+        on_disk_at_ready: RefCell<Option<StateJournal>>,
     }
 
     impl Seams for FakeNode {
+        fn progress(&self, progress: Progress) {
+            let notice = match progress {
+                Progress::Step(s) => format!("step {s}"),
+                Progress::KubeletEnvInPlace => {
+                    if let Some(p) = &self.journal_file {
+                        *self.on_disk_at_ready.borrow_mut() = JournalFile::new(p).load().unwrap();
+                    }
+                    let written = self.env_written.borrow().is_some();
+                    format!("ready (kubelet.env written: {written})")
+                }
+            };
+            self.notices.borrow_mut().push(notice);
+        }
         fn kubelet_env_present(&self) -> bool {
             self.env_written.borrow().is_some()
         }
@@ -521,6 +544,61 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(status(&after, Step::KubeletEnv), Some(StepStatus::Done));
+    }
+
+    #[tokio::test]
+    async fn systemd_hears_each_step_and_ready_once_kubelet_env_is_in_place() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            journal_file: Some(d.path().join("state.json")),
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap();
+        assert_eq!(
+            *node.notices.borrow(),
+            vec![
+                "step assets",
+                "step cluster-version",
+                "step os-update",
+                "step docker-addon",
+                "step kubelet-env",
+                "ready (kubelet.env written: true)",
+            ]
+        );
+        // READY=1 lets kubelet start before the run's last record: at that
+        // moment the file still says kubelet-env is running; after the run,
+        // it is done.
+        let status = |j: &StateJournal| j.step(Step::KubeletEnv).map(|r| r.status);
+        let at_ready = node.on_disk_at_ready.borrow().clone().unwrap();
+        assert_eq!(status(&at_ready), Some(StepStatus::Running));
+        let after = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        assert_eq!(status(&after), Some(StepStatus::Done));
+    }
+
+    #[tokio::test]
+    async fn no_ready_before_a_reboot_or_after_a_failure() {
+        let d = tempfile::tempdir().unwrap();
+        let node = node_updating_to_1576_with_new_docker();
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert!(
+            !node.notices.borrow().iter().any(|n| n.starts_with("ready")),
+            "{:?}",
+            node.notices.borrow()
+        );
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            fail_version: true,
+            ..Default::default()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(
+            *node.notices.borrow(),
+            vec!["step assets", "step cluster-version"]
+        );
     }
 
     #[tokio::test]

@@ -1,16 +1,20 @@
 //! The real seams: the node's files, the system bus (systemd, logind,
 //! update_engine), the API server, and the docker addon.
 
-use super::seams::Seams;
+use super::seams::{Progress, Seams};
 use crate::addon::AddonOutcome;
 use crate::cluster::ClusterVersion;
 use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
 use crate::journal::{AssetsRecord, KubeletEnvRecord};
+use crate::systemd::notify::Notifier;
 use crate::updater::{OsOutcome, OsUpdateRecord};
 use crate::upgrade::UpgradeOutcome;
 use crate::{fsutil, kubeletenv};
 use std::convert::Infallible;
+
+/// The unit's status line once kubelet may start.
+pub const READY_STATUS: &str = "kubelet.env is in place";
 use tracing::{info, warn};
 
 pub struct NodeSeams<'a> {
@@ -18,14 +22,22 @@ pub struct NodeSeams<'a> {
     pub boot_id: String,
     /// The system bus (systemd, logind, update_engine), connected once.
     pub bus: zbus::Connection,
+    /// The unit's notification socket (`READY=1`, `STATUS=`).
+    pub notifier: &'a Notifier,
 }
 
 impl<'a> NodeSeams<'a> {
-    pub fn new(config: &'a Config, boot_id: &str, bus: zbus::Connection) -> Self {
+    pub fn new(
+        config: &'a Config,
+        boot_id: &str,
+        bus: zbus::Connection,
+        notifier: &'a Notifier,
+    ) -> Self {
         NodeSeams {
             config,
             boot_id: boot_id.to_string(),
             bus,
+            notifier,
         }
     }
 
@@ -35,6 +47,13 @@ impl<'a> NodeSeams<'a> {
 }
 
 impl Seams for NodeSeams<'_> {
+    fn progress(&self, progress: Progress) {
+        match progress {
+            Progress::Step(step) => self.notifier.status(&format!("step {step}")),
+            Progress::KubeletEnvInPlace => self.notifier.ready(READY_STATUS),
+        }
+    }
+
     fn kubelet_env_present(&self) -> bool {
         self.config.paths.kubelet_env.exists()
     }

@@ -6,13 +6,25 @@
 use crate::addon::AddonOutcome;
 use crate::cluster::ClusterVersion;
 use crate::error::Result;
-use crate::journal::{AssetsRecord, KubeletEnvRecord};
+use crate::journal::{AssetsRecord, KubeletEnvRecord, Step};
 use crate::updater::OsUpdateRecord;
 use crate::upgrade::UpgradeOutcome;
 use std::convert::Infallible;
 
+/// What `run` tells the service manager as it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A step starts (shown by `systemctl status`).
+    Step(Step),
+    /// kubelet.env is in place and durable: kubelet may start. The run's
+    /// last record is written after this, beside kubelet's start.
+    KubeletEnvInPlace,
+}
+
 #[allow(async_fn_in_trait)]
 pub trait Seams {
+    /// Tells the service manager how the run stands. Never fails the run.
+    fn progress(&self, progress: Progress);
     /// Whether kubelet.env (the commit point) exists.
     fn kubelet_env_present(&self) -> bool;
     /// Upgrade the agent as `agent.upgrade` allows (it is on).

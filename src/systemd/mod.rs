@@ -2,9 +2,11 @@
 //! the agent connects to that bus (also for update_engine).
 //!
 //! `manager` starts jobs, installs runtime units and asks for reboots;
-//! `units` reads the state of the flow's units for `status`.
+//! `units` reads the state of the flow's units for `status`; `notify`
+//! speaks the notification protocol (`READY=1`, `STATUS=`) of `run`'s unit.
 
 pub mod manager;
+pub mod notify;
 pub mod units;
 
 use crate::error::{Error, Result};

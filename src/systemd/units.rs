@@ -17,6 +17,7 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
+use zbus::OwnedVariant;
 use zbus::{Connection, DeserializeDict, Type};
 
 const DEST: &str = "org.freedesktop.systemd1";
@@ -113,14 +114,40 @@ struct UnitProps {
     state_change_timestamp: Option<u64>,
 }
 
-#[derive(Debug, Default, DeserializeDict, Type)]
-#[zbus(signature = "a{sv}", rename_all = "PascalCase")]
+/// What `status` reads from a service's own interface.
+const SERVICE_PROPS: &[&str] = &[
+    "Result",
+    "NRestarts",
+    "ExecMainStatus",
+    "ExecMainStartTimestamp",
+];
+/// What `status` reads from a path unit's own interface.
+const PATH_PROPS: &[&str] = &["Result"];
+
+#[derive(Debug, Default)]
 struct ServiceProps {
     result: Option<String>,
-    #[zbus(rename = "NRestarts")]
     n_restarts: Option<u32>,
     exec_main_status: Option<i32>,
     exec_main_start_timestamp: Option<u64>,
+}
+
+impl ServiceProps {
+    /// From `Get` answers; a value of another type than systemd documents
+    /// is left out, as a missing key of `GetAll` was.
+    fn from_values(values: Vec<(&str, OwnedVariant)>) -> Self {
+        let mut s = ServiceProps::default();
+        for (prop, v) in values {
+            match prop {
+                "Result" => s.result = String::try_from(v).ok(),
+                "NRestarts" => s.n_restarts = u32::try_from(v).ok(),
+                "ExecMainStatus" => s.exec_main_status = i32::try_from(v).ok(),
+                "ExecMainStartTimestamp" => s.exec_main_start_timestamp = u64::try_from(v).ok(),
+                _ => {}
+            }
+        }
+        s
+    }
 }
 
 /// The D-Bus object path systemd gives unit `name`: its name with every
@@ -208,31 +235,43 @@ impl Units {
                 .await
         };
         // The type-specific interface carries Result (and, for services,
-        // restarts and the main process).
+        // restarts and the main process). Those few are asked for one by
+        // one: `GetAll` there makes systemd serialize some 250 properties,
+        // reading the unit's cgroup files for the accounting ones.
         let typed = if name.ends_with(".service") {
-            Some("org.freedesktop.systemd1.Service")
+            Some(("org.freedesktop.systemd1.Service", SERVICE_PROPS))
         } else if name.ends_with(".path") {
-            Some("org.freedesktop.systemd1.Path")
+            Some(("org.freedesktop.systemd1.Path", PATH_PROPS))
         } else {
             None
         };
-        let (unit, service) = match typed {
-            Some(iface) => {
-                let (u, s) = tokio::join!(get_all("org.freedesktop.systemd1.Unit"), get_all(iface));
-                (u.map_err(err)?, Some(s.map_err(err)?))
+        let get = |iface: &'static str, prop: &'static str| async move {
+            let reply = self
+                .conn
+                .call_method(
+                    Some(DEST),
+                    path,
+                    Some("org.freedesktop.DBus.Properties"),
+                    "Get",
+                    &(iface, prop),
+                )
+                .await?;
+            let value: OwnedVariant = reply.body().deserialize()?;
+            zbus::Result::Ok((prop, value))
+        };
+        let typed_props = async {
+            match typed {
+                Some((iface, props)) => {
+                    futures_util::future::try_join_all(props.iter().map(|p| get(iface, p))).await
+                }
+                None => Ok(Vec::new()),
             }
-            None => (
-                get_all("org.freedesktop.systemd1.Unit")
-                    .await
-                    .map_err(err)?,
-                None,
-            ),
         };
+        let (unit, typed_values) =
+            tokio::join!(get_all("org.freedesktop.systemd1.Unit"), typed_props);
+        let unit = unit.map_err(err)?;
+        let s = ServiceProps::from_values(typed_values.map_err(err)?);
         let u: UnitProps = unit.body().deserialize().map_err(err)?;
-        let s: ServiceProps = match &service {
-            Some(m) => m.body().deserialize().map_err(err)?,
-            None => ServiceProps::default(),
-        };
         Ok(UnitState {
             name: name.to_string(),
             load_state: u.load_state.unwrap_or_default(),

@@ -74,6 +74,22 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
     );
     assert_eq!(n.boots(), 1);
     assert_eq!(n.prop(KNB, "NRestarts").unwrap(), "0");
+    // Type=notify: the unit became active on the agent's READY=1 (a run
+    // that exits without it fails with result `protocol`), says so in
+    // `systemctl status`, and kubelet's start waited for it.
+    n.wait_active_state(KNB, "active", T).unwrap();
+    assert_eq!(n.prop(KNB, "Type").unwrap(), "notify");
+    assert_eq!(n.prop(KNB, "Result").unwrap(), "success");
+    assert_eq!(
+        n.prop(KNB, "StatusText").unwrap(),
+        "kubelet.env is in place"
+    );
+    assert!(
+        n.timestamp_us("kubelet.service", "InactiveExitTimestamp")
+            .unwrap()
+            >= n.timestamp_us(KNB, "ActiveEnterTimestamp").unwrap(),
+        "kubelet started before the agent said READY=1"
+    );
     assert!(
         c.api
             .log()
@@ -198,6 +214,32 @@ fn a_reboot_that_never_happens_does_not_let_kubelet_start() {
     assert!(kubelet_starts(&n).is_empty());
     assert_ne!(n.prop("kubelet.service", "ActiveState").unwrap(), "active");
     n.power_cut().unwrap();
+}
+
+#[test]
+fn a_config_error_fails_the_unit_once_with_the_reason_in_its_status() {
+    if skip_unless_possible() {
+        return;
+    }
+    let mut n = AgentNode::new("config-error")
+        .config(json!({"os_update": {"timeout_secs": 0}}))
+        .build()
+        .unwrap();
+    n.boot().unwrap();
+    n.wait_active_state(KNB, "failed", T).unwrap();
+    // Exit 4 is in RestartPreventExitStatus=: no restart, no READY=1, and
+    // `systemctl status` shows what is wrong.
+    assert_eq!(n.prop(KNB, "ExecMainStatus").unwrap(), "4");
+    assert_eq!(n.prop(KNB, "Result").unwrap(), "exit-code");
+    let status = n.prop(KNB, "StatusText").unwrap();
+    assert!(
+        status.starts_with("failed: ") && status.contains("timeout_secs"),
+        "{status}"
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(n.prop(KNB, "NRestarts").unwrap(), "0");
+    assert!(kubelet_env(&n).is_none());
+    n.shutdown().unwrap();
 }
 
 #[test]

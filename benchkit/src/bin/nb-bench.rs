@@ -131,6 +131,7 @@ fn measure(mut n: testkit::simnode::SimNode) -> Result<(u64, u64)> {
     n.wait_active_state("kubelet.service", "active", T)?;
     let us = (critical_path_us(&n)?, agent_runtime_us(&n)?);
     if std::env::var("NB_BENCH_VERBOSE").is_ok_and(|v| !v.is_empty()) {
+        eprintln!("{}", benchkit::critical::phases(&n)?);
         let out = n.exec(&[
             "journalctl",
             "--no-pager",
