@@ -12,6 +12,7 @@ cargo build --workspace --tests -q
 # unit | line to delete (exact) | test that must fail
 mutations=(
   "k8s-node-bootstrap.service|Before=kubelet.service|master_first_boot"
+  "k8s-node-bootstrap.service|Type=notify|master_first_boot"
   "k8s-node-bootstrap.service|Restart=on-failure|failing_bootstrap_crash_loops_until_it_succeeds"
   "k8s-node-bootstrap.service|RestartPreventExitStatus=4 5 7|configuration_error_does_not_crash_loop"
   "k8s-node-bootstrap.service|ConditionPathExists=!/etc/kubernetes/kubelet.env|reboot_from_bootstrap_leads_to_a_boot_that_skips_it"
