@@ -12,10 +12,10 @@ use crate::updater::{OsOutcome, OsUpdateRecord};
 use crate::upgrade::UpgradeOutcome;
 use crate::{fsutil, kubeletenv};
 use std::convert::Infallible;
+use tracing::{info, warn};
 
 /// The unit's status line once kubelet may start.
 pub const READY_STATUS: &str = "kubelet.env is in place";
-use tracing::{info, warn};
 
 pub struct NodeSeams<'a> {
     pub config: &'a Config,
