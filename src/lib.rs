@@ -9,6 +9,7 @@ pub(crate) mod boot;
 pub mod cli;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod digest;
 pub(crate) mod docker;
 pub mod error;
 pub(crate) mod fsutil;

@@ -37,7 +37,6 @@
 //! The agent never fetches; [`readiness`] says what it waits for and where.
 
 pub mod config;
-pub mod digest;
 pub mod follow;
 pub mod s3;
 pub mod unpack;
@@ -409,7 +408,7 @@ const TREE: &str = "tree";
 /// One bundle fetched: downloaded, hashed, unpacked (or why not).
 struct Fetched {
     download: s3::Downloaded,
-    digests: digest::Digests,
+    digests: crate::digest::Digests,
     /// Checked only once the digests are: a corrupt download is a checksum
     /// error, not an archive error.
     unpacked: Result<unpack::UnpackReport>,
@@ -502,7 +501,7 @@ async fn fetch(
     let config_sha512 = s3.checksums.iter().any(is_sha512);
     let meta = prefix.clone();
     let hasher = tokio::task::spawn_blocking(move || {
-        digest::digest(hash_reader, || {
+        crate::digest::digest(hash_reader, true, || {
             config_sha512 || meta.metadata_checksums().iter().any(is_sha512)
         })
     });

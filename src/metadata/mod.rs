@@ -41,7 +41,6 @@ use config::{LocationKind, UserLocation};
 use format::{Artifact, Index, Products, VersionMatch};
 use location::{FetchError, Location};
 use serde::Serialize;
-use sha2::Digest;
 use std::path::{Path, PathBuf};
 
 /// What to look for: a product, by its full id, and which version.
@@ -559,29 +558,14 @@ fn not_found(
 
 /// Checks a downloaded file's size and hashes against its item.
 pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ctx(ErrorClass::Internal, || {
+    let f = std::fs::File::open(path).ctx(ErrorClass::Internal, || {
         format!("failed to open {}", path.display())
     })?;
-    let mut s256 = sha2::Sha256::new();
-    let mut s512 = sha2::Sha512::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf).ctx(ErrorClass::Internal, || {
+    let d = crate::digest::digest(f, item.sha256.is_some(), || item.sha512.is_some())
+        .ctx(ErrorClass::Internal, || {
             format!("failed to read {}", path.display())
         })?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        if item.sha256.is_some() {
-            s256.update(&buf[..n]);
-        }
-        if item.sha512.is_some() {
-            s512.update(&buf[..n]);
-        }
-    }
+    let size = d.size;
     if size != item.size {
         return Err(Error::verification(format!(
             "{what}: size is {size} bytes, the metadata says {}",
@@ -589,7 +573,7 @@ pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
         )));
     }
     if let Some(h) = &item.sha256 {
-        let got = hex::encode(s256.finalize());
+        let got = &d.sha256;
         if !got.eq_ignore_ascii_case(h) {
             return Err(Error::verification(format!(
                 "{what}: sha256 is {got}, the metadata says {h}"
@@ -597,7 +581,7 @@ pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
         }
     }
     if let Some(h) = &item.sha512 {
-        let got = hex::encode(s512.finalize());
+        let got = &d.sha512;
         if !got.eq_ignore_ascii_case(h) {
             return Err(Error::verification(format!(
                 "{what}: sha512 is {got}, the metadata says {h}"
@@ -711,30 +695,10 @@ fn scan(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 }
 
 fn hash_file_sync(p: &Path) -> Result<(u64, String, String)> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(p).ctx(ErrorClass::BadInput, || {
-        format!("failed to read {}", p.display())
-    })?;
-    let mut s256 = sha2::Sha256::new();
-    let mut s512 = sha2::Sha512::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0;
-    loop {
-        let n = f.read(&mut buf).ctx(ErrorClass::BadInput, || {
-            format!("failed to read {}", p.display())
-        })?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        s256.update(&buf[..n]);
-        s512.update(&buf[..n]);
-    }
-    Ok((
-        size,
-        hex::encode(s256.finalize()),
-        hex::encode(s512.finalize()),
-    ))
+    let read_error = || format!("failed to read {}", p.display());
+    let f = std::fs::File::open(p).ctx(ErrorClass::BadInput, read_error)?;
+    let d = crate::digest::digest(f, true, || true).ctx(ErrorClass::BadInput, read_error)?;
+    Ok((d.size, d.sha256, d.sha512))
 }
 
 /// `metadata generate <dir>`: see module docs. Writes what simplestreams'

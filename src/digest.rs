@@ -1,12 +1,15 @@
-//! SHA-256 (and, when a checksum asks for it, SHA-512) of a bundle, on a
-//! thread of its own that reads the download as it arrives
-//! ([`super::follow::FollowReader`]), beside the one that unpacks it.
+//! Size, SHA-256 and SHA-512 of a stream, in one pass: the asset bundle (on
+//! a thread of its own that reads the download as it arrives, beside the
+//! one that unpacks it), metadata items after their download, and the
+//! files `metadata generate` publishes.
 
 use std::io::{self, Read};
 
-/// SHA-256 and (when asked for) SHA-512 of every byte of a file, hex.
+/// The size and the asked-for hashes (hex) of every byte of a stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Digests {
+    pub size: u64,
+    /// Empty unless asked for.
     pub sha256: String,
     /// Empty unless asked for.
     pub sha512: String,
@@ -15,21 +18,30 @@ pub struct Digests {
 /// Hashes everything `r` gives until its end. `sha512` is asked once the
 /// first bytes are in (a download's metadata, which may name a SHA-512, is
 /// known by then).
-pub fn digest(mut r: impl Read, sha512: impl FnOnce() -> bool) -> io::Result<Digests> {
+pub fn digest(
+    mut r: impl Read,
+    sha256: bool,
+    sha512: impl FnOnce() -> bool,
+) -> io::Result<Digests> {
     use sha2::Digest as _;
     let mut buf = vec![0u8; 256 << 10];
     let mut n = read_some(&mut r, &mut buf)?;
-    let mut h256 = sha2::Sha256::new();
+    let mut h256 = sha256.then(sha2::Sha256::new);
     let mut h512 = sha512().then(sha2::Sha512::new);
+    let mut size = 0u64;
     while n > 0 {
-        h256.update(&buf[..n]);
+        size += n as u64;
+        if let Some(h) = &mut h256 {
+            h.update(&buf[..n]);
+        }
         if let Some(h) = &mut h512 {
             h.update(&buf[..n]);
         }
         n = read_some(&mut r, &mut buf)?;
     }
     Ok(Digests {
-        sha256: hex::encode(h256.finalize()),
+        size,
+        sha256: h256.map(|h| hex::encode(h.finalize())).unwrap_or_default(),
         sha512: h512.map(|h| hex::encode(h.finalize())).unwrap_or_default(),
     })
 }
@@ -50,7 +62,8 @@ mod tests {
     #[test]
     fn digests_of_every_byte() {
         let data = vec![5u8; 600_000];
-        let d = digest(&data[..], || true).unwrap();
+        let d = digest(&data[..], true, || true).unwrap();
+        assert_eq!(d.size, 600_000);
         assert_eq!(
             d.sha256,
             hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data))
@@ -59,6 +72,9 @@ mod tests {
             d.sha512,
             hex::encode(<sha2::Sha512 as sha2::Digest>::digest(&data))
         );
-        assert_eq!(digest(&data[..], || false).unwrap().sha512, "");
+        let only256 = digest(&data[..], true, || false).unwrap();
+        assert_eq!((only256.sha256, only256.sha512), (d.sha256, String::new()));
+        let only512 = digest(&data[..], false, || true).unwrap();
+        assert_eq!((only512.sha256, only512.sha512), (String::new(), d.sha512));
     }
 }
