@@ -1,7 +1,7 @@
 //! Downloading one S3 object to a file: ranged parts in parallel, streamed
-//! to disk (memory does not grow with the object) and reported as they land
-//! (see [`super::follow`]: the bundle is unpacked while it arrives), each part retried on its
-//! own with jittered backoff on throttling, 5xx, timeouts and truncated
+//! to disk (memory does not grow with the object) and reported as they
+//! land (see [`super::follow`]: the bundle is unpacked while it arrives),
+//! each part retried on its own with jittered backoff on throttling, 5xx, timeouts and truncated
 //! bodies, all parts pinned to the first part's ETag (`If-Match`) so a
 //! bundle replaced mid-download is never stitched together.
 //!
