@@ -60,15 +60,64 @@ pub fn install_units(n: &SimNode, units: &[&str]) -> Result<()> {
     n.install_units(&paths)
 }
 
+/// The local image store the kubelet-wrapper stand-in runs kubelets from
+/// (`<KUBELET_IMAGE_URL>/<KUBELET_IMAGE_TAG>/kubelet`), as rkt runs them
+/// from what it fetched.
+pub const IMAGE_STORE: &str = "/var/lib/kubelet-wrapper/images";
+
+/// What an image of the node's store holds.
+#[derive(Debug, Clone, Copy)]
+pub enum KubeletImage<'a> {
+    /// The stand-in kubelet (`testkit/standins/kubelet`: says which image
+    /// it is, then sleeps), for tests of the units and the agent alone.
+    StandIn,
+    /// The real binaries of a release (kubelet, kube-apiserver, kubectl, as
+    /// a hyperkube image holds them).
+    Real(&'a crate::kube::KubeParts),
+}
+
+/// The store directory of image `url:tag`, inside the node.
+pub fn image_dir(url: &str, tag: &str) -> String {
+    format!("{IMAGE_STORE}/{url}/{tag}")
+}
+
+/// Puts image `url:tag` in the node's local store, before boot: links to
+/// the host's binaries (visible in the node through the overlay's lower
+/// dir), so no node copies a release.
+pub fn install_kubelet_image(n: &SimNode, url: &str, tag: &str, image: KubeletImage) -> Result<()> {
+    let dir = n.path(&image_dir(url, tag));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let links: Vec<(String, PathBuf)> = match image {
+        KubeletImage::StandIn => vec![("kubelet".into(), crate::standin("kubelet"))],
+        KubeletImage::Real(parts) => crate::kube::KubeParts::BINARIES
+            .iter()
+            .map(|b| (b.to_string(), parts.dir.join(b)))
+            .collect(),
+    };
+    for (name, target) in links {
+        let link = dir.join(&name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link)
+            .with_context(|| format!("linking {} to {}", link.display(), target.display()))?;
+    }
+    Ok(())
+}
+
 /// Installs the kubelet-wrapper stand-in (`testkit/standins/`: records
-/// each start and its environment, then sleeps) where the OS has the real
-/// one, before boot.
-pub fn install_kubelet_wrapper(n: &SimNode) -> Result<()> {
+/// each start, then runs the kubelet of the image kubelet.env names from
+/// the node's store, or fails as rkt fails to fetch a missing image) where
+/// the OS has the real one, with stand-in images of the seed's repository
+/// for `stand_in_tags`, before boot.
+pub fn install_kubelet_wrapper(n: &SimNode, stand_in_tags: &[&str]) -> Result<()> {
     n.install_file(
         &crate::standin("kubelet-wrapper"),
         KUBELET_WRAPPER_PATH,
         0o755,
-    )
+    )?;
+    for tag in stand_in_tags {
+        install_kubelet_image(n, SEED_URL, tag, KubeletImage::StandIn)?;
+    }
+    Ok(())
 }
 pub const SEED_URL: &str = "quay.io/coreos/hyperkube";
 pub const SEED_TAG: &str = "v1.8.4_coreos.0";
@@ -115,7 +164,13 @@ pub struct AgentNode {
     update_engine: Option<Vec<String>>,
     master: bool,
     fast_restart: bool,
+    kubelet_images: Vec<String>,
 }
+
+/// The kubelet image tag of the API server stand-in's default version
+/// (`v1.9.6+coreos.0`): the one stand-in image an [`AgentNode`]'s store
+/// holds unless the test says otherwise ([`AgentNode::kubelet_images`]).
+pub const STANDIN_CLUSTER_TAG: &str = "v1.9.6_coreos.0";
 
 impl AgentNode {
     /// A worker with OS updates off and test-sized timeouts.
@@ -134,7 +189,16 @@ impl AgentNode {
             update_engine: None,
             master: false,
             fast_restart: true,
+            kubelet_images: vec![STANDIN_CLUSTER_TAG.into()],
         }
+    }
+
+    /// The stand-in kubelet images (tags of the seed's repository) the
+    /// node's store holds: a kubelet.env naming any other tag runs no
+    /// kubelet. Default: [`STANDIN_CLUSTER_TAG`].
+    pub fn kubelet_images(mut self, tags: &[&str]) -> Self {
+        self.kubelet_images = tags.iter().map(|t| t.to_string()).collect();
+        self
     }
 
     /// Merges into the agent's config.
@@ -176,7 +240,8 @@ impl AgentNode {
         let mut n = SimNode::new(&self.name)?;
         install_units(&n, UNITS)?;
         n.install_file(&crate::cli::agent_binary(), AGENT_PATH, 0o755)?;
-        install_kubelet_wrapper(&n)?;
+        let tags: Vec<&str> = self.kubelet_images.iter().map(String::as_str).collect();
+        install_kubelet_wrapper(&n, &tags)?;
         n.write(CONFIG_PATH, serde_json::to_vec_pretty(&self.config)?, 0o644)?;
         n.write("/etc/kubernetes/installer/kubelet.env", &self.seed, 0o644)?;
         n.write(
@@ -339,7 +404,7 @@ impl AgentNodeSpec {
 pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
     let mut n = SimNode::new(&spec.name)?;
     install_units(&n, UNITS)?;
-    install_kubelet_wrapper(&n)?;
+    install_kubelet_wrapper(&n, &[STANDIN_CLUSTER_TAG])?;
     n.write(
         "/etc/kubernetes/installer/kubelet.env",
         SEED_KUBELET_ENV,

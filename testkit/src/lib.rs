@@ -12,6 +12,8 @@ pub mod faults;
 pub mod files;
 pub mod fleet;
 pub mod hostload;
+pub mod ignition;
+pub mod kube;
 pub mod pkgserver;
 pub mod powerloss;
 pub mod s3;

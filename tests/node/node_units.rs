@@ -16,7 +16,8 @@
 
 use std::time::Duration;
 use testkit::agentnode::{
-    AGENT_PATH, UNITS, install_kubelet_wrapper, install_units, kubelet_starts, wait_kubelet_starts,
+    AGENT_PATH, STANDIN_CLUSTER_TAG, UNITS, install_kubelet_wrapper, install_units, kubelet_starts,
+    wait_kubelet_starts,
 };
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
@@ -29,7 +30,7 @@ fn node(name: &str, master: bool) -> SimNode {
     install_units(&n, UNITS).unwrap();
     n.install_file(&testkit::standin("agent-stub"), AGENT_PATH, 0o755)
         .unwrap();
-    install_kubelet_wrapper(&n).unwrap();
+    install_kubelet_wrapper(&n, &[STANDIN_CLUSTER_TAG]).unwrap();
     let mut enable = vec!["k8s-node-bootstrap.service", "kubelet.service"];
     if master {
         enable.extend(["bootkube.path", "tectonic.path"]);

@@ -373,6 +373,7 @@ fn bootkube_master_uses_the_seed_version_without_an_api_server() {
     }
     let mut n = AgentNode::new("bootkube-master")
         .bootkube_master()
+        .kubelet_images(&[testkit::agentnode::SEED_TAG])
         .build()
         .unwrap();
     n.boot().unwrap();
