@@ -298,6 +298,59 @@ pub fn install_update_engine(n: &mut SimNode, binary: &Path, args: &[String]) ->
     Ok(())
 }
 
+/// The arguments the shipped `units/kubelet.service` gives kubelet-wrapper
+/// with the unit's own defaults (a node without the Ignition config's
+/// drop-in), as its start record shows them (`start image=URL:TAG
+/// args=<these>`). Read from the unit's `ExecStart=`, `${VAR}` and `$VAR`
+/// expanded from its `Environment=` lines as systemd expands them; always
+/// the repository's unit, so a mutated unit under test differs from it.
+pub fn shipped_kubelet_args() -> String {
+    let path = crate::project_root().join("units/kubelet.service");
+    let text = std::fs::read_to_string(&path).expect("reading units/kubelet.service");
+    let mut env = std::collections::BTreeMap::new();
+    let mut exec = String::new();
+    let mut in_exec = false;
+    for line in text.lines() {
+        if in_exec {
+            exec.push(' ');
+            exec.push_str(line.trim_end_matches('\\').trim());
+            in_exec = line.ends_with('\\');
+        } else if let Some(kv) = line.strip_prefix("Environment=") {
+            let (k, v) = kv.split_once('=').expect("Environment=NAME=value");
+            env.insert(k.to_string(), v.to_string());
+        } else if let Some(cmd) = line.strip_prefix("ExecStart=") {
+            exec.push_str(cmd.trim_end_matches('\\').trim());
+            in_exec = line.ends_with('\\');
+        }
+    }
+    let mut args = Vec::new();
+    for word in exec.split_whitespace().skip(1) {
+        if let Some(name) = word.strip_prefix('$').filter(|n| !n.starts_with('{')) {
+            args.extend(
+                env.get(name)
+                    .into_iter()
+                    .flat_map(|v| v.split_whitespace().map(str::to_string)),
+            );
+        } else {
+            let mut w = word.to_string();
+            for (k, v) in &env {
+                w = w.replace(&format!("${{{k}}}"), v);
+            }
+            args.push(w);
+        }
+    }
+    args.join(" ")
+}
+
+/// The start record kubelet-wrapper writes for image `SEED_URL:tag` under
+/// the shipped unit with its defaults.
+pub fn kubelet_start_record(tag: &str) -> String {
+    format!(
+        "start image={SEED_URL}:{tag} args={}",
+        shipped_kubelet_args()
+    )
+}
+
 /// The kubelet-wrapper stand-in's record of its starts.
 pub fn kubelet_starts(n: &SimNode) -> Vec<String> {
     n.read("/var/lib/kubelet-wrapper/starts")
@@ -468,6 +521,20 @@ pub fn check_kubelet_env(text: &str, cluster_version: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shipped_kubelet_args_are_the_units_with_its_defaults() {
+        let args = shipped_kubelet_args();
+        assert!(
+            args.starts_with(
+                "--kubeconfig=/etc/kubernetes/kubeconfig --client-ca-file=/etc/kubernetes/ca.crt "
+            ),
+            "{args}"
+        );
+        assert!(args.contains(" --node-labels=node.kubernetes.io/role=worker --register-with-taints= --cluster-dns=10.3.0.10 "), "{args}");
+        assert!(args.ends_with("--cluster-domain=cluster.local"), "{args}");
+        assert!(!args.contains('$') && !args.contains('\\'), "{args}");
+    }
 
     #[test]
     fn kubelet_env_check_accepts_the_real_file_and_rejects_truncation() {

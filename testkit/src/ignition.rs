@@ -134,3 +134,101 @@ pub fn apply(
     }
     enabled
 }
+
+/// What the ignition module is given for one node (its other variables
+/// keep their defaults).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NodeVars {
+    pub role: String,
+    pub agent_url: String,
+    pub agent_sha512: String,
+    /// The agent's config (a JSON object as text).
+    pub agent_config: String,
+    pub kubelet_image_tag: String,
+    pub runtime_mappings: String,
+    pub keyring: Option<String>,
+    pub kubeconfig: String,
+}
+
+/// Renders each node's Ignition config with `terraform/modules/ignition`
+/// (real terraform, no providers, everything in a temp dir), as operators
+/// render theirs, with the units of [`crate::unit_file`]: node name -> the
+/// config.
+pub fn render(
+    nodes: &std::collections::BTreeMap<String, NodeVars>,
+) -> anyhow::Result<std::collections::BTreeMap<String, Value>> {
+    use anyhow::{Context as _, bail};
+    let work = tempfile::tempdir()?;
+    let module = crate::project_root().join("terraform/modules/ignition");
+    std::fs::write(
+        work.path().join("main.tf"),
+        format!(
+            r#"variable "nodes" {{
+  type = any
+}}
+
+module "node" {{
+  source   = "{}"
+  for_each = var.nodes
+
+  role              = each.value.role
+  agent_url         = each.value.agent_url
+  agent_sha512      = each.value.agent_sha512
+  agent_config      = each.value.agent_config
+  kubelet_image_tag = each.value.kubelet_image_tag
+  runtime_mappings  = each.value.runtime_mappings
+  keyring           = each.value.keyring
+  kubeconfig        = each.value.kubeconfig
+  units_dir         = "{}"
+}}
+
+output "rendered" {{
+  value     = {{ for k, m in module.node : k => m.rendered }}
+  sensitive = true
+}}
+"#,
+            module.display(),
+            crate::unit_file("kubelet.service")
+                .parent()
+                .unwrap()
+                .display()
+        ),
+    )?;
+    std::fs::write(
+        work.path().join("nodes.tfvars.json"),
+        serde_json::to_string(&serde_json::json!({ "nodes": nodes }))?,
+    )?;
+    let tf = |args: &[&str]| -> anyhow::Result<String> {
+        let out = std::process::Command::new("terraform")
+            .arg(format!("-chdir={}", work.path().display()))
+            .args(args)
+            .env("TF_CLI_CONFIG_FILE", "/dev/null")
+            .env("TF_DATA_DIR", work.path().join(".tfdata"))
+            .env("TF_IN_AUTOMATION", "1")
+            .env("CHECKPOINT_DISABLE", "1")
+            .output()
+            .context("running terraform")?;
+        if !out.status.success() {
+            bail!(
+                "terraform {args:?} failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    tf(&["init", "-backend=false", "-input=false", "-no-color"])?;
+    tf(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-lock=false",
+        "-var-file=nodes.tfvars.json",
+    ])?;
+    let out: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&tf(&["output", "-json", "rendered"])?)?;
+    out.into_iter()
+        .map(|(k, v)| Ok((k, serde_json::from_str(&v)?)))
+        .collect()
+}

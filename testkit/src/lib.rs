@@ -6,7 +6,9 @@
 pub mod agentnode;
 pub mod apiserver;
 pub mod cli;
+pub mod cluster;
 pub mod docker;
+pub mod docker_image;
 pub mod fake_update_engine;
 pub mod faults;
 pub mod files;

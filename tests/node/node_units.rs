@@ -121,9 +121,12 @@ fn master_first_boot_orders_bootstrap_kubelet_bootkube_tectonic_and_next_boot_sk
         "kubelet started before k8s-node-bootstrap finished\n{}",
         n.diagnostics()
     );
-    assert_eq!(wait_kubelet_starts(&n, 1), vec![
-        "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests".to_string()
-    ]);
+    assert_eq!(
+        wait_kubelet_starts(&n, 1),
+        vec![testkit::agentnode::kubelet_start_record(
+            STANDIN_CLUSTER_TAG
+        )]
+    );
     // (d) bootkube waited for kubelet to be started although its assets were
     // there from the start, and marked its .done.
     let kubelet_active = ts(&n, "kubelet.service", "ActiveEnterTimestamp");
