@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes parts the cluster tests run (kube-apiserver,
+# kube-controller-manager, kube-scheduler,
 # kubelet, kubectl of one release) from Debian 12's own `kubernetes` source
 # package: `apt-get source kubernetes` through a deb-src entry for bookworm
 # main (added here if the machine has none), Go modules vendored in the tree,
@@ -16,7 +17,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${NB_TEST_CACHE:-/var/cache/node-bootstrap-tests}
-bins=(kube-apiserver kubelet kubectl)
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 die() { echo "build-kubernetes: $*" >&2; exit 1; }
 

@@ -41,6 +41,9 @@ pub const OS_VERSION: &str = "1632.3.0";
 pub const VENDOR_DOCKER: &str = "1.12";
 /// Where the nodes' assets live (the agent's default `paths.assets_dir`).
 pub const ASSETS_DIR: &str = "/opt/tectonic";
+/// The workers' seed kubelet image tag: an older release than the
+/// cluster's, of which no node has an image.
+pub const STALE_SEED_TAG: &str = "v1.19.7";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
 
 /// How a node's kubeconfig authenticates.
@@ -182,7 +185,16 @@ impl ClusterRig {
                     agent_url: AGENT_URL.into(),
                     agent_sha512: sha512.clone(),
                     agent_config: self.agent_config(),
-                    kubelet_image_tag: self.tag(),
+                    // The bootkube master learns the cluster's version from
+                    // its seed; workers carry a stale one (a config written
+                    // before the cluster's last upgrade), which their agents
+                    // must replace with the API server's: the node's store
+                    // has no image of it.
+                    kubelet_image_tag: if s.bootkube_master {
+                        self.tag()
+                    } else {
+                        STALE_SEED_TAG.into()
+                    },
                     runtime_mappings: runtime_mappings(),
                     keyring: Some(self.mirror.key.public_armored()),
                     kubeconfig: self.kubeconfig(s),

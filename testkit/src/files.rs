@@ -77,6 +77,19 @@ pub fn targz_with_links(files: &[(&str, &[u8], u32)], links: &[(&str, &str)]) ->
         .expect("finishing a gzip stream")
 }
 
+/// Writes `data` to `path` with `mode`, creating its parent directories.
+pub fn write_mode(path: &Path, data: &[u8], mode: u32) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, data).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,17 +112,4 @@ mod tests {
         assert!(names(&d.path().join("missing")).is_empty());
         assert!(tree(&d.path().join("missing")).is_empty());
     }
-}
-
-/// Writes `data` to `path` with `mode`, creating its parent directories.
-pub fn write_mode(path: &Path, data: &[u8], mode: u32) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    std::fs::write(path, data).with_context(|| format!("writing {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", path.display()))
 }

@@ -315,18 +315,29 @@ async fn serve(
 }
 
 fn write_node(dir: &Path, i: usize, pki: &Pki, url: &str, o: &FleetOptions) -> Result<PathBuf> {
-    let d = dir.join(format!("node-{i}"));
+    let kubeconfig = pki.kubeconfig(url, &KubeAuth::Token(format!("node-{i}")));
+    let cluster = serde_json::json!({
+        "api_attempts": o.attempts,
+        "api_retry_initial_secs": o.initial_secs,
+        "api_retry_max_secs": o.max_secs,
+        "api_timeout_secs": 30,
+    });
+    agent_dir(&dir.join(format!("node-{i}")), &kubeconfig, cluster)
+}
+
+/// The files of one agent process of a fleet in `d` (seed kubelet.env,
+/// os-release, `kubeconfig`, state and run dirs: a worker's, under `d`)
+/// and its config with `cluster` as its `cluster` section; returns the
+/// config's path (for `NODE_BOOTSTRAP_CONFIG`). Its kubelet.env lands at
+/// `d/kubelet.env`.
+pub fn agent_dir(d: &Path, kubeconfig: &str, cluster: serde_json::Value) -> Result<PathBuf> {
     std::fs::create_dir_all(d.join("installer"))?;
     std::fs::write(
         d.join("installer/kubelet.env"),
         crate::agentnode::SEED_KUBELET_ENV,
     )?;
     std::fs::write(d.join("os-release"), crate::agentnode::OS_RELEASE_TEXT)?;
-    pki.write_kubeconfig(
-        &d.join("kubeconfig"),
-        url,
-        &KubeAuth::Token(format!("node-{i}")),
-    )?;
+    std::fs::write(d.join("kubeconfig"), kubeconfig)?;
     let p = |s: &str| d.join(s).display().to_string();
     let config = serde_json::json!({
         "role": "worker",
@@ -339,12 +350,7 @@ fn write_node(dir: &Path, i: usize, pki: &Pki, url: &str, o: &FleetOptions) -> R
             "os_release": p("os-release"),
             "assets_dir": p("assets"),
         },
-        "cluster": {
-            "api_attempts": o.attempts,
-            "api_retry_initial_secs": o.initial_secs,
-            "api_retry_max_secs": o.max_secs,
-            "api_timeout_secs": 30,
-        },
+        "cluster": cluster,
     });
     let cfg = d.join("config.json");
     std::fs::write(&cfg, config.to_string())?;

@@ -1,5 +1,6 @@
-//! A real Kubernetes control plane for the tests: kube-apiserver, kubelet
-//! and kubectl of one release built from Debian 12's `kubernetes` source
+//! A real Kubernetes control plane for the tests: kube-apiserver,
+//! kube-controller-manager, kube-scheduler, kubelet and kubectl of one
+//! release built from Debian 12's `kubernetes` source
 //! package (`scripts/build-kubernetes.sh`, cached outside the checkout),
 //! and Debian's `etcd`.
 //!
@@ -10,7 +11,8 @@
 //!   test its bootstrap (a worker VM joining, the overload test, the
 //!   benchmark);
 //! - as the bootkube master's assets ([`ControlPlane::bootkube_assets`]):
-//!   a `bootkube.sh` that installs etcd and kube-apiserver as systemd units
+//!   a `bootkube.sh` that installs etcd, kube-apiserver,
+//!   kube-controller-manager and kube-scheduler as systemd units
 //!   on the master (static pods would need images no registry here serves)
 //!   and exits once the API server is ready, and a `tectonic-wrapper.sh`
 //!   that applies the cluster's first manifests with kubectl.
@@ -46,7 +48,13 @@ impl KubeParts {
         self.dir.join("kubectl")
     }
     /// The names of the binaries (what a hyperkube image of this release holds).
-    pub const BINARIES: &'static [&'static str] = &["kubelet", "kube-apiserver", "kubectl"];
+    pub const BINARIES: &'static [&'static str] = &[
+        "kubelet",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubectl",
+    ];
 }
 
 /// The parts, built (or found in the cache) by `scripts/build-kubernetes.sh`
@@ -136,6 +144,10 @@ pub struct ControlPlane {
     pub admin: Issued,
     /// What the API server presents to kubelets.
     pub kubelet_client: Issued,
+    /// `system:kube-controller-manager` and `system:kube-scheduler`: the
+    /// users the default RBAC policy gives those components' rights.
+    pub controller_manager: Issued,
+    pub scheduler: Issued,
     /// Service account signing key (PKCS#8 PEM) and its public half.
     pub sa_key_pem: String,
     pub sa_pub_pem: String,
@@ -143,7 +155,8 @@ pub struct ControlPlane {
     pub etcd_client_port: u16,
     pub etcd_peer_port: u16,
     pub tokens: Vec<StaticToken>,
-    /// Flags added to kube-apiserver's (later ones win).
+    /// Flags added to kube-apiserver's, each replacing a default of the
+    /// same name.
     pub extra_apiserver_args: Vec<String>,
 }
 
@@ -162,6 +175,8 @@ impl ControlPlane {
         ControlPlane {
             admin,
             kubelet_client,
+            controller_manager: pki.issue_client("system:kube-controller-manager", None),
+            scheduler: pki.issue_client("system:kube-scheduler", None),
             sa_key_pem: sa.serialize_pem(),
             sa_pub_pem: sa.public_key_pem(),
             pki,
@@ -249,7 +264,53 @@ impl ControlPlane {
                     .into_bytes(),
                 0o600,
             ),
+            (
+                "auth/controller-manager.kubeconfig".into(),
+                self.kubeconfig(None, &KubeAuth::Cert(self.controller_manager.clone()))
+                    .into_bytes(),
+                0o600,
+            ),
+            (
+                "auth/scheduler.kubeconfig".into(),
+                self.kubeconfig(None, &KubeAuth::Cert(self.scheduler.clone()))
+                    .into_bytes(),
+                0o600,
+            ),
             ("auth/tokens.csv".into(), tokens.into_bytes(), 0o600),
+        ]
+    }
+
+    /// kube-controller-manager's command line (binary `bin`, files in
+    /// `dir`): one instance (no leader election), no serving port of its
+    /// own (tests run several control planes on one host). Among its
+    /// controllers, the node lifecycle controller lifts the not-ready taint
+    /// off Ready nodes; the service account controllers sign tokens.
+    pub fn controller_manager_args(&self, bin: &str, dir: &str) -> Vec<String> {
+        vec![
+            bin.to_string(),
+            format!("--kubeconfig={dir}/auth/controller-manager.kubeconfig"),
+            format!("--authentication-kubeconfig={dir}/auth/controller-manager.kubeconfig"),
+            format!("--authorization-kubeconfig={dir}/auth/controller-manager.kubeconfig"),
+            format!("--service-account-private-key-file={dir}/tls/service-account.key"),
+            format!("--root-ca-file={dir}/tls/ca.crt"),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            "--use-service-account-credentials=true".into(),
+            "--leader-elect=false".into(),
+            "--port=0".into(),
+            "--secure-port=0".into(),
+        ]
+    }
+
+    /// kube-scheduler's command line: one instance, no serving port.
+    pub fn scheduler_args(&self, bin: &str, dir: &str) -> Vec<String> {
+        vec![
+            bin.to_string(),
+            format!("--kubeconfig={dir}/auth/scheduler.kubeconfig"),
+            format!("--authentication-kubeconfig={dir}/auth/scheduler.kubeconfig"),
+            format!("--authorization-kubeconfig={dir}/auth/scheduler.kubeconfig"),
+            "--leader-elect=false".into(),
+            "--port=0".into(),
+            "--secure-port=0".into(),
         ]
     }
 
@@ -297,13 +358,18 @@ impl ControlPlane {
             "--allow-privileged=true".into(),
             format!("--token-auth-file={dir}/auth/tokens.csv"),
         ];
+        // An extra flag replaces the default of the same name (list flags
+        // such as --authorization-mode would otherwise accumulate).
+        let name = |a: &str| a.split('=').next().unwrap_or(a).to_string();
+        let replaced: Vec<String> = self.extra_apiserver_args.iter().map(|a| name(a)).collect();
+        args.retain(|a| !replaced.contains(&name(a)));
         args.extend(self.extra_apiserver_args.iter().cloned());
         args
     }
 
     /// Runs the control plane on the host (etcd, then kube-apiserver of
     /// `parts`), waiting until the API server is ready.
-    pub fn start(self, parts: &KubeParts) -> Result<RunningControlPlane> {
+    pub fn start(&self, parts: &KubeParts) -> Result<RunningControlPlane> {
         let dir = tempfile::Builder::new()
             .prefix("nb-control-plane-")
             .tempdir_in("/var/tmp")?;
@@ -319,16 +385,34 @@ impl ControlPlane {
             children: vec![etcd],
             kubectl: Kubectl::new(&parts.kubectl(), &dir.path().join("auth/kubeconfig")),
             dir,
-            spec: self,
         };
         let apiserver = spawn_logged(
-            &running
-                .spec
-                .apiserver_args(&parts.kube_apiserver().display().to_string(), &d),
+            &self.apiserver_args(&parts.kube_apiserver().display().to_string(), &d),
             &running.dir.path().join("kube-apiserver.log"),
         )?;
         running.children.push(apiserver);
         running.wait_ready(Duration::from_secs(120))?;
+        let components = [
+            (
+                self.controller_manager_args(
+                    &parts
+                        .dir
+                        .join("kube-controller-manager")
+                        .display()
+                        .to_string(),
+                    &d,
+                ),
+                "kube-controller-manager.log",
+            ),
+            (
+                self.scheduler_args(&parts.dir.join("kube-scheduler").display().to_string(), &d),
+                "kube-scheduler.log",
+            ),
+        ];
+        for (argv, log) in components {
+            let child = spawn_logged(&argv, &running.dir.path().join(log))?;
+            running.children.push(child);
+        }
         Ok(running)
     }
 
@@ -363,20 +447,37 @@ impl ControlPlane {
             "Wants=kube-etcd.service\nAfter=kube-etcd.service\n",
             &self.apiserver_args(&format!("{image_dir}/kube-apiserver"), assets_dir),
         );
+        let controller_manager = unit(
+            "kube-controller-manager (bootkube test assets)",
+            "Wants=kube-apiserver.service\nAfter=kube-apiserver.service\n",
+            &self.controller_manager_args(
+                &format!("{image_dir}/kube-controller-manager"),
+                assets_dir,
+            ),
+        );
+        let scheduler = unit(
+            "kube-scheduler (bootkube test assets)",
+            "Wants=kube-apiserver.service\nAfter=kube-apiserver.service\n",
+            &self.scheduler_args(&format!("{image_dir}/kube-scheduler"), assets_dir),
+        );
         let kubectl = format!("{image_dir}/kubectl --kubeconfig={assets_dir}/auth/kubeconfig");
         let bootkube = format!(
             r#"#!/bin/bash
 # bootkube for the node-bootstrap tests: brings up the control plane that
-# these assets describe, etcd and the kube-apiserver of the hyperkube image
-# in this node's image store, as systemd units (static pods would need
+# these assets describe, etcd and the kube-apiserver, kube-controller-manager
+# and kube-scheduler of the hyperkube image in this node's image store, as
+# systemd units (static pods would need
 # images that no registry here serves), and exits 0 once the API server
 # answers /readyz. Idempotent: a run cut short by a power loss is redone.
 set -euo pipefail
 assets={assets_dir}
-install -m 0644 "$assets/units/kube-etcd.service" "$assets/units/kube-apiserver.service" /etc/systemd/system/
+units="kube-etcd.service kube-apiserver.service kube-controller-manager.service kube-scheduler.service"
+for u in $units; do
+    install -m 0644 "$assets/units/$u" /etc/systemd/system/
+done
 systemctl daemon-reload
-systemctl enable kube-etcd.service kube-apiserver.service
-systemctl start kube-etcd.service kube-apiserver.service
+systemctl enable $units
+systemctl start $units
 for _ in $(seq 1 240); do
     if {kubectl} get --raw=/readyz >/dev/null 2>&1; then
         echo "bootkube: the API server is ready"
@@ -425,6 +526,16 @@ exit 1
                 0o644,
             ),
             (
+                "units/kube-controller-manager.service".into(),
+                controller_manager.into_bytes(),
+                0o644,
+            ),
+            (
+                "units/kube-scheduler.service".into(),
+                scheduler.into_bytes(),
+                0o644,
+            ),
+            (
                 "manifests/00-namespace.yaml".into(),
                 namespace.as_bytes().to_vec(),
                 0o644,
@@ -456,7 +567,6 @@ fn spawn_logged(argv: &[String], log: &Path) -> Result<Child> {
 
 /// A control plane running on the host; stops when dropped.
 pub struct RunningControlPlane {
-    pub spec: ControlPlane,
     pub kubectl: Kubectl,
     dir: tempfile::TempDir,
     children: Vec<Child>,
@@ -486,17 +596,22 @@ impl RunningControlPlane {
 
     /// The tails of etcd's and kube-apiserver's logs.
     pub fn logs(&self) -> String {
-        ["etcd.log", "kube-apiserver.log"]
-            .iter()
-            .map(|l| {
-                let text = std::fs::read_to_string(self.dir.path().join(l)).unwrap_or_default();
-                let tail: Vec<_> = text.lines().rev().take(30).collect();
-                format!(
-                    "--- {l} (last lines)\n{}\n",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                )
-            })
-            .collect()
+        [
+            "etcd.log",
+            "kube-apiserver.log",
+            "kube-controller-manager.log",
+            "kube-scheduler.log",
+        ]
+        .iter()
+        .map(|l| {
+            let text = std::fs::read_to_string(self.dir.path().join(l)).unwrap_or_default();
+            let tail: Vec<_> = text.lines().rev().take(30).collect();
+            format!(
+                "--- {l} (last lines)\n{}\n",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )
+        })
+        .collect()
     }
 
     /// The API server's log so far.
@@ -609,16 +724,26 @@ impl Kubectl {
             .collect())
     }
 
-    /// Waits until every node of `names` is registered and Ready; returns
-    /// all nodes then. On timeout, says which are missing or not Ready.
+    /// Waits until every node of `names` is registered and Ready, and the
+    /// control plane's node lifecycle controller agrees (no
+    /// `node.kubernetes.io/not-ready` or `unreachable` taint left: pods
+    /// can be scheduled there); returns all nodes then. On timeout, says
+    /// which are missing or not Ready.
     pub fn wait_ready(&self, names: &[&str], timeout: Duration) -> Result<Vec<NodeInfo>> {
         let deadline = Instant::now() + timeout;
+        let usable = |x: &NodeInfo| {
+            x.ready
+                && !x.taints.iter().any(|t| {
+                    t.starts_with("node.kubernetes.io/not-ready=")
+                        || t.starts_with("node.kubernetes.io/unreachable=")
+                })
+        };
         loop {
             let nodes = self.nodes();
             if let Ok(nodes) = &nodes
                 && names
                     .iter()
-                    .all(|n| nodes.iter().any(|x| x.name == *n && x.ready))
+                    .all(|n| nodes.iter().any(|x| x.name == *n && usable(x)))
             {
                 return Ok(nodes.clone());
             }

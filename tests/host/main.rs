@@ -20,6 +20,8 @@
 
 // "What runs now" from a private dockerd's API, and the fallback to torcx.
 mod addon_docker;
+// Agents against a real kube-apiserver out of request slots (429, Retry-After).
+mod cluster_overload;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
 mod fleet_retries;
 // `helper bootkube|tectonic` in docker mode against a private dockerd.

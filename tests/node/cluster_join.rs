@@ -6,6 +6,12 @@
 //! write kubelet.env; the real kubelet of that version, run by
 //! kubelet-wrapper from the image kubelet.env names, registers its Node on
 //! that docker, and every Node is Ready.
+//!
+//! All nodes boot at once, so the workers' agents start while the master
+//! has no API server yet (they retry until it answers); the master loses
+//! power in the middle of bootkube and completes on its next boot; a worker
+//! whose token the API server does not know fails once with a clear error
+//! and is not retried.
 
 use std::time::{Duration, Instant};
 use testkit::cluster::{Auth, ClusterRig, NodeSpec, node_docker};
@@ -21,19 +27,42 @@ fn skip() -> bool {
         || testkit::skip_without(&["terraform"])
 }
 
-/// Boots `n`, expects the agent's reboot for the docker change, boots it
-/// again and waits for kubelet to run.
-fn first_boot_with_docker_reboot(n: &mut SimNode, timeout: Duration) {
+/// Boots `n` and expects the agent's reboot for the docker change.
+fn boot_to_docker_reboot(n: &mut SimNode) {
     n.boot().unwrap();
     assert_eq!(
-        n.wait_down(timeout).unwrap(),
+        n.wait_down(BOOT).unwrap(),
         BootEnd::Reboot,
         "{}: the agent reboots once for the docker change",
         n.name()
     );
-    n.boot().unwrap();
-    n.wait_active_state("kubelet.service", "active", BOOT)
-        .unwrap();
+}
+
+/// The master: its first boot ends in the docker reboot; in the second,
+/// bootkube starts the control plane and the power goes while it waits
+/// for the API server; the third completes bootkube, then tectonic.
+fn master_with_a_power_cut_in_bootkube(rig: &ClusterRig, m: &mut SimNode) {
+    rig.push_assets(m).unwrap();
+    boot_to_docker_reboot(m);
+    m.boot().unwrap();
+    m.wait_for("bootkube.sh to have started kube-apiserver", BOOT, |n| {
+        (n.prop("bootkube.service", "ActiveState").ok()? == "activating"
+            && n.prop("kube-apiserver.service", "ActiveState").ok()? == "active")
+            .then_some(())
+    })
+    .unwrap();
+    m.power_cut().unwrap();
+    assert!(
+        !m.exists("/opt/tectonic/init_bootkube.done"),
+        "the cut came before bootkube completed"
+    );
+    m.boot().unwrap();
+    m.wait_for("bootkube and tectonic to complete", BOOT, |n| {
+        (n.exists("/opt/tectonic/init_bootkube.done")
+            && n.exists("/opt/tectonic/init_tectonic.done"))
+        .then_some(())
+    })
+    .unwrap();
 }
 
 #[test]
@@ -46,36 +75,42 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
         NodeSpec::master("master-1"),
         NodeSpec::worker("worker-1", Auth::Cert),
         NodeSpec::worker("worker-2", Auth::Token("worker-2-token".into())),
+        NodeSpec::worker("worker-bad", Auth::UnknownToken("no-such-token".into())),
     ])
     .unwrap();
     let mut nodes = rig.nodes().unwrap();
-    eprintln!("rig and nodes ready after {:?}", t0.elapsed());
     let version = rig.parts.version.clone();
     std::thread::scope(|s| {
-        let (master, workers) = nodes.split_first_mut().unwrap();
+        let (master, rest) = nodes.split_first_mut().unwrap();
+        let (workers, bad) = rest.split_at_mut(2);
         let rig = &rig;
-        s.spawn(move || {
-            rig.push_assets(master).unwrap();
-            first_boot_with_docker_reboot(master, BOOT);
-            master
-                .wait_for("bootkube and tectonic to complete", BOOT, |n| {
-                    (n.exists("/opt/tectonic/init_bootkube.done")
-                        && n.exists("/opt/tectonic/init_tectonic.done"))
-                    .then_some(())
-                })
-                .unwrap();
-        });
+        s.spawn(move || master_with_a_power_cut_in_bootkube(rig, master));
         for w in workers {
-            s.spawn(move || first_boot_with_docker_reboot(w, BOOT));
+            s.spawn(move || {
+                boot_to_docker_reboot(w);
+                w.boot().unwrap();
+                w.wait_active_state("kubelet.service", "active", BOOT)
+                    .unwrap();
+            });
         }
+        // The unknown token: rejected (401) once the API server answers;
+        // exit 5 stops the unit for good, before docker or kubelet.env.
+        let bad = &mut bad[0];
+        bad.boot().unwrap();
+        bad.wait_active_state(KNB, "failed", BOOT).unwrap();
     });
-    eprintln!("all nodes run kubelet after {:?}", t0.elapsed());
+    eprintln!("all nodes booted after {:?}", t0.elapsed());
     let ready = rig
         .kubectl
         .wait_ready(&["master-1", "worker-1", "worker-2"], BOOT)
         .unwrap();
     eprintln!("all nodes Ready after {:?}", t0.elapsed());
-    for n in &nodes {
+
+    // Every node: the kubelet of the cluster's version, on the docker the
+    // addon installed (the torcx image's daemon, started through its socket).
+    let names: Vec<&str> = ready.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["master-1", "worker-1", "worker-2"]);
+    for n in &nodes[..3] {
         let info = ready.iter().find(|i| i.name == n.name()).unwrap();
         let (docker_version, docker_exe) = node_docker(n).unwrap();
         assert_eq!(info.kubelet_version, version, "{}", n.name());
@@ -93,5 +128,83 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
             n.name()
         );
         assert_eq!(n.prop(KNB, "Result").unwrap(), "success", "{}", n.name());
+        let role = if n.name() == "master-1" {
+            "master"
+        } else {
+            "worker"
+        };
+        assert_eq!(
+            info.labels["node.kubernetes.io/role"],
+            role,
+            "{}: {:?}",
+            n.name(),
+            info.labels
+        );
+        let taints: &[&str] = if role == "master" {
+            &["node-role.kubernetes.io/master=:NoSchedule"]
+        } else {
+            &[]
+        };
+        assert_eq!(info.taints, taints, "{}", n.name());
     }
+
+    // The workers' agents started before the API server existed: they
+    // failed, were restarted by systemd, and joined once it answered.
+    // (The journal of both boots: systemd's restart counter starts again
+    // with each boot.)
+    for w in &nodes[1..3] {
+        let log = w.journal(KNB);
+        assert!(
+            log.contains("cannot learn the cluster version from the API server")
+                && log.contains("Connection refused")
+                && log.contains("Scheduled restart job, restart counter is at 1."),
+            "{}: {log}",
+            w.name()
+        );
+    }
+    // The master's power cut: bootkube ran again and completed, once.
+    let master = &nodes[0];
+    assert_eq!(master.boots(), 3);
+    let configmap = rig
+        .kubectl
+        .run(&[
+            "-n",
+            "tectonic-system",
+            "get",
+            "configmap",
+            "tectonic-torcx-runtime-mappings",
+            "-o",
+            "jsonpath={.data.runtime-mappings\\.yaml}",
+        ])
+        .unwrap();
+    assert_eq!(configmap, testkit::cluster::runtime_mappings());
+
+    // The unknown token: one failure naming the cause, no retry, nothing
+    // installed, no kubelet, no Node.
+    let bad = &nodes[3];
+    assert_eq!(bad.prop(KNB, "ExecMainStatus").unwrap(), "5");
+    let restarts = bad.prop(KNB, "NRestarts").unwrap();
+    let status = bad.prop(KNB, "StatusText").unwrap();
+    assert!(
+        status.contains("the API server rejected the kubeconfig's credentials (HTTP 401)"),
+        "{status}"
+    );
+    assert!(!bad.exists("/etc/kubernetes/kubelet.env"));
+    assert!(!bad.exists("/etc/torcx/next-profile"));
+    // Its drop-in restarts a failed run after 1 s: none came.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        bad.prop(KNB, "ActiveState").unwrap(),
+        "failed",
+        "not retried"
+    );
+    assert_eq!(bad.prop(KNB, "NRestarts").unwrap(), restarts, "not retried");
+    assert!(
+        rig.kubectl
+            .nodes()
+            .unwrap()
+            .iter()
+            .all(|n| n.name != "worker-bad"),
+        "a node without valid credentials registered"
+    );
 }
