@@ -57,6 +57,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         "torcx",
         read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)),
     );
+    let kubelet_sysext = kubelet_sysext(config, steps.as_deref());
     Facts {
         node: NodeFacts {
             role,
@@ -75,6 +76,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         kubelet_env,
         assets: assets(config),
         torcx,
+        kubelet_sysext,
         docker,
         update_engine,
         unreachable: u.0,
@@ -327,6 +329,30 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 }
 
 /// Flow steps the config turns off (shown as skipped, not pending).
+/// Which kubelet image the link names, whether it is merged, and the
+/// version the agent recorded for it (`None` with kubelet-wrapper).
+fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<KubeletSysext> {
+    use crate::kubelet::{config::Backend, install};
+    if config.kubelet.backend != Backend::Sysext {
+        return None;
+    }
+    let image = install::linked_image(config);
+    let record = steps
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.result.as_ref()?.kubelet_sysext())
+        .next();
+    let version = record
+        .filter(|r| Some(&r.image) == image.as_ref())
+        .map(|r| r.version.clone());
+    Some(KubeletSysext {
+        link: install::link_path(config).display().to_string(),
+        image: image.map(|p| p.display().to_string()),
+        merged: install::merged_release(config).is_some(),
+        version,
+    })
+}
+
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
     if config.agent.upgrade == crate::upgrade::config::AutoUpgrade::Off {
@@ -334,6 +360,9 @@ fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     }
     if !config.addon.enabled {
         off.push(crate::journal::Step::DockerAddon.name());
+    }
+    if config.kubelet.backend != crate::kubelet::config::Backend::Sysext {
+        off.push(crate::journal::Step::KubeletSysext.name());
     }
     off
 }

@@ -12,6 +12,7 @@ pub mod faults;
 pub mod files;
 pub mod fleet;
 pub mod hostload;
+pub mod kubelet_sysext;
 pub mod pkgserver;
 pub mod powerloss;
 pub mod s3;
