@@ -34,6 +34,8 @@ mod addon_node;
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.
 mod assets_node;
+// The kubelet as a sysext image the agent chose, merged by the real systemd-sysext.
+mod kubelet_sysext_node;
 // The units of `units/` with the agent stub: ordering, restarts, conditions.
 mod node_units;
 // Power cuts at every stage of a full first boot; the node converges.
