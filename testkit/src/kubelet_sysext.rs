@@ -205,3 +205,88 @@ pub fn fake_kubelet_starts(n: &SimNode) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// A node laid out in a temp dir for `node-bootstrap kubelet ensure` run
+/// on the host (the checks before anything is installed): an os-release,
+/// the mirror's key, and a config with every path under the dir. A
+/// `systemd-sysext` that fails loudly comes first on the agent's `PATH`:
+/// outside a simulated node nothing may ever be merged into the host.
+pub struct DirNode {
+    dir: tempfile::TempDir,
+    pub mirror: KubeletMirror,
+}
+
+impl DirNode {
+    /// A node running `os_release` with an empty mirror.
+    pub fn new(os_release: &str) -> Result<DirNode> {
+        let n = DirNode {
+            dir: tempfile::tempdir()?,
+            mirror: KubeletMirror::start()?,
+        };
+        crate::torcx_fixtures::write(&n.path("/usr/lib/os-release"), os_release)?;
+        crate::torcx_fixtures::write(&n.path(KEYRING_PATH), n.mirror.key.public_armored())?;
+        let guard = n.path("/guard/systemd-sysext");
+        crate::torcx_fixtures::write(
+            &guard,
+            "#!/bin/sh\necho 'systemd-sysext must not run on the host in this test' >&2\nexit 99\n",
+        )?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755))?;
+        let p = |s: &str| n.path(s).display().to_string();
+        let mut config = json!({
+            "paths": {
+                "state_dir": p("/var/lib/node-bootstrap"),
+                "run_dir": p("/run/node-bootstrap"),
+                "os_release": p("/usr/lib/os-release"),
+                "extensions_dir": p("/etc/extensions"),
+                "seed_dir": p("/etc/kubernetes/installer"),
+            },
+            "addon": {
+                "sysext_release_dir": p("/usr/lib/extension-release.d"),
+                "systemd_config_dir": p("/etc/systemd/system"),
+            },
+            "kubelet": {"images_dir": p("/opt/extensions/kubernetes")},
+        });
+        crate::agentnode::merge(
+            &mut config,
+            n.mirror.config_patch_with_keyring(&p(KEYRING_PATH)),
+        );
+        crate::torcx_fixtures::write(&n.config_path(), config.to_string())?;
+        Ok(n)
+    }
+
+    /// A node path under the temp dir.
+    pub fn path(&self, inside: &str) -> std::path::PathBuf {
+        self.dir.path().join(inside.trim_start_matches('/'))
+    }
+
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self.path("/etc/node-bootstrap/config.json")
+    }
+
+    /// `node-bootstrap kubelet ensure --cluster-version <v> --json`.
+    pub fn ensure(&self, cluster_version: &str) -> std::process::Output {
+        let path = format!(
+            "{}:{}",
+            self.path("/guard").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        crate::cli::agent_command()
+            .arg("--config")
+            .arg(self.config_path())
+            .args(["--log-format", "text", "kubelet", "ensure"])
+            .args(["--cluster-version", cluster_version, "--json"])
+            .env("PATH", path)
+            .output()
+            .expect("running the agent")
+    }
+
+    /// What is installed: the names in the images dir (hidden partials
+    /// included) and in the extensions dir.
+    pub fn installed(&self) -> (Vec<String>, Vec<String>) {
+        (
+            crate::files::names(&self.path("/opt/extensions/kubernetes")),
+            crate::files::names(&self.path("/etc/extensions")),
+        )
+    }
+}

@@ -19,8 +19,8 @@ use std::time::Duration;
 use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE, state_journal};
 use testkit::apiserver::ApiServerOptions;
 use testkit::kubelet_sysext::{
-    KubeletMirror, Kubelet, fake_kubelet, fake_kubelet_starts, flatcar_os_release,
-    kubelet_image, prepare_node, release,
+    Kubelet, KubeletMirror, fake_kubelet, fake_kubelet_starts, flatcar_os_release, kubelet_image,
+    prepare_node, release,
 };
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
@@ -84,7 +84,8 @@ fn status_json(n: &SimNode) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-const ARGS: &str = "args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests";
+const ARGS: &str =
+    "args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests";
 
 #[test]
 fn the_kubelet_of_the_clusters_version_is_merged_before_kubelet_starts_and_replaced_without_a_reboot()
@@ -118,7 +119,13 @@ fn the_kubelet_of_the_clusters_version_is_merged_before_kubelet_starts_and_repla
         .journal_json(&["STEP=kubelet-sysext"])
         .into_iter()
         .find(|l| l["MESSAGE"] == "systemd-sysext refresh merged the extensions")
-        .map(|l| l["__MONOTONIC_TIMESTAMP"].as_str().unwrap().parse::<u64>().unwrap())
+        .map(|l| {
+            l["__MONOTONIC_TIMESTAMP"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
         .unwrap_or_else(|| panic!("no merge in the journal:\n{}", n.journal(KNB)));
     let kubelet_started = n
         .timestamp_us("kubelet.service", "ExecMainStartTimestamp")
@@ -192,17 +199,27 @@ fn the_kubelet_of_the_clusters_version_is_merged_before_kubelet_starts_and_repla
     assert_eq!(rec["previous"], v2_path);
     assert_eq!(rec["refreshed"], true);
     assert_eq!(link(&n), v3_path);
-    assert_eq!(kubelet_version(&n), "Kubernetes v1.21.0", "merged, no reboot");
+    assert_eq!(
+        kubelet_version(&n),
+        "Kubernetes v1.21.0",
+        "merged, no reboot"
+    );
     assert_eq!(n.boots(), 1);
     let mut kept = testkit::files::names(&n.path(IMAGES));
     kept.retain(|f| !f.starts_with('.'));
     assert_eq!(
         kept,
-        ["kubernetes-v1.20.2-x86-64.raw", "kubernetes-v1.21.0-x86-64.raw"],
+        [
+            "kubernetes-v1.20.2-x86-64.raw",
+            "kubernetes-v1.21.0-x86-64.raw"
+        ],
         "the previous image is kept, nothing half-written is left"
     );
     n.systemctl(&["restart", "kubelet.service"]).unwrap();
-    assert_eq!(wait_starts(&n, 2)[1], format!("start version=v1.21.0 {ARGS}"));
+    assert_eq!(
+        wait_starts(&n, 2)[1],
+        format!("start version=v1.21.0 {ARGS}")
+    );
 
     // Later boots: systemd-sysext.service merges the linked image at boot.
     n.exec(&["systemctl", "reboot"]).unwrap();
@@ -216,7 +233,10 @@ fn the_kubelet_of_the_clusters_version_is_merged_before_kubelet_starts_and_repla
         n.journal("systemd-sysext.service")
     );
     assert_eq!(n.prop(KNB, "ConditionResult").unwrap(), "no");
-    assert_eq!(wait_starts(&n, 3)[2], format!("start version=v1.21.0 {ARGS}"));
+    assert_eq!(
+        wait_starts(&n, 3)[2],
+        format!("start version=v1.21.0 {ARGS}")
+    );
     n.shutdown().unwrap();
 }
 
@@ -231,7 +251,11 @@ fn a_mirror_with_only_a_too_new_kubelet_is_refused_and_nothing_is_merged() {
     n.boot().unwrap();
     n.wait_active_state(KNB, "failed", T).unwrap();
     assert_eq!(n.prop(KNB, "ExecMainStatus").unwrap(), "7");
-    assert_eq!(n.prop(KNB, "NRestarts").unwrap(), "0", "exit 7 is not restarted");
+    assert_eq!(
+        n.prop(KNB, "NRestarts").unwrap(),
+        "0",
+        "exit 7 is not restarted"
+    );
     let log = n.journal(KNB);
     assert!(
         log.contains("no kubelet the version-skew policy allows for cluster version v1.20.2: the search path offers v1.21.0"),
