@@ -190,6 +190,16 @@ pub struct AddonEnsureArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum KubeletCommand {
+    /// Which kubelet image `ensure` would take for the cluster version, and
+    /// from where; installs nothing.
+    Choose {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print the choice as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The kubelet-sysext step of `run`, alone: choose the kubelet image
     /// for the cluster version from the metadata search path, verify and
     /// check it, install it in /etc/extensions and merge it
@@ -603,6 +613,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             crate::helper::main(&config, step)
         }
         Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, addon_action(cmd)),
+        Command::Kubelet(KubeletCommand::Choose {
+            cluster_version,
+            json,
+        }) => crate::kubelet::command::choose(&load(&cli)?, cluster_version, *json),
         Command::Kubelet(KubeletCommand::Ensure {
             cluster_version,
             json,

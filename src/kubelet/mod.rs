@@ -116,10 +116,28 @@ fn offered(items: &[Found]) -> String {
     v.join(", ")
 }
 
-/// Puts the kubelet image for `cluster_version` in place and merges it
-/// (module docs).
-pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSysextRecord> {
-    let k = &config.kubelet;
+/// The image chosen for a cluster version, and where it comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Chosen {
+    pub cluster_version: String,
+    pub version: String,
+    pub rule: Rule,
+    pub url: String,
+    pub location: String,
+    pub signed: bool,
+    /// Every version the search path offered, in search order.
+    pub offered: Vec<String>,
+    #[serde(skip)]
+    found: Box<Found>,
+    #[serde(skip)]
+    parsed: KubeVersion,
+    #[serde(skip)]
+    arch: &'static str,
+}
+
+/// Steps 1 and 2 of [`ensure`]: which image the search path offers for
+/// `cluster_version`, by the rule of [`choice`] (`kubelet choose`).
+pub async fn choose(config: &Config, cluster_version: &str) -> Result<Chosen> {
     let cluster = KubeVersion::parse(cluster_version)
         .map_err(|e| Error::bad_input(format!("cluster version: {e}")))?;
     let (id, arch) = product_id(config)?;
@@ -136,7 +154,7 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
         }
     }
     let versions: Vec<KubeVersion> = usable.iter().map(|(v, _)| v.clone()).collect();
-    let (index, rule) = match choice::choose(&cluster, &versions, k.max_minor_lag) {
+    let (index, rule) = match choice::choose(&cluster, &versions, config.kubelet.max_minor_lag) {
         Decision::Take { index, rule } => (index, rule),
         Decision::Refuse { why } => {
             return Err(Error::refused(format!(
@@ -148,6 +166,26 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
     let (version, found) = &usable[index];
     info!(step = STEP, version = %found.version, rule = rule.as_str(), cluster_version,
         url = %found.url, location = %found.location, signed = found.signed, "kubelet image chosen");
+    Ok(Chosen {
+        cluster_version: cluster_version.to_string(),
+        version: found.version.clone(),
+        rule,
+        url: found.url.clone(),
+        location: found.location.clone(),
+        signed: found.signed,
+        offered: offers.items.iter().map(|f| f.version.clone()).collect(),
+        found: Box::new((*found).clone()),
+        parsed: version.clone(),
+        arch,
+    })
+}
+
+/// Puts the kubelet image for `cluster_version` in place and merges it
+/// (module docs).
+pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSysextRecord> {
+    let k = &config.kubelet;
+    let chosen = choose(config, cluster_version).await?;
+    let (version, found, arch, rule) = (&chosen.parsed, &*chosen.found, chosen.arch, chosen.rule);
     let Some(hex) = found.item.sha512.as_deref() else {
         return Err(Error::bad_input(format!(
             "{}: item {} has no sha512; kubelet images need one (`metadata generate` writes it)",

@@ -87,3 +87,44 @@ fn tampered_signed_metadata_is_refused_with_exit_6() {
     assert!(err.contains("signed metadata rejected"), "{err}");
     nothing_installed(&n);
 }
+
+#[test]
+fn kubelet_choose_says_what_a_mirror_of_two_versions_gives_each_cluster() {
+    let n = DirNode::new(&flatcar_os_release("3815.2.0")).unwrap();
+    n.mirror
+        .publish(&[
+            ("v1.20.2", &image("v1.20.2")),
+            ("v1.21.1", &image("v1.21.1")),
+        ])
+        .unwrap();
+    let choose = |cluster: &str| {
+        let out = testkit::cli::agent_command()
+            .arg("--config")
+            .arg(n.config_path())
+            .args(["kubelet", "choose", "--cluster-version", cluster, "--json"])
+            .output()
+            .unwrap();
+        (code(&out), testkit::cli::json_stdout(&out))
+    };
+    for (cluster, version, rule) in [
+        ("v1.21.1", "v1.21.1", "exact"),
+        ("v1.21.4", "v1.21.1", "newest-patch"),
+        ("v1.20.2", "v1.20.2", "exact"),
+    ] {
+        let (c, v) = choose(cluster);
+        assert_eq!(c, 0, "{cluster}: {v}");
+        assert_eq!(
+            (v["version"].as_str(), v["rule"].as_str()),
+            (Some(version), Some(rule)),
+            "{cluster}"
+        );
+        assert_eq!(v["signed"], true);
+        assert_eq!(v["offered"], serde_json::json!(["v1.20.2", "v1.21.1"]));
+    }
+    // 1.21.0 is older than every 1.21 offered, 1.22 has none: refused.
+    for cluster in ["v1.21.0", "v1.22.0"] {
+        let out = n.ensure(cluster);
+        assert_eq!(code(&out), 7, "{cluster}: {}", stderr(&out));
+    }
+    nothing_installed(&n);
+}
