@@ -437,3 +437,62 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
         ignition_validate(&p).unwrap();
     }
 }
+
+#[test]
+fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
+    // agent_config with kubelet.backend "sysext": kubelet.service carries
+    // units/kubelet-sysext.conf as a drop-in; the default carries none.
+    if skip_without(&["terraform"]) {
+        return;
+    }
+    let tf = Terraform::new(root().join("terraform/modules/ignition"));
+    tf.init();
+    let render_with = |agent_config: &str| -> Value {
+        let vars = tf.work().join("in.tfvars.json");
+        fs::write(
+            &vars,
+            serde_json::json!({
+                "role": "worker",
+                "agent_url": "https://mirror.example.com/node-bootstrap",
+                "agent_sha512": "ab".repeat(64),
+                "kubelet_image_tag": "v1.20.2",
+                "runtime_mappings": inputs("runtime-mappings.yaml"),
+                "kubeconfig": inputs("kubeconfig"),
+                "agent_config": agent_config,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        tf.apply_ok(&[&format!("-var-file={}", vars.display())]);
+        serde_json::from_str(tf.output("rendered").as_str().unwrap()).unwrap()
+    };
+    let kubelet = |cfg: &Value| -> Value {
+        cfg["systemd"]["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == "kubelet.service")
+            .unwrap()
+            .clone()
+    };
+    let sysext = render_with(r#"{"kubelet": {"backend": "sysext"}}"#);
+    let unit = kubelet(&sysext);
+    assert_eq!(
+        unit["contents"].as_str().unwrap(),
+        fs::read_to_string(root().join("units/kubelet.service")).unwrap()
+    );
+    assert_eq!(
+        unit["dropins"],
+        serde_json::json!([{
+            "name": "10-kubelet-sysext.conf",
+            "contents": fs::read_to_string(root().join("units/kubelet-sysext.conf")).unwrap(),
+        }])
+    );
+    let p = tf.work().join("worker-sysext.ign");
+    fs::write(&p, serde_json::to_string(&sysext).unwrap()).unwrap();
+    if !skip_without(&["ignition-validate"]) {
+        ignition_validate(&p).unwrap();
+    }
+    let wrapper = render_with("{}");
+    assert!(kubelet(&wrapper).get("dropins").is_none());
+}

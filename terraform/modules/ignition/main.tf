@@ -26,12 +26,22 @@ locals {
     local.pull ? ["init-assets.service"] : [],
   )
 
+  # kubelet.backend "sysext" in the agent config (today's Flatcar, no
+  # kubelet-wrapper): kubelet.service runs the merged extension's
+  # /usr/bin/kubelet through the drop-in units/kubelet-sysext.conf.
+  kubelet_sysext = try(jsondecode(var.agent_config).kubelet.backend, "wrapper") == "sysext"
+
   units = [
-    for name in local.unit_names : {
-      name     = name
-      enabled  = contains(local.enabled_units, name)
-      contents = file("${local.units_dir}/${name}")
-    }
+    for name in local.unit_names : merge(
+      {
+        name     = name
+        enabled  = contains(local.enabled_units, name)
+        contents = file("${local.units_dir}/${name}")
+      },
+      name == "kubelet.service" && local.kubelet_sysext ? {
+        dropins = [{ name = "10-kubelet-sysext.conf", contents = file("${local.units_dir}/kubelet-sysext.conf") }]
+      } : {},
+    )
   ]
 
   # The agent config: the caller's object with role and assets.mode set from
