@@ -74,19 +74,22 @@ pub fn merged_release(config: &Config) -> Option<String> {
 }
 
 /// Removes versioned images of this extension other than `keep` (the
-/// current and the previous one). Returns what was removed.
+/// current and the previous one, however their paths are spelt). Returns
+/// what was removed.
 pub fn remove_old_images(config: &Config, keep: &[&Path]) -> Vec<PathBuf> {
     let k = &config.kubelet;
     let prefix = format!("{}-", k.extension_name);
     let Ok(entries) = std::fs::read_dir(&k.images_dir) else {
         return Vec::new();
     };
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let keep: Vec<PathBuf> = keep.iter().map(|p| real(p)).collect();
     let mut removed = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let p = e.path();
         let ours = name.starts_with(&prefix) && name.ends_with(".raw");
-        if !ours || keep.contains(&p.as_path()) || !e.file_type().is_ok_and(|t| t.is_file()) {
+        if !ours || keep.contains(&real(&p)) || !e.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         match std::fs::remove_file(&p) {
@@ -133,4 +136,59 @@ pub async fn refresh(timeout: Duration) -> Result<()> {
     info!(step = super::STEP, elapsed_ms = started.elapsed().as_millis() as u64, output = %said,
         "systemd-sysext refresh merged the extensions");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(root: &Path) -> Config {
+        let text = serde_json::json!({
+            "paths": {"extensions_dir": root.join("etc/extensions")},
+            "addon": {"sysext_release_dir": root.join("usr/lib/extension-release.d")},
+            "kubelet": {"backend": "sysext", "images_dir": root.join("opt/extensions/kubernetes")},
+        });
+        Config::from_json(&text.to_string(), Path::new("/test/config.json")).unwrap()
+    }
+
+    #[test]
+    fn the_link_is_replaced_in_one_step_and_old_images_go_but_the_previous_stays() {
+        let d = tempfile::tempdir().unwrap();
+        let c = config(d.path());
+        let images = &c.kubelet.images_dir;
+        std::fs::create_dir_all(images).unwrap();
+        let img = |v: &str| images.join(format!("kubernetes-{v}-x86-64.raw"));
+        for v in ["v1.19.0", "v1.20.2", "v1.21.0"] {
+            std::fs::write(img(v), v).unwrap();
+        }
+        std::fs::write(images.join("unrelated.raw"), "x").unwrap();
+        assert_eq!(linked_image(&c), None);
+        assert!(link_to(&c, &img("v1.20.2")).unwrap());
+        assert!(!link_to(&c, &img("v1.20.2")).unwrap(), "already linked");
+        assert_eq!(linked_image(&c), Some(img("v1.20.2")));
+        assert!(link_to(&c, &img("v1.21.0")).unwrap());
+        assert_eq!(std::fs::read_link(link_path(&c)).unwrap(), img("v1.21.0"));
+        // No temporary link is left beside it.
+        let names: Vec<String> = std::fs::read_dir(&c.paths.extensions_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["kubernetes.raw"]);
+        // The previous one named relatively still counts as kept.
+        let relative = c
+            .paths
+            .extensions_dir
+            .join("../../opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw");
+        let removed = remove_old_images(&c, &[&img("v1.21.0"), &relative]);
+        assert_eq!(removed, [img("v1.19.0")]);
+        assert!(img("v1.20.2").exists() && images.join("unrelated.raw").exists());
+        // Merged: the release file shows in the release dir.
+        assert_eq!(merged_release(&c), None);
+        let rel = d
+            .path()
+            .join("usr/lib/extension-release.d/extension-release.kubernetes");
+        std::fs::create_dir_all(rel.parent().unwrap()).unwrap();
+        std::fs::write(&rel, "ID=flatcar\n").unwrap();
+        assert_eq!(merged_release(&c).as_deref(), Some("ID=flatcar\n"));
+    }
 }

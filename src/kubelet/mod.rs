@@ -243,8 +243,11 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
             install::link_path(config).display()
         ))
     })?;
+    // The image the link named before, unless the link was a plain file
+    // (an image put there by hand, now replaced by the link).
+    let link = install::link_path(config);
     let previous = if relinked {
-        before.filter(|p| *p != image_path)
+        before.filter(|p| *p != image_path && *p != link)
     } else {
         None
     };
@@ -259,7 +262,7 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
         version: found.version.clone(),
         rule,
         image: image_path,
-        link: install::link_path(config),
+        link,
         sha512: hex.to_ascii_lowercase(),
         url: found.url.clone(),
         location: found.location.clone(),

@@ -400,6 +400,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_kubelet_sysext_shows_the_linked_image_whether_merged_and_the_recorded_version() {
+        use crate::journal::{StateJournal, Step, StepResult};
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let text = serde_json::json!({
+            "paths": {"extensions_dir": root.join("etc/extensions")},
+            "addon": {"sysext_release_dir": root.join("release.d")},
+            "kubelet": {"backend": "sysext", "images_dir": root.join("images")},
+        });
+        let config = Config::from_json(&text.to_string(), Path::new("/c.json")).unwrap();
+        assert!(
+            kubelet_sysext(&Config::defaults(), None).is_none(),
+            "wrapper: nothing"
+        );
+        let none = kubelet_sysext(&config, None).unwrap();
+        assert_eq!((none.image, none.merged, none.version), (None, false, None));
+        let image = root.join("images/kubernetes-v1.20.2-x86-64.raw");
+        std::fs::create_dir_all(root.join("etc/extensions")).unwrap();
+        std::os::unix::fs::symlink(&image, root.join("etc/extensions/kubernetes.raw")).unwrap();
+        std::fs::create_dir_all(root.join("release.d")).unwrap();
+        std::fs::write(
+            root.join("release.d/extension-release.kubernetes"),
+            "ID=_any\n",
+        )
+        .unwrap();
+        let record = |img: &Path| {
+            let mut j = StateJournal::default();
+            j.begin("b", Step::KubeletSysext);
+            j.finish(
+                "b",
+                Step::KubeletSysext,
+                StepResult::read(
+                    "kubelet-sysext",
+                    serde_json::json!({
+                        "cluster_version": "v1.20.2", "version": "v1.20.2", "rule": "exact",
+                        "image": img, "link": "/etc/extensions/kubernetes.raw", "sha512": "00",
+                        "url": "u", "location": "l", "signed": true, "downloaded": true,
+                        "refreshed": true
+                    }),
+                ),
+            );
+            super::super::facts::steps(&j, Some("b"), false, &[])
+        };
+        let steps = record(&image);
+        let k = kubelet_sysext(&config, Some(&steps)).unwrap();
+        assert_eq!(k.image.as_deref(), Some(image.to_str().unwrap()));
+        assert!(k.merged);
+        assert_eq!(k.version.as_deref(), Some("v1.20.2"));
+        // A record of another image says nothing about this one.
+        let steps = record(&root.join("images/kubernetes-v1.19.0-x86-64.raw"));
+        assert_eq!(kubelet_sysext(&config, Some(&steps)).unwrap().version, None);
+    }
+
+    #[test]
     fn kubelet_env_is_parsed_and_secrets_redacted() {
         let text = "# written by node-bootstrap\n\
                     KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\n\
