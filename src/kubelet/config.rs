@@ -94,20 +94,7 @@ impl RawKubelet {
         let extension_name = self
             .extension_name
             .unwrap_or_else(|| "kubernetes".to_string());
-        let name_ok = !extension_name.is_empty()
-            && extension_name.len() <= 64
-            && !extension_name.starts_with('.')
-            && extension_name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !name_ok {
-            return Err(FieldError::new(
-                "kubelet.extension_name",
-                format!(
-                    "must be 1-64 characters of [A-Za-z0-9._-] not starting with '.', got {extension_name:?}"
-                ),
-            ));
-        }
+        crate::addon::config::check_name("kubelet.extension_name", &extension_name)?;
         if extension_name == crate::addon::sysext::EXTENSION_NAME {
             return Err(FieldError::new(
                 "kubelet.extension_name",

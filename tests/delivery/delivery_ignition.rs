@@ -402,22 +402,10 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     }
     let tf = Terraform::new(root().join("terraform/modules/ignition"));
     tf.init();
-    let vars = tf.work().join("in.tfvars.json");
-    fs::write(
-        &vars,
-        serde_json::json!({
-            "role": "worker",
-            "agent_url": "https://mirror.example.com/node-bootstrap",
-            "agent_sha512": "ab".repeat(64),
-            "kubelet_image_tag": "v1.10.2_coreos.0",
-            "runtime_mappings": inputs("runtime-mappings.yaml"),
-            "kubeconfig": inputs("kubeconfig"),
-        })
-        .to_string(),
-    )
-    .unwrap();
-    tf.apply_ok(&[&format!("-var-file={}", vars.display())]);
-    let rendered: Value = serde_json::from_str(tf.output("rendered").as_str().unwrap()).unwrap();
+    let rendered = render_worker(
+        &tf,
+        serde_json::json!({"kubelet_image_tag": "v1.10.2_coreos.0"}),
+    );
     assert!(rendered.get("passwd").is_none());
     assert!(rendered["ignition"].get("security").is_none());
     let paths: Vec<&str> = rendered["storage"]["files"]
@@ -447,25 +435,8 @@ fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
     }
     let tf = Terraform::new(root().join("terraform/modules/ignition"));
     tf.init();
-    let render_with = |agent_config: &str| -> Value {
-        let vars = tf.work().join("in.tfvars.json");
-        fs::write(
-            &vars,
-            serde_json::json!({
-                "role": "worker",
-                "agent_url": "https://mirror.example.com/node-bootstrap",
-                "agent_sha512": "ab".repeat(64),
-                "kubelet_image_tag": "v1.20.2",
-                "runtime_mappings": inputs("runtime-mappings.yaml"),
-                "kubeconfig": inputs("kubeconfig"),
-                "agent_config": agent_config,
-            })
-            .to_string(),
-        )
-        .unwrap();
-        tf.apply_ok(&[&format!("-var-file={}", vars.display())]);
-        serde_json::from_str(tf.output("rendered").as_str().unwrap()).unwrap()
-    };
+    let render_with =
+        |agent_config: &str| render_worker(&tf, serde_json::json!({"agent_config": agent_config}));
     let kubelet = |cfg: &Value| -> Value {
         cfg["systemd"]["units"]
             .as_array()
@@ -495,4 +466,24 @@ fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
     }
     let wrapper = render_with("{}");
     assert!(kubelet(&wrapper).get("dropins").is_none());
+}
+
+/// Applies the ignition module alone for a worker with minimal inputs
+/// (and `extra` variables) and returns the rendered config.
+fn render_worker(tf: &Terraform, extra: Value) -> Value {
+    let mut vars_json = serde_json::json!({
+        "role": "worker",
+        "agent_url": "https://mirror.example.com/node-bootstrap",
+        "agent_sha512": "ab".repeat(64),
+        "kubelet_image_tag": "v1.20.2",
+        "runtime_mappings": inputs("runtime-mappings.yaml"),
+        "kubeconfig": inputs("kubeconfig"),
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        vars_json[k] = v.clone();
+    }
+    let vars = tf.work().join("in.tfvars.json");
+    fs::write(&vars, vars_json.to_string()).unwrap();
+    tf.apply_ok(&[&format!("-var-file={}", vars.display())]);
+    serde_json::from_str(tf.output("rendered").as_str().unwrap()).unwrap()
 }
