@@ -28,15 +28,37 @@ command -v gpg >/dev/null || need_apt+=(gnupg)
 command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
 command -v strip >/dev/null || need_apt+=(binutils)
+# The real cluster (tests of a node joining Kubernetes): kube-apiserver,
+# kubelet and kubectl are built from Debian's kubernetes source package
+# (scripts/build-kubernetes.sh: dpkg-source, make, rsync, Go), etcd is
+# Debian's etcd-server (its own service is never started, see below).
+command -v dpkg-source >/dev/null || need_apt+=(dpkg-dev)
+command -v make >/dev/null || need_apt+=(make)
+command -v rsync >/dev/null || need_apt+=(rsync)
+command -v etcd >/dev/null || need_apt+=(etcd-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
+    # No package's service is started by its installation (etcd-server,
+    # docker.io): the tests start what they need, privately.
+    own_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod 0755 /usr/sbin/policy-rc.d
+        own_policy=1
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    if [ -n "$own_policy" ]; then
+        rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
+    fi
 fi
-# docker.io enables its own service; the tests start a private dockerd.
+# docker.io and etcd-server enable their own services; the tests start
+# private ones.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
-    systemctl disable --now docker.service docker.socket >/dev/null 2>&1 || true
+    systemctl disable --now docker.service docker.socket etcd.service >/dev/null 2>&1 || true
 fi
 
 need_pip=()
@@ -53,11 +75,14 @@ fi
 
 # The real torcx / torcx-generator (cached; see the script).
 "$(dirname "$0")/build-torcx.sh" >/dev/null
+# kube-apiserver, kubelet, kubectl from Debian's kubernetes source (cached
+# by the source package; about 5 minutes when it is not).
+"$(dirname "$0")/build-kubernetes.sh" >/dev/null
 # The VM tier's OS image, built from Debian packages (cached by its inputs;
 # 2-4 minutes when they change, see the script).
 "$(dirname "$0")/vm-image.sh" >/dev/null
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip; do
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

@@ -14,8 +14,14 @@
 //! - the server's certificate does not verify against the kubeconfig's CA:
 //!   [`ErrorClass::Verification`] at once (retrying in-process cannot help,
 //!   systemd restarts the unit);
-//! - 401/403, or the server rejects the client certificate:
+//! - 401, or the server rejects the client certificate:
 //!   [`ErrorClass::BadInput`] (the kubeconfig's credentials are wrong);
+//! - 403: the credentials are good but this user may not read `/version`.
+//!   Every authenticated user may (the default RBAC binding
+//!   `system:public-info-viewer`), except on an API server that has just
+//!   started and not yet created its default policy: a real kube-apiserver
+//!   answers 403 for its first moments. Tried again like a 5xx, finally
+//!   [`ErrorClass::Retryable`], with the server's reason in the message;
 //! - other 3xx/4xx: [`ErrorClass::BadInput`] (the server URL does not point at
 //!   a Kubernetes API server);
 //! - a `gitVersion` that is not a Kubernetes version: [`ErrorClass::Refused`].
@@ -154,11 +160,20 @@ impl ApiClient {
         let code = status.as_u16();
         match code {
             200 => {}
-            401 | 403 => {
+            401 => {
                 return Err(Attempt::Fail(Error::bad_input(format!(
                     "GET {url}: the API server rejected the kubeconfig's credentials (HTTP {code}): {}",
                     snippet()
                 ))));
+            }
+            403 => {
+                return Err(Attempt::Retry {
+                    error: Error::retryable(format!(
+                        "GET {url}: the API server accepted the kubeconfig's credentials but does not let this user read /version (HTTP 403; a server that has just started does so until its default RBAC policy exists; if it lasts, bind the user to the system:public-info-viewer cluster role): {}",
+                        snippet()
+                    )),
+                    after: retry_after,
+                });
             }
             408 | 429 | 500..=599 => {
                 return Err(Attempt::Retry {

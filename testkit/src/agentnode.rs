@@ -61,15 +61,64 @@ pub fn install_units(n: &SimNode, units: &[&str]) -> Result<()> {
     n.install_units(&paths)
 }
 
+/// The local image store the kubelet-wrapper stand-in runs kubelets from
+/// (`<KUBELET_IMAGE_URL>/<KUBELET_IMAGE_TAG>/kubelet`), as rkt runs them
+/// from what it fetched.
+pub const IMAGE_STORE: &str = "/var/lib/kubelet-wrapper/images";
+
+/// What an image of the node's store holds.
+#[derive(Debug, Clone, Copy)]
+pub enum KubeletImage<'a> {
+    /// The stand-in kubelet (`testkit/standins/kubelet`: says which image
+    /// it is, then sleeps), for tests of the units and the agent alone.
+    StandIn,
+    /// The real binaries of a release (kubelet, kube-apiserver, kubectl, as
+    /// a hyperkube image holds them).
+    Real(&'a crate::kube::KubeParts),
+}
+
+/// The store directory of image `url:tag`, inside the node.
+pub fn image_dir(url: &str, tag: &str) -> String {
+    format!("{IMAGE_STORE}/{url}/{tag}")
+}
+
+/// Puts image `url:tag` in the node's local store, before boot: links to
+/// the host's binaries (visible in the node through the overlay's lower
+/// dir), so no node copies a release.
+pub fn install_kubelet_image(n: &SimNode, url: &str, tag: &str, image: KubeletImage) -> Result<()> {
+    let dir = n.path(&image_dir(url, tag));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let links: Vec<(String, PathBuf)> = match image {
+        KubeletImage::StandIn => vec![("kubelet".into(), crate::standin("kubelet"))],
+        KubeletImage::Real(parts) => crate::kube::KubeParts::BINARIES
+            .iter()
+            .map(|b| (b.to_string(), parts.dir.join(b)))
+            .collect(),
+    };
+    for (name, target) in links {
+        let link = dir.join(&name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link)
+            .with_context(|| format!("linking {} to {}", link.display(), target.display()))?;
+    }
+    Ok(())
+}
+
 /// Installs the kubelet-wrapper stand-in (`testkit/standins/`: records
-/// each start and its environment, then sleeps) where the OS has the real
-/// one, before boot.
-pub fn install_kubelet_wrapper(n: &SimNode) -> Result<()> {
+/// each start, then runs the kubelet of the image kubelet.env names from
+/// the node's store, or fails as rkt fails to fetch a missing image) where
+/// the OS has the real one, with stand-in images of the seed's repository
+/// for `stand_in_tags`, before boot.
+pub fn install_kubelet_wrapper(n: &SimNode, stand_in_tags: &[&str]) -> Result<()> {
     n.install_file(
         &crate::standin("kubelet-wrapper"),
         KUBELET_WRAPPER_PATH,
         0o755,
-    )
+    )?;
+    for tag in stand_in_tags {
+        install_kubelet_image(n, SEED_URL, tag, KubeletImage::StandIn)?;
+    }
+    Ok(())
 }
 pub const SEED_URL: &str = "quay.io/coreos/hyperkube";
 pub const SEED_TAG: &str = "v1.8.4_coreos.0";
@@ -116,7 +165,13 @@ pub struct AgentNode {
     update_engine: Option<Vec<String>>,
     master: bool,
     fast_restart: bool,
+    kubelet_images: Vec<String>,
 }
+
+/// The kubelet image tag of the API server stand-in's default version
+/// (`v1.9.6+coreos.0`): the one stand-in image an [`AgentNode`]'s store
+/// holds unless the test says otherwise ([`AgentNode::kubelet_images`]).
+pub const STANDIN_CLUSTER_TAG: &str = "v1.9.6_coreos.0";
 
 impl AgentNode {
     /// A worker with OS updates off and test-sized timeouts.
@@ -135,7 +190,16 @@ impl AgentNode {
             update_engine: None,
             master: false,
             fast_restart: true,
+            kubelet_images: vec![STANDIN_CLUSTER_TAG.into()],
         }
+    }
+
+    /// The stand-in kubelet images (tags of the seed's repository) the
+    /// node's store holds: a kubelet.env naming any other tag runs no
+    /// kubelet. Default: [`STANDIN_CLUSTER_TAG`].
+    pub fn kubelet_images(mut self, tags: &[&str]) -> Self {
+        self.kubelet_images = tags.iter().map(|t| t.to_string()).collect();
+        self
     }
 
     /// Merges into the agent's config.
@@ -177,7 +241,8 @@ impl AgentNode {
         let mut n = SimNode::new(&self.name)?;
         install_units(&n, UNITS)?;
         n.install_file(&crate::cli::agent_binary(), AGENT_PATH, 0o755)?;
-        install_kubelet_wrapper(&n)?;
+        let tags: Vec<&str> = self.kubelet_images.iter().map(String::as_str).collect();
+        install_kubelet_wrapper(&n, &tags)?;
         n.write(CONFIG_PATH, serde_json::to_vec_pretty(&self.config)?, 0o644)?;
         n.write("/etc/kubernetes/installer/kubelet.env", &self.seed, 0o644)?;
         n.write(
@@ -232,6 +297,59 @@ pub fn install_update_engine(n: &mut SimNode, binary: &Path, args: &[String]) ->
     )?;
     crate::fake_update_engine::boot_into_pending_updates(n, OS_RELEASE);
     Ok(())
+}
+
+/// The arguments the shipped `units/kubelet.service` gives kubelet-wrapper
+/// with the unit's own defaults (a node without the Ignition config's
+/// drop-in), as its start record shows them (`start image=URL:TAG
+/// args=<these>`). Read from the unit's `ExecStart=`, `${VAR}` and `$VAR`
+/// expanded from its `Environment=` lines as systemd expands them; always
+/// the repository's unit, so a mutated unit under test differs from it.
+pub fn shipped_kubelet_args() -> String {
+    let path = crate::project_root().join("units/kubelet.service");
+    let text = std::fs::read_to_string(&path).expect("reading units/kubelet.service");
+    let mut env = std::collections::BTreeMap::new();
+    let mut exec = String::new();
+    let mut in_exec = false;
+    for line in text.lines() {
+        if in_exec {
+            exec.push(' ');
+            exec.push_str(line.trim_end_matches('\\').trim());
+            in_exec = line.ends_with('\\');
+        } else if let Some(kv) = line.strip_prefix("Environment=") {
+            let (k, v) = kv.split_once('=').expect("Environment=NAME=value");
+            env.insert(k.to_string(), v.to_string());
+        } else if let Some(cmd) = line.strip_prefix("ExecStart=") {
+            exec.push_str(cmd.trim_end_matches('\\').trim());
+            in_exec = line.ends_with('\\');
+        }
+    }
+    let mut args = Vec::new();
+    for word in exec.split_whitespace().skip(1) {
+        if let Some(name) = word.strip_prefix('$').filter(|n| !n.starts_with('{')) {
+            args.extend(
+                env.get(name)
+                    .into_iter()
+                    .flat_map(|v| v.split_whitespace().map(str::to_string)),
+            );
+        } else {
+            let mut w = word.to_string();
+            for (k, v) in &env {
+                w = w.replace(&format!("${{{k}}}"), v);
+            }
+            args.push(w);
+        }
+    }
+    args.join(" ")
+}
+
+/// The start record kubelet-wrapper writes for image `SEED_URL:tag` under
+/// the shipped unit with its defaults.
+pub fn kubelet_start_record(tag: &str) -> String {
+    format!(
+        "start image={SEED_URL}:{tag} args={}",
+        shipped_kubelet_args()
+    )
 }
 
 /// The kubelet-wrapper stand-in's record of its starts.
@@ -340,7 +458,7 @@ impl AgentNodeSpec {
 pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
     let mut n = SimNode::new(&spec.name)?;
     install_units(&n, UNITS)?;
-    install_kubelet_wrapper(&n)?;
+    install_kubelet_wrapper(&n, &[STANDIN_CLUSTER_TAG])?;
     n.write(
         "/etc/kubernetes/installer/kubelet.env",
         SEED_KUBELET_ENV,
@@ -404,6 +522,20 @@ pub fn check_kubelet_env(text: &str, cluster_version: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shipped_kubelet_args_are_the_units_with_its_defaults() {
+        let args = shipped_kubelet_args();
+        assert!(
+            args.starts_with(
+                "--kubeconfig=/etc/kubernetes/kubeconfig --client-ca-file=/etc/kubernetes/ca.crt "
+            ),
+            "{args}"
+        );
+        assert!(args.contains(" --node-labels=node.kubernetes.io/role=worker --register-with-taints= --cluster-dns=10.3.0.10 "), "{args}");
+        assert!(args.ends_with("--cluster-domain=cluster.local"), "{args}");
+        assert!(!args.contains('$') && !args.contains('\\'), "{args}");
+    }
 
     #[test]
     fn kubelet_env_check_accepts_the_real_file_and_rejects_truncation() {

@@ -36,10 +36,19 @@ pub struct Issued {
     key_der: Vec<u8>,
 }
 
-/// A cluster CA with a server and a client certificate.
+impl std::fmt::Debug for Issued {
+    // The key stays out of test output.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issued").finish_non_exhaustive()
+    }
+}
+
+/// A cluster CA with a server and a client certificate; it issues more
+/// ([`Pki::issue_client`]) for a real cluster's users.
 pub struct Pki {
     pub ca_pem: String,
     ca_der: CertificateDer<'static>,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
     /// Server certificate for `127.0.0.1`, `::1`, `localhost` (and the
     /// names given to [`Pki::generate_for`]).
     pub server: Issued,
@@ -52,6 +61,8 @@ pub struct Pki {
 pub enum KubeAuth {
     /// The [`Pki`]'s client certificate (`client-certificate-data`).
     ClientCert,
+    /// Another client certificate of the same CA ([`Pki::issue_client`]).
+    Cert(Issued),
     /// A bearer token (`token`).
     Token(String),
     /// No user at all.
@@ -80,41 +91,18 @@ impl Pki {
         ];
         let ca = ca_params.self_signed(&ca_key).expect("CA cert");
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
-
-        let issue = |sans: Vec<String>,
-                     cn: &str,
-                     org: Option<&str>,
-                     eku: rcgen::ExtendedKeyUsagePurpose| {
-            let key = rcgen::KeyPair::generate().expect("key");
-            let mut p = rcgen::CertificateParams::new(sans).expect("params");
-            p.distinguished_name.push(rcgen::DnType::CommonName, cn);
-            if let Some(o) = org {
-                p.distinguished_name
-                    .push(rcgen::DnType::OrganizationName, o);
-            }
-            p.extended_key_usages = vec![eku];
-            p.key_usages = vec![
-                rcgen::KeyUsagePurpose::DigitalSignature,
-                rcgen::KeyUsagePurpose::KeyEncipherment,
-            ];
-            let cert = p.signed_by(&key, &issuer).expect("sign");
-            Issued {
-                cert_pem: cert.pem(),
-                key_pem: key.serialize_pem(),
-                cert_der: cert.der().clone(),
-                key_der: key.serialize_der(),
-            }
-        };
         let mut server_names: Vec<String> =
             vec!["127.0.0.1".into(), "::1".into(), "localhost".into()];
         server_names.extend(extra_names.iter().map(|n| n.to_string()));
         let server = issue(
+            &issuer,
             server_names,
             "kube-apiserver",
             None,
             rcgen::ExtendedKeyUsagePurpose::ServerAuth,
         );
         let client = issue(
+            &issuer,
             vec![],
             "system:node:test",
             Some("system:nodes"),
@@ -123,20 +111,39 @@ impl Pki {
         Pki {
             ca_pem: ca.pem(),
             ca_der: ca.der().clone(),
+            issuer,
             server,
             client,
         }
     }
 
+    /// A client certificate of this CA for user `cn` in group `org`
+    /// (Kubernetes takes the user from CN and the groups from O: a node is
+    /// `system:node:<name>` in `system:nodes`, an administrator is in
+    /// `system:masters`).
+    pub fn issue_client(&self, cn: &str, org: Option<&str>) -> Issued {
+        issue(
+            &self.issuer,
+            vec![],
+            cn,
+            org,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        )
+    }
+
     /// A kubeconfig in Tectonic's shape (one unnamed context, no
     /// current-context) for `server`, with every file inlined as `-data`.
     pub fn kubeconfig(&self, server: &str, auth: &KubeAuth) -> String {
-        let user = match auth {
-            KubeAuth::ClientCert => format!(
+        let cert_user = |c: &Issued| {
+            format!(
                 "users:\n- name: kubelet\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
-                b64(&self.client.cert_pem),
-                b64(&self.client.key_pem)
-            ),
+                b64(&c.cert_pem),
+                b64(&c.key_pem)
+            )
+        };
+        let user = match auth {
+            KubeAuth::ClientCert => cert_user(&self.client),
+            KubeAuth::Cert(c) => cert_user(c),
             KubeAuth::Token(t) => format!("users:\n- name: kubelet\n  user:\n    token: {t}\n"),
             KubeAuth::None => String::new(),
         };
@@ -158,6 +165,35 @@ impl Pki {
         }
         std::fs::write(path, self.kubeconfig(server, auth))
             .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// A certificate signed by `issuer` with its own new key.
+fn issue(
+    issuer: &rcgen::Issuer<'static, rcgen::KeyPair>,
+    sans: Vec<String>,
+    cn: &str,
+    org: Option<&str>,
+    eku: rcgen::ExtendedKeyUsagePurpose,
+) -> Issued {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut p = rcgen::CertificateParams::new(sans).expect("params");
+    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    if let Some(o) = org {
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, o);
+    }
+    p.extended_key_usages = vec![eku];
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+    ];
+    let cert = p.signed_by(&key, issuer).expect("sign");
+    Issued {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        cert_der: cert.der().clone(),
+        key_der: key.serialize_der(),
     }
 }
 

@@ -100,3 +100,16 @@ mod tests {
         assert!(tree(&d.path().join("missing")).is_empty());
     }
 }
+
+/// Writes `data` to `path` with `mode`, creating its parent directories.
+pub fn write_mode(path: &Path, data: &[u8], mode: u32) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, data).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))
+}

@@ -6,12 +6,16 @@
 pub mod agentnode;
 pub mod apiserver;
 pub mod cli;
+pub mod cluster;
 pub mod docker;
+pub mod docker_image;
 pub mod fake_update_engine;
 pub mod faults;
 pub mod files;
 pub mod fleet;
 pub mod hostload;
+pub mod ignition;
+pub mod kube;
 pub mod kubelet_sysext;
 pub mod pkgserver;
 pub mod powerloss;

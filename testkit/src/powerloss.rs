@@ -671,10 +671,7 @@ pub fn check(n: &SimNode) -> Vec<String> {
             }
         }
     }
-    let want_start = format!(
-        "start image=quay.io/coreos/hyperkube:{} args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests",
-        CLUSTER_VERSION.replace('+', "_")
-    );
+    let want_start = an::kubelet_start_record(&CLUSTER_VERSION.replace('+', "_"));
     let starts = n
         .read("/var/lib/kubelet-wrapper/starts")
         .unwrap_or_default();

@@ -14,6 +14,17 @@
 //! opaque, so none of the host's enabled services start inside it; the units
 //! under test are installed and enabled into the upper dir before boot.
 //! Dropping a [`SimNode`] kills whatever still runs and removes its files.
+//!
+//! Each node also has a UTS namespace (its own host name, from its
+//! `/etc/hostname`: [`SimNode::set_hostname`]; the host's is never touched)
+//! and a cgroup namespace rooted at a cgroup of its own
+//! (`nb-simnode/<node dir>` in every hierarchy), with the host's hierarchies
+//! mounted inside as the host has them. So each node's systemd manages its
+//! own subtree (two nodes running `kubelet.service` never share a cgroup,
+//! and stopping one never kills the other's processes), and programs that
+//! need the v1 `cpu` and `cpuacct` controllers (kubelet, dockerd) find them:
+//! systemd alone would try to co-mount them as `cpu,cpuacct`, which fails
+//! where the host mounted them apart.
 
 use anyhow::{Context, Result, anyhow, bail};
 use std::collections::BTreeMap;
@@ -23,6 +34,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod cgroup;
 
 /// How a boot ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +118,28 @@ impl SimNode {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Gives the node a host name of its own (its `/etc/hostname`, which its
+    /// systemd sets in the node's UTS namespace at boot). Without one the
+    /// node carries the host's name. Before boot.
+    pub fn set_hostname(&self, hostname: &str) -> Result<()> {
+        if self.is_running() {
+            bail!(
+                "set the host name before boot (node {} is running)",
+                self.name
+            );
+        }
+        self.write("/etc/hostname", format!("{hostname}\n"), 0o644)
+    }
+
+    /// The node's own cgroup (below each hierarchy's root): the root of its
+    /// cgroup namespace.
+    fn cgroup_name(&self) -> String {
+        format!(
+            "nb-simnode/{}",
+            self.dir.path().file_name().unwrap().to_string_lossy()
+        )
     }
 
     /// The node's disk (overlay upper dir). Write here only while it is down.
@@ -234,27 +269,31 @@ impl SimNode {
             hook(self).with_context(|| format!("before booting node {}", self.name))?;
         }
         let d = self.dir.path();
+        let root = d.join("root");
+        let cgroups = cgroup::Layout::of_host()?;
         let script = format!(
             "set -e\n\
              mount --make-rprivate /\n\
              mount -t overlay overlay -o lowerdir=/,upperdir={upper},workdir={work} {root}\n\
+             {cgroup_mounts}\
              export container=node-bootstrap-simnode\n\
              exec unshare --root={root} /lib/systemd/systemd --system --unit=multi-user.target\n",
             upper = d.join("upper").display(),
             work = d.join("work").display(),
-            root = d.join("root").display(),
+            root = root.display(),
+            cgroup_mounts = cgroups.mount_script(&root),
+        );
+        // Join the node's own cgroup, then make it the root of a new cgroup
+        // namespace (with the PID, mount and UTS namespaces).
+        let node_cgroup = self.cgroup_name();
+        cgroups.create(&node_cgroup)?;
+        let outer = format!(
+            "{join}exec unshare --cgroup --uts --pid --fork --mount --kill-child sh -c \"$0\"\n",
+            join = cgroups.join_script(&node_cgroup),
         );
         let console = fs::File::create(d.join(format!("console-{}.log", self.boots + 1)))?;
-        let child = Command::new("unshare")
-            .args([
-                "--pid",
-                "--fork",
-                "--mount",
-                "--kill-child",
-                "sh",
-                "-c",
-                &script,
-            ])
+        let child = Command::new("sh")
+            .args(["-c", &outer, &script])
             .stdin(Stdio::null())
             .stdout(console.try_clone()?)
             .stderr(console)
@@ -318,7 +357,7 @@ impl SimNode {
             .pid1
             .ok_or_else(|| anyhow!("node {} is not running", self.name))?;
         let mut c = Command::new("nsenter");
-        c.args(["-t", &pid.to_string(), "-p", "-m", "-r", "-w", "--"]);
+        c.args(["-t", &pid.to_string(), "-p", "-m", "-u", "-r", "-w", "--"]);
         Ok(c)
     }
 
@@ -626,6 +665,16 @@ impl SimNode {
 impl Drop for SimNode {
     fn drop(&mut self) {
         self.kill_all();
+        if self.boots > 0 {
+            // Let PID 1 and its children go before removing their cgroups.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.pid1_alive() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Ok(layout) = cgroup::Layout::of_host() {
+                layout.remove(&self.cgroup_name());
+            }
+        }
         if std::env::var_os("SIMNODE_KEEP").is_some() {
             let kept = self.dir.path().to_path_buf();
             eprintln!(

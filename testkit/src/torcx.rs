@@ -100,12 +100,7 @@ pub fn install_os_image(
     vendor: &str,
     vendor_build: &str,
 ) -> Result<()> {
-    n.write(
-        crate::agentnode::OS_RELEASE,
-        os_release(os_version, &rig.board),
-        0o644,
-    )?;
-    install_generator(n)?;
+    install_os(n, &rig.board, os_version, vendor, vendor_build)?;
     n.write(
         "/etc/kubernetes/installer/runtime-mappings.yaml",
         runtime_mappings_yaml("1.9", &["17.03", "1.12"]),
@@ -115,7 +110,27 @@ pub fn install_os_image(
         "/etc/kubernetes/installer/keyring.asc",
         rig.key.public_armored(),
         0o644,
+    )
+}
+
+/// What a Container Linux image of `os_version` on `board` brings for
+/// docker, before boot: os-release, the real torcx generator and
+/// `torcx.target`, the vendor docker `vendor` (a stand-in image of build
+/// `vendor_build`) in the vendor store with the vendor profile naming it.
+/// [`install_os_image`] adds what provisioning writes.
+pub fn install_os(
+    n: &SimNode,
+    board: &str,
+    os_version: &str,
+    vendor: &str,
+    vendor_build: &str,
+) -> Result<()> {
+    n.write(
+        crate::agentnode::OS_RELEASE,
+        os_release(os_version, board),
+        0o644,
     )?;
+    install_generator(n)?;
     n.write(
         "/usr/share/torcx/profiles/vendor.json",
         format!(

@@ -8,7 +8,8 @@
 use crate::support::{
     Terraform, ignition_file, ignition_file_text, ignition_validate, root, skip_without,
 };
-use serde_json::Value;
+use base64::Engine as _;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 use std::collections::BTreeMap;
 use std::fs;
@@ -150,8 +151,38 @@ fn each_role_gets_its_units_verbatim_from_units_dir_and_enables_the_right_ones()
             .map(|u| u["name"].as_str().unwrap())
             .collect();
         assert_eq!(enabled, expected_enabled, "{file}: enabled units");
+        // kubelet's per-role settings: the drop-in kubelet.service reads.
+        let kubelet = units
+            .iter()
+            .find(|u| u["name"] == "kubelet.service")
+            .unwrap();
+        let node_role = if *role == "worker" {
+            "worker"
+        } else {
+            "master"
+        };
+        let taints = if node_role == "master" {
+            "node-role.kubernetes.io/master=:NoSchedule"
+        } else {
+            ""
+        };
+        assert_eq!(
+            kubelet["dropins"],
+            json!([{"name": "10-node.conf", "contents": format!(
+                "# Rendered by terraform/modules/ignition for a {role} node.\n[Service]\n\
+                 Environment=\"KUBELET_NODE_LABELS=node.kubernetes.io/role={node_role}\"\n\
+                 Environment=\"KUBELET_NODE_TAINTS={taints}\"\n\
+                 Environment=\"KUBELET_CLUSTER_DNS=10.3.0.10\"\n\
+                 Environment=\"KUBELET_CLUSTER_DOMAIN=cluster.local\"\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=\"\n"
+            )}]),
+            "{file}: kubelet's drop-in"
+        );
         for u in units {
             let name = u["name"].as_str().unwrap();
+            if name != "kubelet.service" {
+                assert!(u.get("dropins").is_none(), "{file}: {name} has drop-ins");
+            }
             let source = fs::read_to_string(testkit::unit_file(name)).unwrap();
             assert_eq!(
                 u["contents"].as_str().unwrap(),
@@ -191,6 +222,7 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
                 "/etc/kubernetes/installer/kubelet.env",
                 "/etc/kubernetes/installer/runtime-mappings.yaml",
                 "/etc/kubernetes/kubeconfig",
+                "/etc/kubernetes/ca.crt",
                 "/etc/kubernetes/installer/keyring.asc",
                 "/etc/ssl/certs/node-bootstrap-ca.pem",
             ],
@@ -258,6 +290,27 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
                 "{file}: {seed}"
             );
         }
+
+        // The kubelet's client CA (--client-ca-file): the kubeconfig's CA.
+        let kc: Value = serde_saphyr::from_str(&kubeconfig).unwrap();
+        let kc_ca = base64::engine::general_purpose::STANDARD
+            .decode(
+                kc["clusters"][0]["cluster"]["certificate-authority-data"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            ignition_file_text(&cfg, "/etc/kubernetes/ca.crt")
+                .unwrap()
+                .as_bytes(),
+            kc_ca.as_slice(),
+            "{file}: /etc/kubernetes/ca.crt is the kubeconfig's CA"
+        );
+        assert_eq!(
+            ignition_file(&cfg, "/etc/kubernetes/ca.crt").unwrap()["mode"],
+            0o644
+        );
 
         // The private mirror's CA: trusted by Ignition for the download and
         // by the node afterwards.
@@ -429,7 +482,8 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
 #[test]
 fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
     // agent_config with kubelet.backend "sysext": kubelet.service carries
-    // units/kubelet-sysext.conf as a drop-in; the default carries none.
+    // units/kubelet-sysext.conf as a drop-in beside the node's own; the
+    // default carries only the node's.
     if skip_without(&["terraform"]) {
         return;
     }
@@ -452,12 +506,15 @@ fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
         unit["contents"].as_str().unwrap(),
         fs::read_to_string(root().join("units/kubelet.service")).unwrap()
     );
+    let dropins = unit["dropins"].as_array().unwrap();
+    let names: Vec<&str> = dropins
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["10-node.conf", "10-kubelet-sysext.conf"]);
     assert_eq!(
-        unit["dropins"],
-        serde_json::json!([{
-            "name": "10-kubelet-sysext.conf",
-            "contents": fs::read_to_string(root().join("units/kubelet-sysext.conf")).unwrap(),
-        }])
+        dropins[1]["contents"].as_str().unwrap(),
+        fs::read_to_string(root().join("units/kubelet-sysext.conf")).unwrap()
     );
     let p = tf.work().join("worker-sysext.ign");
     fs::write(&p, serde_json::to_string(&sysext).unwrap()).unwrap();
@@ -465,7 +522,13 @@ fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
         ignition_validate(&p).unwrap();
     }
     let wrapper = render_with("{}");
-    assert!(kubelet(&wrapper).get("dropins").is_none());
+    let names: Vec<Value> = kubelet(&wrapper)["dropins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].clone())
+        .collect();
+    assert_eq!(names, ["10-node.conf"]);
 }
 
 /// Applies the ignition module alone for a worker with minimal inputs

@@ -18,7 +18,7 @@
 //! its `helper bootkube|tectonic` runs the asset script and marks .done),
 //! served to "Ignition" from the agent URL with its real SHA-512.
 
-use crate::support::{Terraform, decode_data_url, ignition_validate, root, skip_without};
+use crate::support::{Terraform, ignition_validate, root, skip_without};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 use std::fs;
@@ -28,87 +28,6 @@ use testkit::sshd::NodeSsh;
 
 const T: Duration = Duration::from_secs(60);
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/v0.1.0/node-bootstrap";
-
-/// Does to a node (not running) what Ignition does with `cfg` on first
-/// boot, for everything our configs contain: files (data URLs decoded,
-/// remote sources from `fetch` and checked against their SHA-512 as
-/// Ignition checks them), units (written; returned if enabled), the SSH
-/// keys of passwd users. Any other key fails the test, so nothing the
-/// config says is silently skipped.
-fn apply_ignition(
-    node: &SimNode,
-    ssh: &NodeSsh,
-    cfg: &Value,
-    fetch: impl Fn(&str) -> Option<Vec<u8>>,
-) -> Vec<String> {
-    fn only(v: &Value, keys: &[&str], what: &str) {
-        for k in v
-            .as_object()
-            .unwrap_or_else(|| panic!("{what} is not an object"))
-            .keys()
-        {
-            assert!(
-                keys.contains(&k.as_str()),
-                "the test's Ignition does not handle {what}.{k}"
-            );
-        }
-    }
-    only(cfg, &["ignition", "passwd", "storage", "systemd"], "config");
-    only(&cfg["ignition"], &["version", "security"], "ignition");
-    assert_eq!(cfg["ignition"]["version"], "3.3.0");
-    only(&cfg["storage"], &["files"], "storage");
-    for f in cfg["storage"]["files"].as_array().unwrap() {
-        only(
-            f,
-            &["path", "mode", "overwrite", "contents"],
-            "storage.files[]",
-        );
-        only(&f["contents"], &["source", "verification"], "contents");
-        let path = f["path"].as_str().unwrap();
-        let source = f["contents"]["source"].as_str().unwrap();
-        let data = match decode_data_url(source) {
-            Some(d) => d,
-            None => fetch(source).unwrap_or_else(|| panic!("{path}: cannot fetch {source}")),
-        };
-        if let Some(hash) = f["contents"]["verification"]["hash"].as_str() {
-            let want = hash.strip_prefix("sha512-").expect("sha512 verification");
-            assert_eq!(
-                hex::encode(Sha512::digest(&data)),
-                want,
-                "{path}: Ignition would refuse {source}"
-            );
-        }
-        let mode = f["mode"].as_u64().unwrap_or(0o644) as u32;
-        node.write(path, &data, mode).unwrap();
-    }
-    let mut enabled = Vec::new();
-    only(&cfg["systemd"], &["units"], "systemd");
-    for u in cfg["systemd"]["units"].as_array().unwrap() {
-        only(u, &["name", "enabled", "contents"], "systemd.units[]");
-        let name = u["name"].as_str().unwrap();
-        node.write(
-            &format!("/etc/systemd/system/{name}"),
-            u["contents"].as_str().unwrap(),
-            0o644,
-        )
-        .unwrap();
-        if u["enabled"] == Value::Bool(true) {
-            enabled.push(name.to_string());
-        }
-    }
-    for user in cfg["passwd"]["users"].as_array().into_iter().flatten() {
-        only(user, &["name", "sshAuthorizedKeys"], "passwd.users[]");
-        let keys: Vec<&str> = user["sshAuthorizedKeys"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k.as_str().unwrap())
-            .collect();
-        ssh.authorize(node, user["name"].as_str().unwrap(), &keys)
-            .unwrap();
-    }
-    enabled
-}
 
 fn lines(n: &SimNode, path: &str) -> Vec<String> {
     n.read(path)
@@ -223,16 +142,15 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
     let master: Value = serde_json::from_str(configs["master-0"].as_str().unwrap()).unwrap();
 
     let mut n = SimNode::new("push").unwrap();
-    n.install_file(
-        &testkit::standin("kubelet-wrapper"),
-        "/usr/lib/coreos/kubelet-wrapper",
-        0o755,
-    )
-    .unwrap();
+    testkit::agentnode::install_kubelet_wrapper(&n, &[testkit::agentnode::STANDIN_CLUSTER_TAG])
+        .unwrap();
     ssh.install(&n, "core").unwrap();
-    let mut enabled = apply_ignition(&n, &ssh, &master, |url| {
-        (url == AGENT_URL).then(|| agent.clone())
-    });
+    let mut enabled = testkit::ignition::apply(
+        &n,
+        &master,
+        |url| (url == AGENT_URL).then(|| agent.clone()),
+        Some(&ssh),
+    );
     assert_eq!(
         enabled,
         [

@@ -421,6 +421,36 @@ fn ignition_module_rejects_bad_inputs_at_plan_time_naming_the_variable() {
         ),
         ("keyring", json!("hello"), "ASCII-armored OpenPGP"),
         (
+            "node_labels",
+            json!({"node-role.kubernetes.io/master": ""}),
+            "may not set on its own Node",
+        ),
+        (
+            "node_labels",
+            json!({"node.kubernetes.io/role": "db"}),
+            "the module sets it from role",
+        ),
+        (
+            "node_taints",
+            json!(["dedicated=db:Sometimes"]),
+            "\"key=value:Effect\"",
+        ),
+        ("cluster_dns_ip", json!("10.3.0.300"), "one IPv4 or IPv6"),
+        ("cluster_domain", json!("Cluster.Local."), "DNS domain"),
+        (
+            "kubelet_extra_args",
+            json!(["--max-pods=50 --v=9"]),
+            "one flag",
+        ),
+        ("kubelet_client_ca", json!("hello"), "PEM certificates"),
+        (
+            "kubeconfig",
+            json!(
+                "apiVersion: v1\nclusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443'}\nusers:\n- user: {token: s3cr3t-t0ken}\n"
+            ),
+            "has no certificate-authority-data to take the kubelet's client CA from",
+        ),
+        (
             "units_dir",
             json!(empty_units.path()),
             "k8s-node-bootstrap.service",

@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use base64::Engine;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -119,30 +118,7 @@ impl Terraform {
     }
 }
 
-/// Decodes an Ignition `contents.source` data URL (`data:[<type>][;base64],<data>`).
-pub fn decode_data_url(url: &str) -> Option<Vec<u8>> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    if meta.ends_with(";base64") {
-        base64::engine::general_purpose::STANDARD.decode(data).ok()
-    } else {
-        // Percent-encoded text.
-        let bytes = data.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%' && i + 2 < bytes.len() {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            } else {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-        Some(out)
-    }
-}
+pub use testkit::ignition::decode_data_url;
 
 /// `ignition-validate FILE`: Ok or its complaint.
 pub fn ignition_validate(path: &Path) -> Result<(), String> {

@@ -280,6 +280,54 @@ async fn server_errors_until_attempts_run_out_are_retryable() {
     assert_eq!(server.log().requests.len(), 3);
 }
 
+/// A kube-apiserver that has just started answers 403 to `/version` until
+/// its default RBAC policy exists (seen against the real one, whose
+/// `system:public-info-viewer` binding comes from a post-start hook): the
+/// agent tries again, and a 403 that lasts is retryable, naming the role.
+#[tokio::test]
+async fn forbidden_version_is_retried_as_a_server_still_starting() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            faults: vec![Fault::Status(403); 2],
+            ..opts("v1.9.6+coreos.0")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let v = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
+        .await
+        .unwrap();
+    assert_eq!(v.version, "v1.9.6+coreos.0");
+    let statuses: Vec<u16> = server.log().requests.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![403, 403, 200]);
+
+    let lasting = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            faults: vec![Fault::Status(403); 5],
+            ..opts("v1.9.6+coreos.0")
+        },
+    )
+    .await
+    .unwrap();
+    node.write_kubeconfig(&pki, &lasting.url(), &KubeAuth::ClientCert);
+    let e = cluster::discover(&node.config("worker", r#""api_attempts":2"#), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
+    assert_eq!(e.exit_code(), exit::RETRYABLE);
+    let m = e.to_string();
+    assert!(
+        m.contains("does not let this user read /version (HTTP 403"),
+        "{m}"
+    );
+    assert!(m.contains("system:public-info-viewer"), "{m}");
+}
+
 #[tokio::test]
 async fn rejected_token_is_bad_input_without_retry() {
     let pki = Pki::generate();

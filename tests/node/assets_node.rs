@@ -53,7 +53,8 @@ fn pull_mode_bundle_lands_at_opt_tectonic_and_fires_bootkube_once() {
         0o755,
     )
     .unwrap();
-    testkit::agentnode::install_kubelet_wrapper(&n).unwrap();
+    testkit::agentnode::install_kubelet_wrapper(&n, &[testkit::agentnode::STANDIN_CLUSTER_TAG])
+        .unwrap();
     n.write(
         "/etc/kubernetes/kubelet.env",
         "KUBELET_IMAGE_URL=quay.io/coreos/hyperkube\nKUBELET_IMAGE_TAG=v1.9.6_coreos.0\n",

@@ -30,6 +30,8 @@ mod agent_mirror;
 mod agent_upgrade_node;
 // The docker addon's subcommands run inside a node, rebooted when they say so.
 mod addon_node;
+// A real cluster: a bootkube master and workers joining it, Ready.
+mod cluster_join;
 // The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.

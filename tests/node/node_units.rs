@@ -16,7 +16,8 @@
 
 use std::time::Duration;
 use testkit::agentnode::{
-    AGENT_PATH, UNITS, install_kubelet_wrapper, install_units, kubelet_starts, wait_kubelet_starts,
+    AGENT_PATH, STANDIN_CLUSTER_TAG, UNITS, install_kubelet_wrapper, install_units, kubelet_starts,
+    wait_kubelet_starts,
 };
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
@@ -29,7 +30,7 @@ fn node(name: &str, master: bool) -> SimNode {
     install_units(&n, UNITS).unwrap();
     n.install_file(&testkit::standin("agent-stub"), AGENT_PATH, 0o755)
         .unwrap();
-    install_kubelet_wrapper(&n).unwrap();
+    install_kubelet_wrapper(&n, &[STANDIN_CLUSTER_TAG]).unwrap();
     let mut enable = vec!["k8s-node-bootstrap.service", "kubelet.service"];
     if master {
         enable.extend(["bootkube.path", "tectonic.path"]);
@@ -120,9 +121,12 @@ fn master_first_boot_orders_bootstrap_kubelet_bootkube_tectonic_and_next_boot_sk
         "kubelet started before k8s-node-bootstrap finished\n{}",
         n.diagnostics()
     );
-    assert_eq!(wait_kubelet_starts(&n, 1), vec![
-        "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests".to_string()
-    ]);
+    assert_eq!(
+        wait_kubelet_starts(&n, 1),
+        vec![testkit::agentnode::kubelet_start_record(
+            STANDIN_CLUSTER_TAG
+        )]
+    );
     // (d) bootkube waited for kubelet to be started although its assets were
     // there from the start, and marked its .done.
     let kubelet_active = ts(&n, "kubelet.service", "ActiveEnterTimestamp");

@@ -44,7 +44,7 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
     }
     let c = cluster();
     let mut n = AgentNode::new("worker-join")
-        .seed("# provisioned\nKUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.8.4_coreos.0\"\nKUBELET_EXTRA_ARGS=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n")
+        .seed("# provisioned\nKUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.8.4_coreos.0\"\nNODE_NOTE=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n")
         .kubeconfig(c.kubeconfig())
         .build()
         .unwrap();
@@ -52,13 +52,11 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
     n.wait_active_state("kubelet.service", "active", T).unwrap();
     assert_eq!(
         kubelet_env(&n).unwrap(),
-        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_EXTRA_ARGS=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n"
+        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nNODE_NOTE=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n"
     );
     assert_eq!(
         wait_kubelet_starts(&n, 1),
-        vec![
-            "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests"
-        ]
+        vec![testkit::agentnode::kubelet_start_record("v1.9.6_coreos.0")]
     );
     // systemd read the quoted value back exactly as the seed meant it.
     let env = n
@@ -70,7 +68,7 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
         .unwrap();
     assert!(
         String::from_utf8_lossy(&env.stdout)
-            .contains("KUBELET_EXTRA_ARGS=--node-labels=role=worker \"quoted\" $HOME\n")
+            .contains("NODE_NOTE=--node-labels=role=worker \"quoted\" $HOME\n")
     );
     assert_eq!(n.boots(), 1);
     assert_eq!(n.prop(KNB, "NRestarts").unwrap(), "0");
@@ -373,6 +371,7 @@ fn bootkube_master_uses_the_seed_version_without_an_api_server() {
     }
     let mut n = AgentNode::new("bootkube-master")
         .bootkube_master()
+        .kubelet_images(&[testkit::agentnode::SEED_TAG])
         .build()
         .unwrap();
     n.boot().unwrap();

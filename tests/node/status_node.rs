@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 use std::time::Duration;
-use testkit::agentnode::{UNITS, install_kubelet_wrapper, install_units};
+use testkit::agentnode::{STANDIN_CLUSTER_TAG, UNITS, install_kubelet_wrapper, install_units};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
 const T: Duration = Duration::from_secs(60);
@@ -36,7 +36,7 @@ fn node(name: &str, master: bool) -> SimNode {
         0o755,
     )
     .unwrap();
-    install_kubelet_wrapper(&n).unwrap();
+    install_kubelet_wrapper(&n, &[STANDIN_CLUSTER_TAG]).unwrap();
     let role = if master { "bootkube-master" } else { "worker" };
     n.write(
         "/etc/node-bootstrap/config.json",

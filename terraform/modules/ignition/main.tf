@@ -38,11 +38,40 @@ locals {
         enabled  = contains(local.enabled_units, name)
         contents = file("${local.units_dir}/${name}")
       },
-      name == "kubelet.service" && local.kubelet_sysext ? {
-        dropins = [{ name = "10-kubelet-sysext.conf", contents = file("${local.units_dir}/kubelet-sysext.conf") }]
+      name == "kubelet.service" ? {
+        dropins = concat(
+          [{ name = "10-node.conf", contents = local.kubelet_dropin }],
+          local.kubelet_sysext ? [{ name = "10-kubelet-sysext.conf", contents = file("${local.units_dir}/kubelet-sysext.conf") }] : [],
+        )
       } : {},
     )
   ]
+
+  # What the kubelet of this node registers with, per role: the role label
+  # (node.kubernetes.io/role: a kubelet may set labels in that namespace on
+  # its own Node; node-role.kubernetes.io/* it may not, since 1.16), the
+  # master's taint, the cluster DNS, extra flags. kubelet.service reads
+  # them from this drop-in's environment.
+  node_role   = var.role == "worker" ? "worker" : "master"
+  node_labels = merge(var.node_labels, { "node.kubernetes.io/role" = local.node_role })
+  node_taints = var.node_taints != null ? var.node_taints : (
+    local.node_role == "master" ? ["node-role.kubernetes.io/master=:NoSchedule"] : []
+  )
+  kubelet_dropin = join("", [
+    "# Rendered by terraform/modules/ignition for a ${var.role} node.\n",
+    "[Service]\n",
+    "Environment=\"KUBELET_NODE_LABELS=${join(",", [for k in sort(keys(local.node_labels)) : "${k}=${local.node_labels[k]}"])}\"\n",
+    "Environment=\"KUBELET_NODE_TAINTS=${join(",", local.node_taints)}\"\n",
+    "Environment=\"KUBELET_CLUSTER_DNS=${var.cluster_dns_ip}\"\n",
+    "Environment=\"KUBELET_CLUSTER_DOMAIN=${var.cluster_domain}\"\n",
+    "Environment=\"KUBELET_EXTRA_ARGS=${join(" ", var.kubelet_extra_args)}\"\n",
+  ])
+
+  # The CA the kubelet trusts for client certificates (the API server's):
+  # given, or the kubeconfig's first cluster's CA.
+  kubelet_client_ca = var.kubelet_client_ca != null ? var.kubelet_client_ca : sensitive(
+    try(base64decode(yamldecode(var.kubeconfig).clusters[0].cluster["certificate-authority-data"]), "")
+  )
 
   # The agent config: the caller's object with role and assets.mode set from
   # this module's inputs (validation ensures they do not contradict it).
@@ -66,6 +95,7 @@ locals {
       { path = "/etc/kubernetes/installer/kubelet.env", mode = 420, text = local.seed_kubelet_env },
       { path = "/etc/kubernetes/installer/runtime-mappings.yaml", mode = 420, text = var.runtime_mappings },
       { path = "/etc/kubernetes/kubeconfig", mode = 384, text = local.kubeconfig },
+      { path = "/etc/kubernetes/ca.crt", mode = 420, text = local.kubelet_client_ca },
     ],
     var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
     var.ca_bundle != null ? [{ path = "/etc/ssl/certs/node-bootstrap-ca.pem", mode = 420, text = var.ca_bundle }] : [],

@@ -8,6 +8,10 @@ output "rendered" {
     condition     = can(yamldecode(local.kubeconfig).clusters[0].cluster.server)
     error_message = "kubeconfig must be a kubeconfig (YAML or JSON) with at least one cluster that has a server."
   }
+  precondition {
+    condition     = can(regex("^\\s*-----BEGIN CERTIFICATE-----", local.kubelet_client_ca))
+    error_message = "kubelet_client_ca is null and the kubeconfig's first cluster has no certificate-authority-data to take the kubelet's client CA from; set kubelet_client_ca."
+  }
 }
 
 output "sha512" {

@@ -169,3 +169,87 @@ variable "units_dir" {
   type        = string
   default     = null
 }
+
+variable "cluster_dns_ip" {
+  description = "The cluster DNS service address the kubelet gives pods (--cluster-dns): the kube-dns/CoreDNS service IP in the service network."
+  type        = string
+  default     = "10.3.0.10"
+  nullable    = false
+
+  validation {
+    condition     = can(cidrhost("${var.cluster_dns_ip}/32", 0)) || can(cidrhost("${var.cluster_dns_ip}/128", 0))
+    error_message = "cluster_dns_ip must be one IPv4 or IPv6 address, such as \"10.3.0.10\"."
+  }
+}
+
+variable "cluster_domain" {
+  description = "The cluster's DNS domain the kubelet gives pods (--cluster-domain)."
+  type        = string
+  default     = "cluster.local"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$", var.cluster_domain))
+    error_message = "cluster_domain must be a DNS domain in lowercase, such as \"cluster.local\"."
+  }
+}
+
+variable "node_labels" {
+  description = "Labels the kubelet registers its Node with, besides node.kubernetes.io/role=<worker|master>, which the module sets from role. Kubelets may only set their own labels outside the kubernetes.io and k8s.io namespaces, or under node.kubernetes.io/ and kubelet.kubernetes.io/ (and a few well-known ones): kubelet 1.16 and later refuse to start with others (node-role.kubernetes.io/master among them: an administrator sets that one through the API)."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition = alltrue([
+      for k, v in var.node_labels :
+      can(regex("^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$", k)) && can(regex("^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$", v))
+    ])
+    error_message = "node_labels must be Kubernetes labels: keys like \"example.com/rack\" or \"rack\", values of at most 63 letters, digits, \"-\", \"_\", \".\"."
+  }
+  validation {
+    condition = alltrue([
+      for k, v in var.node_labels :
+      !can(regex("^([^/]*\\.)?(kubernetes\\.io|k8s\\.io)/", k)) || can(regex("^([^/]*\\.)?(node|kubelet)\\.kubernetes\\.io/", k)) || contains(["kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "topology.kubernetes.io/region"], k)
+    ])
+    error_message = "node_labels has a key in the kubernetes.io or k8s.io namespace that a kubelet may not set on its own Node (kubelet 1.16+ refuses to start); use node.kubernetes.io/... or your own domain, and set others (e.g. node-role.kubernetes.io/...) through the API."
+  }
+  validation {
+    condition     = !contains(keys(var.node_labels), "node.kubernetes.io/role")
+    error_message = "node_labels must not set node.kubernetes.io/role: the module sets it from role."
+  }
+}
+
+variable "node_taints" {
+  description = "Taints the kubelet registers its Node with (--register-with-taints), each \"key=value:Effect\" or \"key:Effect\". null (the default): the role's, i.e. none on a worker and \"node-role.kubernetes.io/master=:NoSchedule\" on a master (only pods that tolerate it run there)."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.node_taints == null || alltrue([for t in coalesce(var.node_taints, []) : can(regex("^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?(=[A-Za-z0-9_.-]{0,63})?:(NoSchedule|PreferNoSchedule|NoExecute)$", t))])
+    error_message = "each node_taints entry must be \"key=value:Effect\" or \"key:Effect\" with Effect NoSchedule, PreferNoSchedule or NoExecute."
+  }
+}
+
+variable "kubelet_extra_args" {
+  description = "More kubelet flags, one per element (e.g. \"--max-pods=50\"), appended after the unit's: a flag given twice takes the last value."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for a in var.kubelet_extra_args : can(regex("^--[a-z0-9-]+(=[^[:space:]\"'\\\\$%`]*)?$", a))])
+    error_message = "each kubelet_extra_args entry must be one flag \"--name\" or \"--name=value\", with no whitespace, quotes, backslashes, \"$\", \"%\" or backticks in the value."
+  }
+}
+
+variable "kubelet_client_ca" {
+  description = "PEM CA certificate(s) the kubelet trusts for client certificates (--client-ca-file, written to /etc/kubernetes/ca.crt): the CA that signs the API server's kubelet client certificate. null (the default): the certificate-authority-data of the kubeconfig's first cluster."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kubelet_client_ca == null || can(regex("^\\s*-----BEGIN CERTIFICATE-----", var.kubelet_client_ca))
+    error_message = "kubelet_client_ca must be PEM certificates (starting with -----BEGIN CERTIFICATE-----), or null."
+  }
+}

@@ -1,0 +1,287 @@
+//! A real Kubernetes cluster of simulated nodes, provisioned as operators
+//! provision theirs and bootstrapped by the real agent:
+//!
+//! - every node's Ignition config is rendered by `terraform/modules/ignition`
+//!   (real terraform) and applied to the node ([`crate::ignition::apply`]):
+//!   the agent (fetched and checked against its SHA-512), its config, the
+//!   seed kubelet.env, the runtime mappings, the keyring, the kubeconfig,
+//!   the kubelet's client CA, the units and kubelet's per-role drop-in;
+//! - the OS image is a Container Linux one for docker: the real
+//!   torcx-generator, a vendor docker that is not the one the cluster wants,
+//!   and the kubelet-wrapper stand-in with the real kubelet of the
+//!   cluster's release as image `quay.io/coreos/hyperkube:<version>` of its
+//!   local store (a wrong tag finds no image);
+//! - the docker addon's mirror serves the real docker as a torcx image
+//!   ([`crate::docker_image`]) under a signed package manifest, and the
+//!   runtime mappings send Kubernetes 1.20 to it;
+//! - the bootkube master's assets ([`crate::kube::ControlPlane::bootkube_assets`])
+//!   bring up etcd and kube-apiserver on it; workers find that API server.
+//!
+//! Only what the test machine needs on top goes into test drop-ins: the
+//! kubelet's ports (the nodes share the host's network namespace), no CNI
+//! (no network add-on runs), swap; docker's options for a root on overlayfs
+//! in a shared network namespace (vfs, no bridge, no iptables); a short
+//! RestartSec for the agent.
+
+use crate::agentnode::{self as an, KubeletImage, SEED_URL};
+use crate::apiserver::KubeAuth;
+use crate::docker_image::{self, RealDocker};
+use crate::ignition::NodeVars;
+use crate::kube::{ControlPlane, KubeParts, Kubectl, StaticToken};
+use crate::simnode::SimNode;
+use crate::torcx_fixtures::{AddonRig, runtime_mappings_yaml};
+use anyhow::{Context as _, Result};
+use serde_json::json;
+use sha2::{Digest, Sha512};
+use std::collections::BTreeMap;
+
+/// The nodes' OS version (one with remote torcx packages).
+pub const OS_VERSION: &str = "1632.3.0";
+/// The docker the OS image brings (a stand-in the addon replaces).
+pub const VENDOR_DOCKER: &str = "1.12";
+/// Where the nodes' assets live (the agent's default `paths.assets_dir`).
+pub const ASSETS_DIR: &str = "/opt/tectonic";
+const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
+
+/// How a node's kubeconfig authenticates.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// A client certificate `system:node:<name>` of the cluster CA.
+    Cert,
+    /// A bearer token the API server knows as `system:node:<name>`.
+    Token(String),
+    /// A bearer token the API server does not know.
+    UnknownToken(String),
+}
+
+/// One node of the cluster.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    /// Node (and host) name.
+    pub name: String,
+    pub bootkube_master: bool,
+    pub auth: Auth,
+}
+
+impl NodeSpec {
+    pub fn master(name: &str) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            bootkube_master: true,
+            auth: Auth::Cert,
+        }
+    }
+    pub fn worker(name: &str, auth: Auth) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            bootkube_master: false,
+            auth,
+        }
+    }
+}
+
+/// The cluster's shared parts.
+pub struct ClusterRig {
+    pub parts: KubeParts,
+    pub docker: RealDocker,
+    pub mirror: AddonRig,
+    pub control_plane: ControlPlane,
+    /// kubectl as the cluster's administrator.
+    pub kubectl: Kubectl,
+    specs: Vec<NodeSpec>,
+    agent: Vec<u8>,
+    dir: tempfile::TempDir,
+}
+
+/// The runtime mappings of the cluster: Kubernetes 1.20 runs on docker 20.10.
+pub fn runtime_mappings() -> String {
+    runtime_mappings_yaml("1.20", &[docker_image::REFERENCE])
+}
+
+impl ClusterRig {
+    /// The parts for a cluster of `nodes` (their tokens are registered with
+    /// the control plane): the release, the docker image published in the
+    /// signed mirror, the control plane's PKI and ports.
+    pub fn new(nodes: &[NodeSpec]) -> Result<ClusterRig> {
+        let parts = crate::kube::parts()?;
+        let docker = docker_image::real_docker()?;
+        let mirror = AddonRig::new(OS_VERSION);
+        let entry = mirror.publish_package(docker_image::REFERENCE, &docker.bytes()?);
+        mirror.publish_manifest(OS_VERSION, &[entry]);
+        let mut control_plane = ControlPlane::new(&[]);
+        for n in nodes {
+            if let Auth::Token(t) = &n.auth {
+                control_plane.tokens.push(StaticToken::for_node(&n.name, t));
+            }
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("nb-cluster-")
+            .tempdir_in("/var/tmp")?;
+        let admin = dir.path().join("admin.kubeconfig");
+        std::fs::write(
+            &admin,
+            control_plane.kubeconfig(None, &KubeAuth::Cert(control_plane.admin.clone())),
+        )?;
+        let agent =
+            std::fs::read(crate::cli::agent_binary()).context("reading the agent binary")?;
+        Ok(ClusterRig {
+            kubectl: Kubectl::new(&parts.kubectl(), &admin),
+            parts,
+            docker,
+            mirror,
+            control_plane,
+            specs: nodes.to_vec(),
+            agent,
+            dir,
+        })
+    }
+
+    /// The kubelet image tag of the cluster's release (`v1.20.2`).
+    pub fn tag(&self) -> String {
+        self.parts.version.replace('+', "_")
+    }
+
+    fn kubeconfig(&self, spec: &NodeSpec) -> String {
+        match &spec.auth {
+            Auth::Cert => self.control_plane.node_kubeconfig(&spec.name, None),
+            Auth::Token(t) | Auth::UnknownToken(t) => self
+                .control_plane
+                .kubeconfig(None, &KubeAuth::Token(t.clone())),
+        }
+    }
+
+    /// The agent's config: the addon on (torcx, the rig's signed mirror),
+    /// OS updates off, API retries and timeouts of test size.
+    fn agent_config(&self) -> String {
+        let full: serde_json::Value =
+            serde_json::from_str(&self.mirror.config_json_for_root("", json!({}))).unwrap();
+        json!({
+            "cluster": {"api_attempts": 3, "api_retry_initial_secs": 1, "api_retry_max_secs": 2, "api_timeout_secs": 5},
+            "os_update": {"enabled": false},
+            "reboot": {"wait_secs": 60},
+            "addon": full["addon"],
+        })
+        .to_string()
+    }
+
+    /// Every node, provisioned from its rendered Ignition config on the OS
+    /// image described above; not booted. In the order of the specs.
+    pub fn nodes(&self) -> Result<Vec<SimNode>> {
+        let sha512 = hex::encode(Sha512::digest(&self.agent));
+        let vars: BTreeMap<String, NodeVars> = self
+            .specs
+            .iter()
+            .map(|s| {
+                let role = if s.bootkube_master {
+                    "bootkube-master"
+                } else {
+                    "worker"
+                };
+                let v = NodeVars {
+                    role: role.into(),
+                    agent_url: AGENT_URL.into(),
+                    agent_sha512: sha512.clone(),
+                    agent_config: self.agent_config(),
+                    kubelet_image_tag: self.tag(),
+                    runtime_mappings: runtime_mappings(),
+                    keyring: Some(self.mirror.key.public_armored()),
+                    kubeconfig: self.kubeconfig(s),
+                };
+                (s.name.clone(), v)
+            })
+            .collect();
+        let configs = crate::ignition::render(&vars)?;
+        self.specs
+            .iter()
+            .map(|s| self.node(s, &configs[&s.name]))
+            .collect()
+    }
+
+    fn node(&self, spec: &NodeSpec, ignition: &serde_json::Value) -> Result<SimNode> {
+        let n = SimNode::new(&spec.name)?;
+        n.set_hostname(&spec.name)?;
+        let enabled = crate::ignition::apply(
+            &n,
+            ignition,
+            |url| (url == AGENT_URL).then(|| self.agent.clone()),
+            None,
+        );
+        crate::torcx::install_os(
+            &n,
+            &self.mirror.board,
+            OS_VERSION,
+            VENDOR_DOCKER,
+            &format!("{VENDOR_DOCKER}.2"),
+        )?;
+        an::install_kubelet_wrapper(&n, &[])?;
+        an::install_kubelet_image(&n, SEED_URL, &self.tag(), KubeletImage::Real(&self.parts))?;
+        let port = crate::kube::free_port();
+        let healthz = crate::kube::free_port();
+        n.drop_in(
+            "kubelet.service",
+            "20-test-node",
+            &format!(
+                "# The test machine: nodes share the host's network (own ports), no network\n\
+                 # add-on runs (no CNI), the host may have swap.\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --network-plugin= --fail-swap-on=false\"\n"
+            ),
+        )?;
+        n.drop_in(
+            "docker.service",
+            "20-test-node",
+            "# The test machine: a root on overlayfs, the host's network shared by nodes.\n[Service]\n\
+             Environment=\"DOCKER_OPTS=--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false\"\n",
+        )?;
+        n.drop_in(
+            "k8s-node-bootstrap.service",
+            "test-restart",
+            "[Service]\nRestartSec=1\n",
+        )?;
+        n.enable(&enabled.iter().map(String::as_str).collect::<Vec<_>>())?;
+        Ok(n)
+    }
+
+    /// Pushes the bootkube master's assets to `/opt/tectonic` (its
+    /// `bootkube.sh` last: the path unit fires on it).
+    pub fn push_assets(&self, master: &SimNode) -> Result<()> {
+        let image_dir = an::image_dir(SEED_URL, &self.tag());
+        for (rel, data, mode) in
+            self.control_plane
+                .bootkube_assets(ASSETS_DIR, &image_dir, &runtime_mappings())
+        {
+            master.write(&format!("{ASSETS_DIR}/{rel}"), data, mode)?;
+        }
+        Ok(())
+    }
+
+    /// Scratch space that lives as long as the rig.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// What a user checks of a node's docker: the version its API reports (the
+/// docker.service of the torcx image, started through docker.socket), and
+/// the executable its daemon runs.
+pub fn node_docker(n: &SimNode) -> Result<(String, String)> {
+    let out = n.exec(&[
+        "/run/torcx/bin/docker",
+        "version",
+        "--format",
+        "{{.Server.Version}}",
+    ])?;
+    anyhow::ensure!(
+        out.status.success(),
+        "docker version failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let pid = n.prop("docker.service", "MainPID")?;
+    let out = n.exec(&["readlink", &format!("/proc/{pid}/exe")])?;
+    let exe = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    anyhow::ensure!(
+        !exe.is_empty(),
+        "docker.service has no running main process (MainPID {pid})"
+    );
+    Ok((version, exe))
+}

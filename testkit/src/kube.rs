@@ -1,0 +1,634 @@
+//! A real Kubernetes control plane for the tests: kube-apiserver, kubelet
+//! and kubectl of one release built from Debian 12's `kubernetes` source
+//! package (`scripts/build-kubernetes.sh`, cached outside the checkout),
+//! and Debian's `etcd`.
+//!
+//! One description of a control plane ([`ControlPlane`]: its PKI, ports,
+//! static tokens and API server flags) gives both ways the tests run one:
+//! - on the host, as child processes of the test ([`ControlPlane::start`],
+//!   [`RunningControlPlane`]), for tests that need a cluster but do not
+//!   test its bootstrap (a worker VM joining, the overload test, the
+//!   benchmark);
+//! - as the bootkube master's assets ([`ControlPlane::bootkube_assets`]):
+//!   a `bootkube.sh` that installs etcd and kube-apiserver as systemd units
+//!   on the master (static pods would need images no registry here serves)
+//!   and exits once the API server is ready, and a `tectonic-wrapper.sh`
+//!   that applies the cluster's first manifests with kubectl.
+//!
+//! [`Kubectl`] talks to either as the cluster's administrator.
+
+use crate::apiserver::{Issued, KubeAuth, Pki};
+use anyhow::{Context as _, Result, bail};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Debian's etcd (package `etcd-server`).
+pub const ETCD: &str = "/usr/bin/etcd";
+
+/// The Kubernetes binaries of one release.
+#[derive(Debug, Clone)]
+pub struct KubeParts {
+    pub dir: PathBuf,
+    /// `gitVersion` they report, e.g. `v1.20.2`.
+    pub version: String,
+}
+
+impl KubeParts {
+    pub fn kubelet(&self) -> PathBuf {
+        self.dir.join("kubelet")
+    }
+    pub fn kube_apiserver(&self) -> PathBuf {
+        self.dir.join("kube-apiserver")
+    }
+    pub fn kubectl(&self) -> PathBuf {
+        self.dir.join("kubectl")
+    }
+    /// The names of the binaries (what a hyperkube image of this release holds).
+    pub const BINARIES: &'static [&'static str] = &["kubelet", "kube-apiserver", "kubectl"];
+}
+
+/// The parts, built (or found in the cache) by `scripts/build-kubernetes.sh`
+/// once per test process.
+pub fn parts() -> Result<KubeParts> {
+    static FOUND: std::sync::OnceLock<std::result::Result<KubeParts, String>> =
+        std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build() -> Result<KubeParts> {
+    if !Path::new(ETCD).exists() {
+        bail!("{ETCD} is missing (Debian's etcd-server; scripts/setup.sh installs it)");
+    }
+    let script = crate::project_root().join("scripts/build-kubernetes.sh");
+    let out = Command::new(&script)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dir = PathBuf::from(String::from_utf8(out.stdout)?.trim());
+    let v = Command::new(dir.join("kubelet"))
+        .arg("--version")
+        .output()?;
+    // "Kubernetes v1.20.2"
+    let version = String::from_utf8_lossy(&v.stdout)
+        .split_whitespace()
+        .nth(1)
+        .map(str::to_string)
+        .with_context(|| format!("{}/kubelet --version printed no version", dir.display()))?;
+    Ok(KubeParts { dir, version })
+}
+
+/// Skips the running test (returns `true`) when the real Kubernetes parts
+/// cannot be had here (not root, no etcd, the source build failed), saying
+/// why; under CI (`CI=true`) it panics instead.
+pub fn skip_unless_available() -> bool {
+    crate::skip_unless(
+        crate::simnode::can_run().and_then(|()| parts().map(drop)),
+        "the real Kubernetes parts are not available",
+    )
+}
+
+/// A free TCP port on loopback (released at once: the caller binds it soon).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A static token the API server accepts (`--token-auth-file`).
+#[derive(Debug, Clone)]
+pub struct StaticToken {
+    pub token: String,
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl StaticToken {
+    /// A token that authenticates a kubelet as node `node`.
+    pub fn for_node(node: &str, token: &str) -> StaticToken {
+        StaticToken {
+            token: token.into(),
+            user: format!("system:node:{node}"),
+            groups: vec!["system:nodes".into()],
+        }
+    }
+}
+
+/// The cluster's service network (its first address is the `kubernetes`
+/// service, which the API server certificate names) and the cluster DNS
+/// address inside it, as Tectonic laid them out.
+pub const SERVICE_CIDR: &str = "10.3.0.0/24";
+pub const CLUSTER_DNS: &str = "10.3.0.10";
+
+/// A control plane: PKI, ports, tokens and API server flags.
+pub struct ControlPlane {
+    pub pki: Pki,
+    /// `system:masters`: what kubectl, bootkube and tectonic use.
+    pub admin: Issued,
+    /// What the API server presents to kubelets.
+    pub kubelet_client: Issued,
+    /// Service account signing key (PKCS#8 PEM) and its public half.
+    pub sa_key_pem: String,
+    pub sa_pub_pem: String,
+    pub apiserver_port: u16,
+    pub etcd_client_port: u16,
+    pub etcd_peer_port: u16,
+    pub tokens: Vec<StaticToken>,
+    /// Flags added to kube-apiserver's (later ones win).
+    pub extra_apiserver_args: Vec<String>,
+}
+
+impl ControlPlane {
+    /// A control plane on free loopback ports whose API server certificate
+    /// is also valid for `extra_names` (e.g. the address a VM reaches the
+    /// host at).
+    pub fn new(extra_names: &[&str]) -> ControlPlane {
+        let mut names = vec!["10.3.0.1", "kubernetes", "kubernetes.default"];
+        names.extend_from_slice(extra_names);
+        let pki = Pki::generate_for(&names);
+        let admin = pki.issue_client("admin", Some("system:masters"));
+        let kubelet_client =
+            pki.issue_client("kube-apiserver-kubelet-client", Some("system:masters"));
+        let sa = rcgen::KeyPair::generate().expect("service account key");
+        ControlPlane {
+            admin,
+            kubelet_client,
+            sa_key_pem: sa.serialize_pem(),
+            sa_pub_pem: sa.public_key_pem(),
+            pki,
+            apiserver_port: free_port(),
+            etcd_client_port: free_port(),
+            etcd_peer_port: free_port(),
+            tokens: Vec::new(),
+            extra_apiserver_args: Vec::new(),
+        }
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    /// A kubeconfig for `server` (default [`url`](Self::url)) as `auth`.
+    pub fn kubeconfig(&self, server: Option<&str>, auth: &KubeAuth) -> String {
+        self.pki.kubeconfig(server.unwrap_or(&self.url()), auth)
+    }
+
+    /// A kubelet's kubeconfig for node `node`, with a client certificate
+    /// (`system:node:<node>`, group `system:nodes`).
+    pub fn node_kubeconfig(&self, node: &str, server: Option<&str>) -> String {
+        let cert = self
+            .pki
+            .issue_client(&format!("system:node:{node}"), Some("system:nodes"));
+        self.kubeconfig(server, &KubeAuth::Cert(cert))
+    }
+
+    /// The files the control plane runs from, relative to its directory.
+    pub fn files(&self) -> Vec<(String, Vec<u8>, u32)> {
+        let tokens: String = self
+            .tokens
+            .iter()
+            .map(|t| {
+                format!(
+                    "{},{},{},\"{}\"\n",
+                    t.token,
+                    t.user,
+                    t.user,
+                    t.groups.join(",")
+                )
+            })
+            .collect();
+        vec![
+            (
+                "tls/ca.crt".into(),
+                self.pki.ca_pem.clone().into_bytes(),
+                0o644,
+            ),
+            (
+                "tls/apiserver.crt".into(),
+                self.pki.server.cert_pem.clone().into_bytes(),
+                0o644,
+            ),
+            (
+                "tls/apiserver.key".into(),
+                self.pki.server.key_pem.clone().into_bytes(),
+                0o600,
+            ),
+            (
+                "tls/apiserver-kubelet-client.crt".into(),
+                self.kubelet_client.cert_pem.clone().into_bytes(),
+                0o644,
+            ),
+            (
+                "tls/apiserver-kubelet-client.key".into(),
+                self.kubelet_client.key_pem.clone().into_bytes(),
+                0o600,
+            ),
+            (
+                "tls/service-account.key".into(),
+                self.sa_key_pem.clone().into_bytes(),
+                0o600,
+            ),
+            (
+                "tls/service-account.pub".into(),
+                self.sa_pub_pem.clone().into_bytes(),
+                0o644,
+            ),
+            (
+                "auth/kubeconfig".into(),
+                self.kubeconfig(None, &KubeAuth::Cert(self.admin.clone()))
+                    .into_bytes(),
+                0o600,
+            ),
+            ("auth/tokens.csv".into(), tokens.into_bytes(), 0o600),
+        ]
+    }
+
+    /// etcd's command line, its data in `data_dir`.
+    pub fn etcd_args(&self, data_dir: &str) -> Vec<String> {
+        let client = format!("http://127.0.0.1:{}", self.etcd_client_port);
+        let peer = format!("http://127.0.0.1:{}", self.etcd_peer_port);
+        vec![
+            ETCD.into(),
+            "--name=controller".into(),
+            format!("--data-dir={data_dir}"),
+            format!("--listen-client-urls={client}"),
+            format!("--advertise-client-urls={client}"),
+            format!("--listen-peer-urls={peer}"),
+            format!("--initial-advertise-peer-urls={peer}"),
+            format!("--initial-cluster=controller={peer}"),
+        ]
+    }
+
+    /// kube-apiserver's command line: the binary `bin`, its files in `dir`.
+    /// Anonymous requests are refused, authorization is Node + RBAC (with
+    /// the NodeRestriction admission plugin: a kubelet can only register
+    /// and update its own Node), clients authenticate with certificates of
+    /// the cluster CA or the static tokens.
+    pub fn apiserver_args(&self, bin: &str, dir: &str) -> Vec<String> {
+        let mut args = vec![
+            bin.to_string(),
+            format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_client_port),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={}", self.apiserver_port),
+            "--insecure-port=0".into(),
+            format!("--tls-cert-file={dir}/tls/apiserver.crt"),
+            format!("--tls-private-key-file={dir}/tls/apiserver.key"),
+            format!("--client-ca-file={dir}/tls/ca.crt"),
+            format!("--kubelet-client-certificate={dir}/tls/apiserver-kubelet-client.crt"),
+            format!("--kubelet-client-key={dir}/tls/apiserver-kubelet-client.key"),
+            format!("--service-account-key-file={dir}/tls/service-account.pub"),
+            format!("--service-account-signing-key-file={dir}/tls/service-account.key"),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            "--anonymous-auth=false".into(),
+            "--authorization-mode=Node,RBAC".into(),
+            "--enable-admission-plugins=NodeRestriction".into(),
+            "--allow-privileged=true".into(),
+            format!("--token-auth-file={dir}/auth/tokens.csv"),
+        ];
+        args.extend(self.extra_apiserver_args.iter().cloned());
+        args
+    }
+
+    /// Runs the control plane on the host (etcd, then kube-apiserver of
+    /// `parts`), waiting until the API server is ready.
+    pub fn start(self, parts: &KubeParts) -> Result<RunningControlPlane> {
+        let dir = tempfile::Builder::new()
+            .prefix("nb-control-plane-")
+            .tempdir_in("/var/tmp")?;
+        for (rel, data, mode) in self.files() {
+            crate::files::write_mode(&dir.path().join(&rel), &data, mode)?;
+        }
+        let d = dir.path().display().to_string();
+        let etcd = spawn_logged(
+            &self.etcd_args(&format!("{d}/etcd")),
+            &dir.path().join("etcd.log"),
+        )?;
+        let mut running = RunningControlPlane {
+            children: vec![etcd],
+            kubectl: Kubectl::new(&parts.kubectl(), &dir.path().join("auth/kubeconfig")),
+            dir,
+            spec: self,
+        };
+        let apiserver = spawn_logged(
+            &running
+                .spec
+                .apiserver_args(&parts.kube_apiserver().display().to_string(), &d),
+            &running.dir.path().join("kube-apiserver.log"),
+        )?;
+        running.children.push(apiserver);
+        running.wait_ready(Duration::from_secs(120))?;
+        Ok(running)
+    }
+
+    /// The bootkube master's assets (relative to `assets_dir` on the node,
+    /// e.g. `/opt/tectonic`): the control plane's files, its etcd and
+    /// kube-apiserver as systemd units running the binaries of the image
+    /// directory `image_dir` (the hyperkube image of the node's local store),
+    /// `bootkube.sh`, which installs and starts them and exits once the API
+    /// server is ready (later boots start them as enabled units), and
+    /// `tectonic-wrapper.sh`, which applies `manifests/` (a namespace and the
+    /// runtime mappings config map) with kubectl and checks they exist.
+    pub fn bootkube_assets(
+        &self,
+        assets_dir: &str,
+        image_dir: &str,
+        runtime_mappings: &str,
+    ) -> Vec<(String, Vec<u8>, u32)> {
+        let unit = |desc: &str, after: &str, argv: &[String]| {
+            format!(
+                "# Installed by bootkube.sh (node-bootstrap test assets).\n[Unit]\nDescription={desc}\n{after}\n\
+                 [Service]\nExecStart={}\nRestart=always\nRestartSec=2\n\n[Install]\nWantedBy=multi-user.target\n",
+                argv.join(" \\\n  ")
+            )
+        };
+        let etcd = unit(
+            "etcd for the cluster (bootkube test assets)",
+            "",
+            &self.etcd_args("/var/lib/kube-etcd"),
+        );
+        let apiserver = unit(
+            "kube-apiserver (bootkube test assets)",
+            "Wants=kube-etcd.service\nAfter=kube-etcd.service\n",
+            &self.apiserver_args(&format!("{image_dir}/kube-apiserver"), assets_dir),
+        );
+        let kubectl = format!("{image_dir}/kubectl --kubeconfig={assets_dir}/auth/kubeconfig");
+        let bootkube = format!(
+            r#"#!/bin/bash
+# bootkube for the node-bootstrap tests: brings up the control plane that
+# these assets describe, etcd and the kube-apiserver of the hyperkube image
+# in this node's image store, as systemd units (static pods would need
+# images that no registry here serves), and exits 0 once the API server
+# answers /readyz. Idempotent: a run cut short by a power loss is redone.
+set -euo pipefail
+assets={assets_dir}
+install -m 0644 "$assets/units/kube-etcd.service" "$assets/units/kube-apiserver.service" /etc/systemd/system/
+systemctl daemon-reload
+systemctl enable kube-etcd.service kube-apiserver.service
+systemctl start kube-etcd.service kube-apiserver.service
+for _ in $(seq 1 240); do
+    if {kubectl} get --raw=/readyz >/dev/null 2>&1; then
+        echo "bootkube: the API server is ready"
+        exit 0
+    fi
+    sleep 0.5
+done
+echo "bootkube: the API server did not become ready in 120 s" >&2
+systemctl --no-pager status kube-etcd.service kube-apiserver.service >&2 || true
+exit 1
+"#
+        );
+        let tectonic = format!(
+            r#"#!/bin/bash
+# tectonic for the node-bootstrap tests: applies the cluster's first
+# manifests with kubectl (retrying while the API server settles, as
+# Tectonic's installer did) and exits once they exist.
+set -euo pipefail
+assets={assets_dir}
+for _ in $(seq 1 60); do
+    if {kubectl} apply -f "$assets/manifests/"; then
+        {kubectl} -n tectonic-system get configmap tectonic-torcx-runtime-mappings
+        echo "tectonic: manifests applied"
+        exit 0
+    fi
+    sleep 1
+done
+echo "tectonic: could not apply $assets/manifests" >&2
+exit 1
+"#
+        );
+        let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tectonic-system\n";
+        let indented: String = runtime_mappings
+            .lines()
+            .map(|l| format!("    {l}\n"))
+            .collect();
+        let config_map = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tectonic-torcx-runtime-mappings\n  namespace: tectonic-system\ndata:\n  runtime-mappings.yaml: |\n{indented}"
+        );
+        let mut files = self.files();
+        files.extend([
+            ("units/kube-etcd.service".into(), etcd.into_bytes(), 0o644),
+            (
+                "units/kube-apiserver.service".into(),
+                apiserver.into_bytes(),
+                0o644,
+            ),
+            (
+                "manifests/00-namespace.yaml".into(),
+                namespace.as_bytes().to_vec(),
+                0o644,
+            ),
+            (
+                "manifests/10-runtime-mappings.yaml".into(),
+                config_map.into_bytes(),
+                0o644,
+            ),
+            ("tectonic-wrapper.sh".into(), tectonic.into_bytes(), 0o755),
+            // Last: bootkube.path fires on it.
+            ("bootkube.sh".into(), bootkube.into_bytes(), 0o755),
+        ]);
+        files
+    }
+}
+
+/// Starts `argv` with stdout and stderr to the file `log`.
+fn spawn_logged(argv: &[String], log: &Path) -> Result<Child> {
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {}", argv[0]))
+}
+
+/// A control plane running on the host; stops when dropped.
+pub struct RunningControlPlane {
+    pub spec: ControlPlane,
+    pub kubectl: Kubectl,
+    dir: tempfile::TempDir,
+    children: Vec<Child>,
+}
+
+impl RunningControlPlane {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.kubectl.run(&["get", "--raw=/readyz"]).is_ok() {
+                return Ok(());
+            }
+            for c in &mut self.children {
+                if let Some(st) = c.try_wait()? {
+                    bail!("a control plane process exited ({st}):\n{}", self.logs());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the API server was not ready within {timeout:?}:\n{}",
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The tails of etcd's and kube-apiserver's logs.
+    pub fn logs(&self) -> String {
+        ["etcd.log", "kube-apiserver.log"]
+            .iter()
+            .map(|l| {
+                let text = std::fs::read_to_string(self.dir.path().join(l)).unwrap_or_default();
+                let tail: Vec<_> = text.lines().rev().take(30).collect();
+                format!(
+                    "--- {l} (last lines)\n{}\n",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect()
+    }
+
+    /// The API server's log so far.
+    pub fn apiserver_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for RunningControlPlane {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A Node as `kubectl get node -o json` shows it: what a user checks.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub name: String,
+    pub ready: bool,
+    pub kubelet_version: String,
+    pub container_runtime_version: String,
+    pub labels: serde_json::Map<String, Value>,
+    /// `key=value:effect` of each taint.
+    pub taints: Vec<String>,
+}
+
+impl NodeInfo {
+    fn from_json(n: &Value) -> NodeInfo {
+        let ready = n["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        NodeInfo {
+            name: n["metadata"]["name"].as_str().unwrap_or_default().into(),
+            ready,
+            kubelet_version: n["status"]["nodeInfo"]["kubeletVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            container_runtime_version: n["status"]["nodeInfo"]["containerRuntimeVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            labels: n["metadata"]["labels"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            taints: n["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    format!(
+                        "{}={}:{}",
+                        t["key"].as_str().unwrap_or_default(),
+                        t["value"].as_str().unwrap_or_default(),
+                        t["effect"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// kubectl with an administrator's kubeconfig.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    pub fn new(bin: &Path, kubeconfig: &Path) -> Kubectl {
+        Kubectl {
+            bin: bin.to_path_buf(),
+            kubeconfig: kubeconfig.to_path_buf(),
+        }
+    }
+
+    /// Runs kubectl (20 s request timeout); stdout on success.
+    pub fn run(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new(&self.bin)
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .output()
+            .with_context(|| format!("running {}", self.bin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {args:?} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `kubectl get nodes -o json`.
+    pub fn nodes(&self) -> Result<Vec<NodeInfo>> {
+        let v: Value = serde_json::from_str(&self.run(&["get", "nodes", "-o", "json"])?)?;
+        Ok(v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(NodeInfo::from_json)
+            .collect())
+    }
+
+    /// Waits until every node of `names` is registered and Ready; returns
+    /// all nodes then. On timeout, says which are missing or not Ready.
+    pub fn wait_ready(&self, names: &[&str], timeout: Duration) -> Result<Vec<NodeInfo>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let nodes = self.nodes();
+            if let Ok(nodes) = &nodes
+                && names
+                    .iter()
+                    .all(|n| nodes.iter().any(|x| x.name == *n && x.ready))
+            {
+                return Ok(nodes.clone());
+            }
+            if Instant::now() > deadline {
+                let table = self
+                    .run(&["get", "nodes", "-o", "wide"])
+                    .unwrap_or_else(|e| format!("{e:#}"));
+                bail!("nodes {names:?} not all Ready within {timeout:?}:\n{table}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
