@@ -175,15 +175,20 @@ pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
 /// Enables `systemd-sysext.service` (a `sysinit.target.wants` link) unless
 /// it already is, by the admin or the OS vendor.
 pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
-    ensure_sysext_unit_enabled(&config.addon.systemd_config_dir, "docker-addon")
+    ensure_sysext_unit_enabled(
+        &config.addon.systemd_config_dir,
+        "docker-addon",
+        "set addon.backend to \"torcx\"",
+    )
 }
 
 /// [`ensure_unit_enabled`] for any user of system extensions: the link goes
 /// in `<systemd_config_dir>/sysinit.target.wants`; `step` names the caller
-/// in the log and the error says which setting to change.
+/// in the log, `remedy` what to change where the OS has no systemd-sysext.
 pub(crate) fn ensure_sysext_unit_enabled(
     systemd_config_dir: &Path,
     step: &'static str,
+    remedy: &str,
 ) -> Result<Option<PathBuf>> {
     let wants = systemd_config_dir
         .join("sysinit.target.wants")
@@ -205,13 +210,8 @@ pub(crate) fn ensure_sysext_unit_enabled(
         .map(|d| Path::new(d).join(SYSEXT_UNIT))
         .find(|p| p.exists())
     else {
-        let setting = if step == "docker-addon" {
-            "set addon.backend to \"torcx\""
-        } else {
-            "set kubelet.backend to \"wrapper\""
-        };
         return Err(Error::refused(format!(
-            "{SYSEXT_UNIT} is not installed on this OS; the sysext backend needs systemd-sysext ({setting})"
+            "{SYSEXT_UNIT} is not installed on this OS; the sysext backend needs systemd-sysext ({remedy})"
         )));
     };
     atomic_symlink(&unit, &wants)?;

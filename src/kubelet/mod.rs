@@ -229,7 +229,11 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
     }
     let before = install::linked_image(config);
     let relinked = install::link_to(config, &image_path)?;
-    crate::addon::sysext::ensure_sysext_unit_enabled(&config.addon.systemd_config_dir, STEP)?;
+    crate::addon::sysext::ensure_sysext_unit_enabled(
+        &config.addon.systemd_config_dir,
+        STEP,
+        "set kubelet.backend to \"wrapper\"",
+    )?;
     let merged_already = !relinked
         && install::merged_release(config).as_deref() == Some(inspection.release_text.as_str())
         && merged_version(version).is_ok();
