@@ -11,12 +11,16 @@
 //! A node test with a real kubelet:
 //! ```ignore
 //! let mirror = KubeletMirror::start()?;
-//! let image = kubelet_image(Kubelet::Path(&real_kubelet), &release("flatcar", "1.0"))?;
+//! // `_any`: fits the node whatever its os-release (a Container Linux
+//! // test OS included); `release("flatcar", "1.0")` fits Flatcar only.
+//! let image = kubelet_image(Kubelet::Path(&real_kubelet), &release("_any", "1.0"))?;
 //! mirror.publish(&[("v1.20.2", &image)])?;
-//! let n = AgentNode::new("w").config(mirror.config_patch()).build()?;
-//! n.write(OS_RELEASE, flatcar_os_release("3815.2.0"), 0o644)?;
-//! prepare_node(&n, &mirror)?;
+//! let n = AgentNode::new("w").config(mirror.config_patch()).kubeconfig(kc).build()?;
+//! prepare_node(&n, &mirror)?; // keyring, kubelet.service's drop-in, shared root
 //! ```
+//! A rig with a signed mirror of its own can instead put the image in its
+//! mirror directory as [`artifact_name`] before `metadata generate`, and
+//! merge `{"kubelet": {"backend": "sysext"}}` into the agent config.
 
 use crate::pkgserver::PkgServer;
 use crate::simnode::SimNode;
