@@ -26,6 +26,7 @@ pub mod assets;
 pub mod cluster;
 pub mod flow;
 pub(crate) mod helper;
+pub mod kubelet;
 pub mod kubeletenv;
 pub mod metadata;
 pub(crate) mod reboot;

@@ -191,7 +191,7 @@ impl Default for AddonSettings {
 }
 
 /// A torcx profile or sysext name: one path component, no surprises.
-fn check_name(field: &str, name: &str) -> FieldResult<()> {
+pub(crate) fn check_name(field: &str, name: &str) -> FieldResult<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

@@ -234,11 +234,33 @@ pub async fn fetch_staged(
     final_name: &str,
     hash: &Sha512,
 ) -> Result<Staged> {
-    let found = &item.0;
-    let max = config.addon.max_package_bytes;
+    fetch_found_staged(
+        config,
+        &item.0,
+        dir,
+        final_name,
+        hash,
+        ("addon.max_package_bytes", config.addon.max_package_bytes),
+        "docker-addon",
+    )
+    .await
+}
+
+/// [`fetch_staged`] for any artifact the search path found: refused when
+/// larger than `limit` (the setting's name and value), logged as `step`.
+pub(crate) async fn fetch_found_staged(
+    config: &Config,
+    found: &Found,
+    dir: &Path,
+    final_name: &str,
+    hash: &Sha512,
+    limit: (&str, u64),
+    step: &'static str,
+) -> Result<Staged> {
+    let (setting, max) = limit;
     if found.item.size > max {
         return Err(Error::bad_input(format!(
-            "{} is {} bytes, more than addon.max_package_bytes ({max})",
+            "{} is {} bytes, more than {setting} ({max})",
             found.url, found.item.size
         )));
     }
@@ -256,7 +278,7 @@ pub async fn fetch_staged(
             }
         })?;
     let staged = Staged::new(partial, dir.join(final_name));
-    info!(step = "docker-addon", source = "metadata", url = %found.url, location = %found.location,
+    info!(step, source = "metadata", url = %found.url, location = %found.location,
         path = %staged.target().display(), bytes = found.item.size,
         elapsed_ms = started.elapsed().as_millis() as u64, "package fetched and verified");
     Ok(staged)

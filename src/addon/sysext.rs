@@ -175,9 +175,22 @@ pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
 /// Enables `systemd-sysext.service` (a `sysinit.target.wants` link) unless
 /// it already is, by the admin or the OS vendor.
 pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
-    let wants = config
-        .addon
-        .systemd_config_dir
+    ensure_sysext_unit_enabled(
+        &config.addon.systemd_config_dir,
+        "docker-addon",
+        "set addon.backend to \"torcx\"",
+    )
+}
+
+/// [`ensure_unit_enabled`] for any user of system extensions: the link goes
+/// in `<systemd_config_dir>/sysinit.target.wants`; `step` names the caller
+/// in the log, `remedy` what to change where the OS has no systemd-sysext.
+pub(crate) fn ensure_sysext_unit_enabled(
+    systemd_config_dir: &Path,
+    step: &'static str,
+    remedy: &str,
+) -> Result<Option<PathBuf>> {
+    let wants = systemd_config_dir
         .join("sysinit.target.wants")
         .join(SYSEXT_UNIT);
     if fs::symlink_metadata(&wants).is_ok() {
@@ -198,15 +211,16 @@ pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
         .find(|p| p.exists())
     else {
         return Err(Error::refused(format!(
-            "{SYSEXT_UNIT} is not installed on this OS; the sysext backend needs systemd-sysext (set addon.backend to \"torcx\")"
+            "{SYSEXT_UNIT} is not installed on this OS; the sysext backend needs systemd-sysext ({remedy})"
         )));
     };
     atomic_symlink(&unit, &wants)?;
-    info!(step = "docker-addon", path = %wants.display(), "enabled {}", SYSEXT_UNIT);
+    info!(step, path = %wants.display(), "enabled {}", SYSEXT_UNIT);
     Ok(Some(wants))
 }
 
-fn atomic_symlink(target: &Path, link: &Path) -> Result<()> {
+/// Points `link` at `target` in one step (a new link renamed over it).
+pub(crate) fn atomic_symlink(target: &Path, link: &Path) -> Result<()> {
     let dir = link.parent().unwrap_or(Path::new("/"));
     let io = || -> std::io::Result<()> {
         fs::create_dir_all(dir)?;

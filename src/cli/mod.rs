@@ -66,6 +66,9 @@ pub enum Command {
     /// Docker addon maintenance around OS updates.
     #[command(subcommand)]
     Addon(AddonCommand),
+    /// The kubelet as a systemd-sysext image (kubelet.backend "sysext").
+    #[command(subcommand)]
+    Kubelet(KubeletCommand),
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(MetadataCommand),
@@ -183,6 +186,32 @@ pub struct AddonEnsureArgs {
     /// OS version a pending update boots next.
     #[arg(long)]
     pub next_os_version: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KubeletCommand {
+    /// Which kubelet image `ensure` would take for the cluster version, and
+    /// from where; installs nothing.
+    Choose {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print the choice as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The kubelet-sysext step of `run`, alone: choose the kubelet image
+    /// for the cluster version from the metadata search path, verify and
+    /// check it, install it in /etc/extensions and merge it
+    /// (systemd-sysext refresh). Does not restart a running kubelet.
+    Ensure {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print what was done as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -584,6 +613,14 @@ fn dispatch(cli: Cli) -> Result<u8> {
             crate::helper::main(&config, step)
         }
         Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, addon_action(cmd)),
+        Command::Kubelet(KubeletCommand::Choose {
+            cluster_version,
+            json,
+        }) => crate::kubelet::command::choose(&load(&cli)?, cluster_version, *json),
+        Command::Kubelet(KubeletCommand::Ensure {
+            cluster_version,
+            json,
+        }) => crate::kubelet::command::ensure(&load(&cli)?, cluster_version, *json),
         Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }
 }

@@ -66,6 +66,8 @@ pub struct RawConfig {
     pub reboot: crate::reboot::config::RawReboot,
     #[serde(default)]
     pub agent: crate::upgrade::config::RawAgent,
+    #[serde(default)]
+    pub kubelet: crate::kubelet::config::RawKubelet,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -83,6 +85,7 @@ pub struct Config {
     pub helpers: crate::helper::config::HelpersSettings,
     pub reboot: crate::reboot::config::RebootSettings,
     pub agent: crate::upgrade::config::AgentSettings,
+    pub kubelet: crate::kubelet::config::KubeletSettings,
 }
 
 /// A validation failure of one field.
@@ -146,6 +149,7 @@ impl RawConfig {
             helpers: self.helpers.validate()?,
             reboot: self.reboot.validate()?,
             agent: self.agent.validate()?,
+            kubelet: self.kubelet.validate()?,
         })
     }
 }

@@ -61,6 +61,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
         agent_upgrade_enabled: config.agent.upgrade != crate::upgrade::config::AutoUpgrade::Off,
         os_update_enabled: config.os_update.enabled,
         addon_enabled: config.addon.enabled,
+        kubelet_sysext_enabled: config.kubelet.backend == crate::kubelet::config::Backend::Sysext,
     };
     match driver.run().await? {
         RunOutcome::Complete => Ok(()),

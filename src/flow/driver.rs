@@ -50,6 +50,7 @@ pub struct Driver<'a, S: Seams> {
     pub agent_upgrade_enabled: bool,
     pub os_update_enabled: bool,
     pub addon_enabled: bool,
+    pub kubelet_sysext_enabled: bool,
 }
 
 type Edit = Box<dyn Fn(&mut StateJournal)>;
@@ -106,6 +107,7 @@ impl<S: Seams> Driver<'_, S> {
             boot_id: self.boot_id.clone(),
             agent_upgrade_enabled: self.agent_upgrade_enabled,
             addon_enabled: self.addon_enabled,
+            kubelet_sysext_enabled: self.kubelet_sysext_enabled,
             kubelet_env_present: self.seams.kubelet_env_present(),
         }
     }
@@ -209,6 +211,10 @@ impl<S: Seams> Driver<'_, S> {
                 StepResult::DockerAddon(Confirmable::new(
                     s.addon_ensure(&version, next_os.as_deref()).await?,
                 ))
+            }
+            Step::KubeletSysext => {
+                let version = cluster_version(journal)?;
+                StepResult::KubeletSysext(s.kubelet_sysext(&version).await?)
             }
             Step::KubeletEnv => {
                 let version = cluster_version(journal)?;
@@ -370,6 +376,8 @@ mod tests {
         /// disk says at that moment.
         journal_file: Option<std::path::PathBuf>,
         on_disk_during_version: RefCell<Option<StateJournal>>,
+        /// What `kubelet_sysext` fails with, if it does.
+        sysext_error: Option<ErrorClass>,
         /// `addon_confirm` cannot ask (e.g. Docker's API is down).
         confirm_error: RefCell<bool>,
         /// What `agent_upgrade` does.
@@ -496,6 +504,32 @@ mod tests {
                 Err(Error::retryable("reboot did not happen within 300s"))
             }
         }
+        async fn kubelet_sysext(
+            &self,
+            version: &str,
+        ) -> Result<crate::kubelet::KubeletSysextRecord> {
+            self.calls
+                .borrow_mut()
+                .push(format!("kubelet-sysext {version}"));
+            if let Some(class) = self.sysext_error {
+                return Err(Error::new(class, "no kubelet the policy allows"));
+            }
+            Ok(crate::kubelet::KubeletSysextRecord {
+                cluster_version: version.into(),
+                version: "v1.9.6".into(),
+                rule: crate::kubelet::choice::Rule::Exact,
+                image: "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw".into(),
+                link: "/etc/extensions/kubernetes.raw".into(),
+                sha512: "00".into(),
+                url: "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw".into(),
+                location: "/mirror".into(),
+                signed: true,
+                downloaded: true,
+                previous: None,
+                refreshed: true,
+                removed: vec![],
+            })
+        }
         async fn write_kubelet_env(&self, version: &str) -> Result<KubeletEnvRecord> {
             self.calls
                 .borrow_mut()
@@ -516,6 +550,7 @@ mod tests {
             agent_upgrade_enabled: false,
             os_update_enabled: true,
             addon_enabled: true,
+            kubelet_sysext_enabled: false,
         }
     }
 
@@ -577,6 +612,55 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(status(&after), Some(StepStatus::Done));
+    }
+
+    #[tokio::test]
+    async fn the_kubelet_sysext_is_merged_before_kubelet_env_and_ready() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            ..Default::default()
+        };
+        let mut drv = driver(&node, d.path(), "b1");
+        drv.kubelet_sysext_enabled = true;
+        assert_eq!(drv.run().await.unwrap(), RunOutcome::Complete);
+        assert_eq!(
+            node.calls.borrow()[3..],
+            [
+                "addon v1.9.6+coreos.0 next-os=None",
+                "kubelet-sysext v1.9.6+coreos.0",
+                "kubelet-env v1.9.6+coreos.0"
+            ]
+        );
+        assert_eq!(
+            node.notices.borrow()[4..],
+            [
+                "step kubelet-sysext",
+                "step kubelet-env",
+                "ready (kubelet.env written: true)"
+            ]
+        );
+        // Refused: no kubelet.env, no READY=1, the refusal recorded.
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("1576.4.0".into()),
+            sysext_error: Some(ErrorClass::Refused),
+            ..Default::default()
+        };
+        let mut drv = driver(&node, d.path(), "b1");
+        drv.kubelet_sysext_enabled = true;
+        let err = drv.run().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Refused);
+        assert!(node.env_written.borrow().is_none());
+        assert!(!node.notices.borrow().iter().any(|n| n.starts_with("ready")));
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            j.step(Step::KubeletSysext).unwrap().status,
+            StepStatus::Failed
+        );
     }
 
     #[tokio::test]

@@ -193,6 +193,13 @@ impl Seams for NodeSeams<'_> {
         .await
     }
 
+    async fn kubelet_sysext(
+        &self,
+        cluster_version: &str,
+    ) -> Result<crate::kubelet::KubeletSysextRecord> {
+        crate::kubelet::ensure(self.config, cluster_version).await
+    }
+
     async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
         let seed = kubeletenv::read_seed(&paths.seed_kubelet_env())?;

@@ -17,6 +17,10 @@
 //!   because it came later than we waited) means it happened: it is confirmed;
 //! - a step running (interrupted) or failed is run again, and so is a done
 //!   step whose result the flow cannot read (another agent version wrote it);
+//! - `kubelet-sysext` (with `kubelet.backend = "sysext"`) comes after any
+//!   reboot and before `kubelet-env`, and runs again in every boot that
+//!   reaches it (it is cheap when the image is in place and merged, and it
+//!   is what makes sure this boot's /usr has the kubelet);
 //! - a reboot is requested when a step done in *this* boot needs one; and
 //!   kubelet.env, the commit point, is written only when none is pending.
 
@@ -48,6 +52,8 @@ pub struct Facts {
     /// `agent.upgrade` is not `off`.
     pub agent_upgrade_enabled: bool,
     pub addon_enabled: bool,
+    /// `kubelet.backend` is `sysext`.
+    pub kubelet_sysext_enabled: bool,
     /// `/etc/kubernetes/kubelet.env` exists.
     pub kubelet_env_present: bool,
 }
@@ -129,6 +135,7 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
         match step {
             Step::AgentUpgrade if !facts.agent_upgrade_enabled => continue,
             Step::DockerAddon if !facts.addon_enabled => continue,
+            Step::KubeletSysext if !facts.kubelet_sysext_enabled => continue,
             Step::Reboot => {
                 // Requested in an earlier boot and not yet confirmed (running
                 // when the shutdown stopped us, or failed because it came
@@ -165,7 +172,7 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
                     // Upgraded once per bootstrap; the cluster version is
                     // kept once found.
                     Step::AgentUpgrade | Step::ClusterVersion => continue,
-                    Step::Assets => return Action::Run(step),
+                    Step::Assets | Step::KubeletSysext => return Action::Run(step),
                     Step::OsUpdate | Step::DockerAddon => {
                         if needs_reboot(r) && !confirmed(r) {
                             return Action::Confirm(step);
@@ -201,6 +208,7 @@ mod tests {
             boot_id: boot.into(),
             agent_upgrade_enabled: false,
             addon_enabled: true,
+            kubelet_sysext_enabled: false,
             kubelet_env_present: false,
         }
     }
@@ -298,9 +306,82 @@ mod tests {
             Step::OsUpdate => no_os_update(),
             Step::DockerAddon => addon("1.12", "17.03", change, change),
             Step::Reboot => rebooted(),
+            Step::KubeletSysext => kubelet_sysext(),
             Step::KubeletEnv => kubelet_env(),
             Step::Bootkube | Step::Tectonic => unreachable!("not a flow step"),
         }
+    }
+
+    fn kubelet_sysext() -> StepResult {
+        StepResult::KubeletSysext(crate::kubelet::KubeletSysextRecord {
+            cluster_version: "v1.20.2".into(),
+            version: "v1.20.2".into(),
+            rule: crate::kubelet::choice::Rule::Exact,
+            image: "/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw".into(),
+            link: "/etc/extensions/kubernetes.raw".into(),
+            sha512: "00".into(),
+            url: "https://mirror/kubernetes_v1.20.2_any_x86-64.raw".into(),
+            location: "https://mirror".into(),
+            signed: true,
+            downloaded: true,
+            previous: None,
+            refreshed: true,
+            removed: vec![],
+        })
+    }
+
+    fn sysext(boot: &str) -> Facts {
+        Facts {
+            kubelet_sysext_enabled: true,
+            ..facts(boot)
+        }
+    }
+
+    #[test]
+    fn the_kubelet_sysext_comes_after_the_reboot_and_before_kubelet_env() {
+        let mut j = journal_through_addon(B1, os_update_to("1576.4.0"), same_docker());
+        assert!(matches!(
+            next_action(&j, &sysext(B1)),
+            Action::Reboot { .. }
+        ));
+        j.begin(B1, Step::Reboot);
+        // Next boot: the reboot and the OS update are confirmed first.
+        assert_eq!(next_action(&j, &sysext(B2)), Action::Run(Step::Assets));
+        done(&mut j, B2, Step::Assets, assets());
+        assert_eq!(
+            next_action(&j, &sysext(B2)),
+            Action::Confirm(Step::OsUpdate)
+        );
+        confirm_in(&mut j, Step::OsUpdate, B2);
+        assert_eq!(next_action(&j, &sysext(B2)), Action::Confirm(Step::Reboot));
+        done(&mut j, B2, Step::Reboot, rebooted());
+        assert_eq!(
+            next_action(&j, &sysext(B2)),
+            Action::Run(Step::KubeletSysext)
+        );
+        done(&mut j, B2, Step::KubeletSysext, kubelet_sysext());
+        assert_eq!(next_action(&j, &sysext(B2)), Action::Run(Step::KubeletEnv));
+        // Without the sysext backend the step is never asked for.
+        assert_eq!(next_action(&j, &facts(B2)), Action::Run(Step::KubeletEnv));
+    }
+
+    #[test]
+    fn the_kubelet_sysext_runs_again_in_a_later_boot_and_a_failure_is_retried() {
+        let mut j = journal_through_addon(B1, no_os_update(), same_docker());
+        done(&mut j, B1, Step::KubeletSysext, kubelet_sysext());
+        assert_eq!(next_action(&j, &sysext(B1)), Action::Run(Step::KubeletEnv));
+        // Power cut before kubelet.env: the next boot checks the merge again.
+        done(&mut j, B2, Step::Assets, assets());
+        assert_eq!(
+            next_action(&j, &sysext(B2)),
+            Action::Run(Step::KubeletSysext)
+        );
+        j.begin(B2, Step::KubeletSysext);
+        j.fail(B2, Step::KubeletSysext, &Error::refused("skew"), vec![]);
+        assert_eq!(
+            next_action(&j, &sysext(B2)),
+            Action::Run(Step::KubeletSysext)
+        );
     }
 
     /// Marks a step that needed a reboot as confirmed in `boot`.
@@ -605,6 +686,7 @@ mod tests {
                                 boot_id: boot.clone(),
                                 agent_upgrade_enabled: true,
                                 addon_enabled: true,
+                                kubelet_sysext_enabled: true,
                                 kubelet_env_present: env,
                             };
                             match next_action(&j, &f) {

@@ -7,6 +7,7 @@ use crate::addon::AddonOutcome;
 use crate::cluster::ClusterVersion;
 use crate::error::Result;
 use crate::journal::{AssetsRecord, KubeletEnvRecord, Step};
+use crate::kubelet::KubeletSysextRecord;
 use crate::updater::OsUpdateRecord;
 use crate::upgrade::UpgradeOutcome;
 use std::convert::Infallible;
@@ -51,6 +52,9 @@ pub trait Seams {
     /// Install the docker datadir cleanup unit if asked, request the reboot,
     /// and wait to be stopped. Returns only with an error.
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible>;
+    /// Put the kubelet sysext image for the cluster version in place and
+    /// merge it (`kubelet.backend = "sysext"`).
+    async fn kubelet_sysext(&self, cluster_version: &str) -> Result<KubeletSysextRecord>;
     /// Write kubelet.env for the cluster version (atomically).
     async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord>;
 }

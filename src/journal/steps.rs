@@ -14,6 +14,7 @@
 
 use crate::addon::AddonOutcome;
 use crate::cluster::ClusterVersion;
+use crate::kubelet::KubeletSysextRecord;
 use crate::updater::OsUpdateRecord;
 use crate::upgrade::UpgradeOutcome;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,7 @@ pub enum Step {
     OsUpdate,
     DockerAddon,
     Reboot,
+    KubeletSysext,
     KubeletEnv,
     Bootkube,
     Tectonic,
@@ -34,13 +36,14 @@ pub enum Step {
 
 impl Step {
     /// The steps of `run`, in flow order.
-    pub const FLOW: [Step; 7] = [
+    pub const FLOW: [Step; 8] = [
         Step::AgentUpgrade,
         Step::Assets,
         Step::ClusterVersion,
         Step::OsUpdate,
         Step::DockerAddon,
         Step::Reboot,
+        Step::KubeletSysext,
         Step::KubeletEnv,
     ];
     /// The bootkube master's helpers, in order.
@@ -55,6 +58,7 @@ impl Step {
             Step::OsUpdate => "os-update",
             Step::DockerAddon => "docker-addon",
             Step::Reboot => "reboot",
+            Step::KubeletSysext => crate::kubelet::STEP,
             Step::KubeletEnv => "kubelet-env",
             Step::Bootkube => "helper/bootkube",
             Step::Tectonic => "helper/tectonic",
@@ -153,6 +157,7 @@ pub enum StepResult {
     OsUpdate(Confirmable<OsUpdateRecord>),
     DockerAddon(Confirmable<AddonOutcome>),
     Reboot(RebootRecord),
+    KubeletSysext(KubeletSysextRecord),
     KubeletEnv(KubeletEnvRecord),
     Helper(HelperRecord),
     /// Not readable as its step's type, or an unknown step's: kept as is.
@@ -175,6 +180,7 @@ impl StepResult {
             Some(Step::OsUpdate) => typed(&v, StepResult::OsUpdate),
             Some(Step::DockerAddon) => typed(&v, StepResult::DockerAddon),
             Some(Step::Reboot) => typed(&v, StepResult::Reboot),
+            Some(Step::KubeletSysext) => typed(&v, StepResult::KubeletSysext),
             Some(Step::KubeletEnv) => typed(&v, StepResult::KubeletEnv),
             Some(Step::Bootkube | Step::Tectonic) => typed(&v, StepResult::Helper),
             None => None,
@@ -191,6 +197,7 @@ impl StepResult {
             StepResult::OsUpdate(r) => serde_json::to_value(r),
             StepResult::DockerAddon(r) => serde_json::to_value(r),
             StepResult::Reboot(r) => serde_json::to_value(r),
+            StepResult::KubeletSysext(r) => serde_json::to_value(r),
             StepResult::KubeletEnv(r) => serde_json::to_value(r),
             StepResult::Helper(r) => serde_json::to_value(r),
             StepResult::Raw(v) => Ok(v.clone()),
@@ -222,6 +229,13 @@ impl StepResult {
     pub fn docker_addon(&self) -> Option<&Confirmable<AddonOutcome>> {
         match self {
             StepResult::DockerAddon(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn kubelet_sysext(&self) -> Option<&KubeletSysextRecord> {
+        match self {
+            StepResult::KubeletSysext(r) => Some(r),
             _ => None,
         }
     }

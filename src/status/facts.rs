@@ -42,6 +42,9 @@ pub struct Facts {
     pub kubelet_env: KubeletEnv,
     pub assets: Assets,
     pub torcx: Option<Torcx>,
+    /// The kubelet system extension (`kubelet.backend = "sysext"`; `None`
+    /// with kubelet-wrapper).
+    pub kubelet_sysext: Option<KubeletSysext>,
     pub docker: Option<DockerInfo>,
     pub update_engine: Option<UpdateEngine>,
     /// Sources that could not be read, and why.
@@ -238,6 +241,20 @@ pub struct Torcx {
     pub next_images: Option<Vec<String>>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KubeletSysext {
+    /// The link systemd-sysext reads, e.g. `/etc/extensions/kubernetes.raw`.
+    pub link: String,
+    /// The image it names (`None`: no link).
+    pub image: Option<String>,
+    /// The extension is merged now: its extension-release file shows in
+    /// `/usr/lib/extension-release.d`.
+    pub merged: bool,
+    /// The kubelet version the agent merged from that image (its
+    /// `kubelet-sysext` record), when the record names that image.
+    pub version: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DockerInfo {
     pub version: String,
@@ -329,6 +346,7 @@ mod tests {
                 "os-update",
                 "docker-addon",
                 "reboot",
+                "kubelet-sysext",
                 "kubelet-env",
                 "custom"
             ]
@@ -343,6 +361,7 @@ mod tests {
                 StepState::Failed,
                 StepState::Pending,
                 StepState::Running,
+                StepState::Pending,
                 StepState::Pending,
                 StepState::Running
             ]

@@ -57,6 +57,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         "torcx",
         read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)),
     );
+    let kubelet_sysext = kubelet_sysext(config, steps.as_deref());
     Facts {
         node: NodeFacts {
             role,
@@ -75,6 +76,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         kubelet_env,
         assets: assets(config),
         torcx,
+        kubelet_sysext,
         docker,
         update_engine,
         unreachable: u.0,
@@ -327,6 +329,30 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 }
 
 /// Flow steps the config turns off (shown as skipped, not pending).
+/// Which kubelet image the link names, whether it is merged, and the
+/// version the agent recorded for it (`None` with kubelet-wrapper).
+fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<KubeletSysext> {
+    use crate::kubelet::{config::Backend, install};
+    if config.kubelet.backend != Backend::Sysext {
+        return None;
+    }
+    let image = install::linked_image(config);
+    let record = steps
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.result.as_ref()?.kubelet_sysext())
+        .next();
+    let version = record
+        .filter(|r| Some(&r.image) == image.as_ref())
+        .map(|r| r.version.clone());
+    Some(KubeletSysext {
+        link: install::link_path(config).display().to_string(),
+        image: image.map(|p| p.display().to_string()),
+        merged: install::merged_release(config).is_some(),
+        version,
+    })
+}
+
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
     if config.agent.upgrade == crate::upgrade::config::AutoUpgrade::Off {
@@ -334,6 +360,9 @@ fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     }
     if !config.addon.enabled {
         off.push(crate::journal::Step::DockerAddon.name());
+    }
+    if config.kubelet.backend != crate::kubelet::config::Backend::Sysext {
+        off.push(crate::journal::Step::KubeletSysext.name());
     }
     off
 }
@@ -369,6 +398,60 @@ pub async fn update_engine_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kubelet_sysext_shows_the_linked_image_whether_merged_and_the_recorded_version() {
+        use crate::journal::{StateJournal, Step, StepResult};
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let text = serde_json::json!({
+            "paths": {"extensions_dir": root.join("etc/extensions")},
+            "addon": {"sysext_release_dir": root.join("release.d")},
+            "kubelet": {"backend": "sysext", "images_dir": root.join("images")},
+        });
+        let config = Config::from_json(&text.to_string(), Path::new("/c.json")).unwrap();
+        assert!(
+            kubelet_sysext(&Config::defaults(), None).is_none(),
+            "wrapper: nothing"
+        );
+        let none = kubelet_sysext(&config, None).unwrap();
+        assert_eq!((none.image, none.merged, none.version), (None, false, None));
+        let image = root.join("images/kubernetes-v1.20.2-x86-64.raw");
+        std::fs::create_dir_all(root.join("etc/extensions")).unwrap();
+        std::os::unix::fs::symlink(&image, root.join("etc/extensions/kubernetes.raw")).unwrap();
+        std::fs::create_dir_all(root.join("release.d")).unwrap();
+        std::fs::write(
+            root.join("release.d/extension-release.kubernetes"),
+            "ID=_any\n",
+        )
+        .unwrap();
+        let record = |img: &Path| {
+            let mut j = StateJournal::default();
+            j.begin("b", Step::KubeletSysext);
+            j.finish(
+                "b",
+                Step::KubeletSysext,
+                StepResult::read(
+                    "kubelet-sysext",
+                    serde_json::json!({
+                        "cluster_version": "v1.20.2", "version": "v1.20.2", "rule": "exact",
+                        "image": img, "link": "/etc/extensions/kubernetes.raw", "sha512": "00",
+                        "url": "u", "location": "l", "signed": true, "downloaded": true,
+                        "refreshed": true
+                    }),
+                ),
+            );
+            super::super::facts::steps(&j, Some("b"), false, &[])
+        };
+        let steps = record(&image);
+        let k = kubelet_sysext(&config, Some(&steps)).unwrap();
+        assert_eq!(k.image.as_deref(), Some(image.to_str().unwrap()));
+        assert!(k.merged);
+        assert_eq!(k.version.as_deref(), Some("v1.20.2"));
+        // A record of another image says nothing about this one.
+        let steps = record(&root.join("images/kubernetes-v1.19.0-x86-64.raw"));
+        assert_eq!(kubelet_sysext(&config, Some(&steps)).unwrap().version, None);
+    }
 
     #[test]
     fn kubelet_env_is_parsed_and_secrets_redacted() {

@@ -175,7 +175,7 @@ fn result_fields(v: &serde_json::Value) -> String {
     parts.join(" ")
 }
 
-/// kubelet.env, the assets, torcx, docker and update_engine.
+/// kubelet.env, the assets, torcx, the kubelet sysext, docker and update_engine.
 fn files(o: &mut String, f: &super::facts::Facts) {
     let k = &f.kubelet_env;
     if k.present {
@@ -203,6 +203,21 @@ fn files(o: &mut String, f: &super::facts::Facts) {
             (None, _) => writeln!(o, "torcx: no next profile set"),
             (Some(p), Some(imgs)) => writeln!(o, "torcx: next profile {p} ({})", imgs.join(", ")),
             (Some(p), None) => writeln!(o, "torcx: next profile {p} (profile file not found)"),
+        };
+    }
+    if let Some(k) = &f.kubelet_sysext {
+        let _ = match &k.image {
+            None => writeln!(o, "kubelet sysext: no image linked at {}", k.link),
+            Some(img) => writeln!(
+                o,
+                "kubelet sysext: {} -> {img}{}, {}",
+                k.link,
+                k.version
+                    .as_ref()
+                    .map(|v| format!(" (kubelet {v})"))
+                    .unwrap_or_default(),
+                if k.merged { "merged" } else { "not merged" }
+            ),
         };
     }
     if let Some(d) = &f.docker {

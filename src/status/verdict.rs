@@ -475,6 +475,7 @@ mod tests {
                 tectonic_done: false,
             },
             torcx: None,
+            kubelet_sysext: None,
             docker: None,
             update_engine: None,
             unreachable: vec![],

@@ -50,6 +50,7 @@ pub const STEPS: &[&str] = &[
     "os-update",
     "docker-addon",
     "reboot",
+    "kubelet-sysext",
     "kubelet-env",
 ];
 

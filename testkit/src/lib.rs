@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod hostload;
 pub mod ignition;
 pub mod kube;
+pub mod kubelet_sysext;
 pub mod pkgserver;
 pub mod powerloss;
 pub mod s3;

@@ -108,6 +108,11 @@ impl PkgServer {
             .insert(path.to_string(), data.into());
     }
 
+    /// What is served at `path`.
+    pub fn get(&self, path: &str) -> Option<Vec<u8>> {
+        self.state.lock().unwrap().files.get(path).cloned()
+    }
+
     /// Stops serving `path` (404 from now on).
     pub fn remove(&self, path: &str) {
         self.state.lock().unwrap().files.remove(path);

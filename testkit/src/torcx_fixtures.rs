@@ -72,6 +72,14 @@ impl SigningKey {
             .expect("armoring a public key")
     }
 
+    /// The secret key, ASCII-armored (what `metadata generate --sign-key`
+    /// reads).
+    pub fn secret_armored(&self) -> String {
+        self.secret
+            .to_armored_string(ArmorOptions::default())
+            .expect("armoring a secret key")
+    }
+
     /// The public key, binary (`gpg --export` form).
     pub fn public_binary(&self) -> Vec<u8> {
         SignedPublicKey::from(self.secret.clone())
@@ -336,22 +344,36 @@ pub fn os_release(version_id: &str, board: &str) -> String {
 /// `release` (e.g. `ID=debian\nVERSION_ID=12\nSYSEXT_VERSION_ID=24.0.9\n`).
 /// Needs `mkfs.ext4` (e2fsprogs).
 pub fn sysext_image(version: &str, release: &str) -> Result<Vec<u8>> {
+    let docker = format!("#!/bin/sh\necho \"Docker version {version}, build sysext-test\"\n");
+    sysext_image_of(
+        "docker",
+        &[("usr/bin/docker", docker.as_bytes(), 0o755)],
+        release,
+    )
+}
+
+/// A systemd-sysext image named `name` (a raw ext4 file system) holding
+/// `files` (path inside the image, contents, mode) and
+/// `usr/lib/extension-release.d/extension-release.<name>` with `release`.
+/// Sized to what it holds. Needs `mkfs.ext4` (e2fsprogs).
+pub fn sysext_image_of(name: &str, files: &[ImageFile<'_>], release: &str) -> Result<Vec<u8>> {
     let dir = tempfile::tempdir()?;
     let tree = dir.path().join("tree");
     let rel_dir = tree.join("usr/lib/extension-release.d");
     std::fs::create_dir_all(&rel_dir)?;
-    std::fs::create_dir_all(tree.join("usr/bin"))?;
-    std::fs::write(rel_dir.join("extension-release.docker"), release)?;
-    let docker = tree.join("usr/bin/docker");
-    std::fs::write(
-        &docker,
-        format!("#!/bin/sh\necho \"Docker version {version}, build sysext-test\"\n"),
-    )?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755))?;
-    let img = dir.path().join("docker.raw");
+    std::fs::write(rel_dir.join(format!("extension-release.{name}")), release)?;
+    let mut bytes = 0u64;
+    for (path, data, mode) in files {
+        let p = tree.join(path);
+        std::fs::create_dir_all(p.parent().expect("a file in a directory"))?;
+        std::fs::write(&p, data)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode))?;
+        bytes += data.len() as u64;
+    }
+    let img = dir.path().join(format!("{name}.raw"));
     let f = std::fs::File::create(&img)?;
-    f.set_len(8 * 1024 * 1024)?;
+    f.set_len((8 << 20).max(bytes + bytes / 4 + (4 << 20)))?;
     drop(f);
     let out = Command::new("mkfs.ext4")
         .args(["-q", "-F", "-E", "root_owner=0:0", "-d"])

@@ -455,22 +455,10 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     }
     let tf = Terraform::new(root().join("terraform/modules/ignition"));
     tf.init();
-    let vars = tf.work().join("in.tfvars.json");
-    fs::write(
-        &vars,
-        serde_json::json!({
-            "role": "worker",
-            "agent_url": "https://mirror.example.com/node-bootstrap",
-            "agent_sha512": "ab".repeat(64),
-            "kubelet_image_tag": "v1.10.2_coreos.0",
-            "runtime_mappings": inputs("runtime-mappings.yaml"),
-            "kubeconfig": inputs("kubeconfig"),
-        })
-        .to_string(),
-    )
-    .unwrap();
-    tf.apply_ok(&[&format!("-var-file={}", vars.display())]);
-    let rendered: Value = serde_json::from_str(tf.output("rendered").as_str().unwrap()).unwrap();
+    let rendered = render_worker(
+        &tf,
+        serde_json::json!({"kubelet_image_tag": "v1.10.2_coreos.0"}),
+    );
     assert!(rendered.get("passwd").is_none());
     assert!(rendered["ignition"].get("security").is_none());
     let paths: Vec<&str> = rendered["storage"]["files"]
@@ -489,4 +477,76 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     if !skip_without(&["ignition-validate"]) {
         ignition_validate(&p).unwrap();
     }
+}
+
+#[test]
+fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
+    // agent_config with kubelet.backend "sysext": kubelet.service carries
+    // units/kubelet-sysext.conf as a drop-in beside the node's own; the
+    // default carries only the node's.
+    if skip_without(&["terraform"]) {
+        return;
+    }
+    let tf = Terraform::new(root().join("terraform/modules/ignition"));
+    tf.init();
+    let render_with =
+        |agent_config: &str| render_worker(&tf, serde_json::json!({"agent_config": agent_config}));
+    let kubelet = |cfg: &Value| -> Value {
+        cfg["systemd"]["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == "kubelet.service")
+            .unwrap()
+            .clone()
+    };
+    let sysext = render_with(r#"{"kubelet": {"backend": "sysext"}}"#);
+    let unit = kubelet(&sysext);
+    assert_eq!(
+        unit["contents"].as_str().unwrap(),
+        fs::read_to_string(root().join("units/kubelet.service")).unwrap()
+    );
+    let dropins = unit["dropins"].as_array().unwrap();
+    let names: Vec<&str> = dropins
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["10-node.conf", "10-kubelet-sysext.conf"]);
+    assert_eq!(
+        dropins[1]["contents"].as_str().unwrap(),
+        fs::read_to_string(root().join("units/kubelet-sysext.conf")).unwrap()
+    );
+    let p = tf.work().join("worker-sysext.ign");
+    fs::write(&p, serde_json::to_string(&sysext).unwrap()).unwrap();
+    if !skip_without(&["ignition-validate"]) {
+        ignition_validate(&p).unwrap();
+    }
+    let wrapper = render_with("{}");
+    let names: Vec<Value> = kubelet(&wrapper)["dropins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].clone())
+        .collect();
+    assert_eq!(names, ["10-node.conf"]);
+}
+
+/// Applies the ignition module alone for a worker with minimal inputs
+/// (and `extra` variables) and returns the rendered config.
+fn render_worker(tf: &Terraform, extra: Value) -> Value {
+    let mut vars_json = serde_json::json!({
+        "role": "worker",
+        "agent_url": "https://mirror.example.com/node-bootstrap",
+        "agent_sha512": "ab".repeat(64),
+        "kubelet_image_tag": "v1.20.2",
+        "runtime_mappings": inputs("runtime-mappings.yaml"),
+        "kubeconfig": inputs("kubeconfig"),
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        vars_json[k] = v.clone();
+    }
+    let vars = tf.work().join("in.tfvars.json");
+    fs::write(&vars, vars_json.to_string()).unwrap();
+    tf.apply_ok(&[&format!("-var-file={}", vars.display())]);
+    serde_json::from_str(tf.output("rendered").as_str().unwrap()).unwrap()
 }

@@ -6,7 +6,9 @@
 //! private `dbus-daemon` configured like the system bus with the shipped
 //! `com.coreos.update1` policy (which lets only root own the name); a fleet
 //! of agent processes retrying a failing API server spreads its retries;
-//! `status` probes update_engine and Docker; and the docker addon and the
+//! `status` probes update_engine and Docker; the kubelet sysext image
+//! checks (the image mounted read-only in a private mount namespace, as
+//! systemd-sysext would read it); and the docker addon and the
 //! docker-mode helpers against a real, private `dockerd` (its own socket,
 //! data root and exec root in a temp dir, so it never touches the host's
 //! Docker).
@@ -24,6 +26,8 @@ mod addon_docker;
 mod cluster_overload;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
 mod fleet_retries;
+// The kubelet sysext image checks: mounted as systemd-sysext would, refused before install.
+mod kubelet_sysext_checks;
 // `helper bootkube|tectonic` in docker mode against a private dockerd.
 mod helper_docker;
 // `status` probes: update_engine's `GetStatus`, Docker's version.

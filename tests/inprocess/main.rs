@@ -32,6 +32,8 @@ mod addon_hook;
 mod addon_metadata;
 // The systemd-sysext backend of the docker addon.
 mod addon_sysext;
+// The kubelet sysext: refusals before anything is installed (exit 7, 6).
+mod kubelet_sysext;
 // Push mode: `assets check` recognises pushed assets.
 mod assets_push;
 // `assets pull` against moto, with faults.

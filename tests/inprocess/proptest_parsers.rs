@@ -157,6 +157,17 @@ const SECTIONS: &[(&str, &[&str])] = &[
         "helpers.bootkube",
         &["mode", "script", "timeout_secs", "docker"],
     ),
+    (
+        "kubelet",
+        &[
+            "backend",
+            "extension_name",
+            "images_dir",
+            "max_minor_lag",
+            "max_image_bytes",
+            "merge_timeout_secs",
+        ],
+    ),
 ];
 
 /// `{"a": {"b": inner}}` for the dotted section `a.b`.
@@ -176,6 +187,7 @@ const KNOWN_KEYS: &[&str] = &[
     "sources",
     "helpers",
     "reboot",
+    "kubelet",
     "kubelet_env",
     "forced_version",
     "api_attempts",
@@ -513,6 +525,7 @@ fn any_journal() -> impl Strategy<Value = StateJournal> {
             "os-update",
             "docker-addon",
             "reboot",
+            "kubelet-sysext",
             "kubelet-env",
             "helper/bootkube",
         ])
@@ -551,11 +564,14 @@ proptest! {
         let back = StateJournal::parse(&text, Path::new(JOURNAL_PATH)).unwrap();
         prop_assert_eq!(&back, &j);
         // Whatever an earlier run left, the plan decides without panicking.
-        for kubelet_env_present in [false, true] {
+        for (kubelet_env_present, kubelet_sysext_enabled) in
+            [(false, false), (false, true), (true, false), (true, true)]
+        {
             let facts = node_bootstrap::flow::plan::Facts {
                 boot_id: "b".repeat(32),
                 agent_upgrade_enabled: true,
                 addon_enabled: true,
+                kubelet_sysext_enabled,
                 kubelet_env_present,
             };
             let _ = node_bootstrap::flow::plan::next_action(&back, &facts);

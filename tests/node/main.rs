@@ -36,6 +36,8 @@ mod cluster_join;
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.
 mod assets_node;
+// The kubelet as a sysext image the agent chose, merged by the real systemd-sysext.
+mod kubelet_sysext_node;
 // The units of `units/` with the agent stub: ordering, restarts, conditions.
 mod node_units;
 // Power cuts at every stage of a full first boot; the node converges.

@@ -26,6 +26,11 @@ locals {
     local.pull ? ["init-assets.service"] : [],
   )
 
+  # kubelet.backend "sysext" in the agent config (today's Flatcar, no
+  # kubelet-wrapper): kubelet.service runs the merged extension's
+  # /usr/bin/kubelet through the drop-in units/kubelet-sysext.conf.
+  kubelet_sysext = try(jsondecode(var.agent_config).kubelet.backend, "wrapper") == "sysext"
+
   units = [
     for name in local.unit_names : merge(
       {
@@ -33,7 +38,12 @@ locals {
         enabled  = contains(local.enabled_units, name)
         contents = file("${local.units_dir}/${name}")
       },
-      name == "kubelet.service" ? { dropins = [{ name = "10-node.conf", contents = local.kubelet_dropin }] } : {},
+      name == "kubelet.service" ? {
+        dropins = concat(
+          [{ name = "10-node.conf", contents = local.kubelet_dropin }],
+          local.kubelet_sysext ? [{ name = "10-kubelet-sysext.conf", contents = file("${local.units_dir}/kubelet-sysext.conf") }] : [],
+        )
+      } : {},
     )
   ]
 

@@ -1,0 +1,151 @@
+//! The kubelet-sysext step's checks of an image before it is installed,
+//! as systemd-sysext would check it: the agent mounts the image read-only
+//! in a mount namespace of its own (root), reads its extension-release
+//! against the node's os-release, and runs its `usr/bin/kubelet --version`.
+//! `node-bootstrap kubelet ensure` on a node laid out in a temp dir; a
+//! `systemd-sysext` guard on its PATH fails if anything got as far as a
+//! merge on this host (the merge itself: `tests/node/kubelet_sysext_node.rs`).
+
+use testkit::cli::{code, stderr};
+use testkit::kubelet_sysext::{
+    DirNode, Kubelet, fake_kubelet, flatcar_os_release, kubelet_image, release,
+};
+use testkit::torcx_fixtures::sysext_image_of;
+
+fn skip() -> bool {
+    testkit::skip_unless_root("the image check mounts the image, as systemd-sysext does")
+        || testkit::skip_without(&["mkfs.ext4", "mount"])
+}
+
+/// The node's images dir and extensions dir, hidden files included.
+fn nothing_installed(n: &DirNode) {
+    assert_eq!(n.installed(), (vec![], vec![]), "nothing may be installed");
+}
+
+/// Runs `ensure` for v1.20.2 against a mirror holding only `image` as
+/// v1.20.2; returns the exit code and stderr.
+fn ensure_with(image: &[u8]) -> (DirNode, i32, String) {
+    let n = DirNode::new(&flatcar_os_release("3815.2.0")).unwrap();
+    n.mirror.publish(&[("v1.20.2", image)]).unwrap();
+    let out = n.ensure("v1.20.2");
+    (n, code(&out), stderr(&out))
+}
+
+#[test]
+fn an_image_for_another_os_release_is_refused_with_exit_5_and_nothing_is_installed() {
+    if skip() {
+        return;
+    }
+    for (ext, why) in [
+        (
+            release("flatcar", "2.0"),
+            "it is for SYSEXT_LEVEL=2.0, this node has SYSEXT_LEVEL=1.0",
+        ),
+        (
+            release("fedora", "1.0"),
+            "it is for OS ID=fedora, this node runs ID=flatcar",
+        ),
+        (
+            "ID=flatcar\nVERSION_ID=3760.2.0\n".to_string(),
+            "it is for VERSION_ID=3760.2.0, this node runs VERSION_ID=3815.2.0",
+        ),
+    ] {
+        let img = kubelet_image(Kubelet::Bytes(&fake_kubelet("v1.20.2")), &ext).unwrap();
+        let (n, code, err) = ensure_with(&img);
+        assert_eq!(code, 5, "{ext:?}: {err}");
+        assert!(err.contains("is not for this node"), "{err}");
+        assert!(err.contains(why), "{ext:?}: {err}");
+        assert!(err.contains("kubelet v1.20.2 was not installed"), "{err}");
+        nothing_installed(&n);
+    }
+}
+
+#[test]
+fn an_image_without_a_kubelet_or_with_another_kubelet_is_refused_with_exit_5() {
+    if skip() {
+        return;
+    }
+    let no_kubelet = sysext_image_of(
+        "kubernetes",
+        &[("usr/bin/kubectl", b"#!/bin/sh\n", 0o755)],
+        &release("flatcar", "1.0"),
+    )
+    .unwrap();
+    let (n, code, err) = ensure_with(&no_kubelet);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("has no /usr/bin/kubelet: it is not a kubelet image"),
+        "{err}"
+    );
+    nothing_installed(&n);
+
+    // Published as v1.20.2, but its kubelet is a v1.21.0.
+    let mislabelled = kubelet_image(
+        Kubelet::Bytes(&fake_kubelet("v1.21.0")),
+        &release("flatcar", "1.0"),
+    )
+    .unwrap();
+    let (n, code, err) = ensure_with(&mislabelled);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("its kubelet says \"Kubernetes v1.21.0\", the metadata lists it as v1.20.2"),
+        "{err}"
+    );
+    nothing_installed(&n);
+
+    // An image named for another extension: systemd-sysext would not merge
+    // it as kubernetes.raw.
+    let other = sysext_image_of(
+        "k8s",
+        &[("usr/bin/kubelet", &fake_kubelet("v1.20.2"), 0o755)],
+        &release("flatcar", "1.0"),
+    )
+    .unwrap();
+    let (n, code, err) = ensure_with(&other);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("has no /usr/lib/extension-release.d/extension-release.kubernetes"),
+        "{err}"
+    );
+    nothing_installed(&n);
+}
+
+#[test]
+fn a_good_image_passes_the_checks_and_is_in_place_before_the_merge() {
+    if skip() {
+        return;
+    }
+    let img = kubelet_image(
+        Kubelet::Bytes(&fake_kubelet("v1.20.2")),
+        &release("_any", "1.0"),
+    )
+    .unwrap();
+    let (n, code, err) = ensure_with(&img);
+    // The guard stands in the way of a merge on this host: the checks
+    // passed, the image is linked, and then `systemd-sysext refresh` ran.
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("systemd-sysext refresh failed (exit status: 99): systemd-sysext must not run on the host"),
+        "{err}"
+    );
+    assert_eq!(
+        n.installed(),
+        (
+            vec!["kubernetes-v1.20.2-x86-64.raw".to_string()],
+            vec!["kubernetes.raw".to_string()]
+        )
+    );
+    assert_eq!(
+        std::fs::read_link(n.path("/etc/extensions/kubernetes.raw")).unwrap(),
+        n.path("/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw")
+    );
+    assert_eq!(
+        std::fs::read(n.path("/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw")).unwrap(),
+        img
+    );
+    // The check left no mount point behind.
+    assert_eq!(
+        testkit::files::names(&n.path("/run/node-bootstrap")),
+        Vec::<String>::new()
+    );
+}
