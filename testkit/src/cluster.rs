@@ -28,6 +28,7 @@ use crate::apiserver::KubeAuth;
 use crate::docker_image::{self, RealDocker};
 use crate::ignition::NodeVars;
 use crate::kube::{ControlPlane, KubeParts, Kubectl, StaticToken};
+use crate::kubelet_sysext::{Kubelet, KubeletMirror, kubelet_image, release};
 use crate::simnode::SimNode;
 use crate::torcx_fixtures::{AddonRig, runtime_mappings_yaml};
 use anyhow::{Context as _, Result};
@@ -64,6 +65,10 @@ pub struct NodeSpec {
     pub name: String,
     pub bootkube_master: bool,
     pub auth: Auth,
+    /// Today's Flatcar: no kubelet-wrapper on the OS; the agent installs
+    /// the kubelet as a system extension (`kubelet.backend = "sysext"`)
+    /// from the rig's signed mirror of kubelet images.
+    pub kubelet_sysext: bool,
 }
 
 impl NodeSpec {
@@ -72,6 +77,7 @@ impl NodeSpec {
             name: name.into(),
             bootkube_master: true,
             auth: Auth::Cert,
+            kubelet_sysext: false,
         }
     }
     pub fn worker(name: &str, auth: Auth) -> NodeSpec {
@@ -79,6 +85,14 @@ impl NodeSpec {
             name: name.into(),
             bootkube_master: false,
             auth,
+            kubelet_sysext: false,
+        }
+    }
+    /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]).
+    pub fn sysext_worker(name: &str) -> NodeSpec {
+        NodeSpec {
+            kubelet_sysext: true,
+            ..NodeSpec::worker(name, Auth::Cert)
         }
     }
 }
@@ -89,6 +103,9 @@ pub struct ClusterRig {
     pub docker: RealDocker,
     pub mirror: AddonRig,
     pub control_plane: ControlPlane,
+    /// Kubelet system extension images of the cluster's release (the real
+    /// kubelet), when a node wants them.
+    pub kubelet_images: Option<KubeletMirror>,
     /// kubectl as the cluster's administrator.
     pub kubectl: Kubectl,
     specs: Vec<NodeSpec>,
@@ -127,7 +144,16 @@ impl ClusterRig {
         )?;
         let agent =
             std::fs::read(crate::cli::agent_binary()).context("reading the agent binary")?;
+        let kubelet_images = if nodes.iter().any(|n| n.kubelet_sysext) {
+            let mirror = KubeletMirror::start()?;
+            let image = kubelet_image(Kubelet::Path(&parts.kubelet()), &release("_any", "1.0"))?;
+            mirror.publish(&[(&parts.version, &image)])?;
+            Some(mirror)
+        } else {
+            None
+        };
         Ok(ClusterRig {
+            kubelet_images,
             kubectl: Kubectl::new(&parts.kubectl(), &admin),
             parts,
             docker,
@@ -155,16 +181,23 @@ impl ClusterRig {
 
     /// The agent's config: the addon on (torcx, the rig's signed mirror),
     /// OS updates off, API retries and timeouts of test size.
-    fn agent_config(&self) -> String {
+    fn agent_config(&self, spec: &NodeSpec) -> String {
         let full: serde_json::Value =
             serde_json::from_str(&self.mirror.config_json_for_root("", json!({}))).unwrap();
-        json!({
+        let mut config = json!({
             "cluster": {"api_attempts": 3, "api_retry_initial_secs": 1, "api_retry_max_secs": 2, "api_timeout_secs": 5},
             "os_update": {"enabled": false},
             "reboot": {"wait_secs": 60},
             "addon": full["addon"],
-        })
-        .to_string()
+        });
+        if spec.kubelet_sysext {
+            let mirror = self
+                .kubelet_images
+                .as_ref()
+                .expect("the kubelet image mirror");
+            an::merge(&mut config, mirror.config_patch());
+        }
+        config.to_string()
     }
 
     /// Every node, provisioned from its rendered Ignition config on the OS
@@ -184,7 +217,7 @@ impl ClusterRig {
                     role: role.into(),
                     agent_url: AGENT_URL.into(),
                     agent_sha512: sha512.clone(),
-                    agent_config: self.agent_config(),
+                    agent_config: self.agent_config(s),
                     // The bootkube master learns the cluster's version from
                     // its seed; workers carry a stale one (a config written
                     // before the cluster's last upgrade), which their agents
@@ -225,8 +258,24 @@ impl ClusterRig {
             VENDOR_DOCKER,
             &format!("{VENDOR_DOCKER}.2"),
         )?;
-        an::install_kubelet_wrapper(&n, &[])?;
-        an::install_kubelet_image(&n, SEED_URL, &self.tag(), KubeletImage::Real(&self.parts))?;
+        if spec.kubelet_sysext {
+            // No kubelet on this OS: the agent brings it. (Ignition wrote
+            // kubelet.service's sysext drop-in: the agent config says
+            // kubelet.backend sysext.)
+            let mirror = self
+                .kubelet_images
+                .as_ref()
+                .expect("the kubelet image mirror");
+            n.write(
+                crate::kubelet_sysext::KEYRING_PATH,
+                mirror.key.public_armored(),
+                0o644,
+            )?;
+            crate::kubelet_sysext::share_root_for_merges(&n)?;
+        } else {
+            an::install_kubelet_wrapper(&n, &[])?;
+            an::install_kubelet_image(&n, SEED_URL, &self.tag(), KubeletImage::Real(&self.parts))?;
+        }
         let port = crate::kube::free_port();
         let healthz = crate::kube::free_port();
         n.drop_in(

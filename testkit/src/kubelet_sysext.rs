@@ -191,6 +191,12 @@ pub fn prepare_node(n: &SimNode, mirror: &KubeletMirror) -> Result<()> {
     n.write(KEYRING_PATH, mirror.key.public_armored(), 0o644)?;
     let drop_in = std::fs::read_to_string(crate::unit_file("kubelet-sysext.conf"))?;
     n.drop_in("kubelet.service", "10-kubelet-sysext", &drop_in)?;
+    share_root_for_merges(n)
+}
+
+/// The simulated node's part of [`prepare_node`]: a shared root for the
+/// units that merge extensions (before boot).
+pub fn share_root_for_merges(n: &SimNode) -> Result<()> {
     for unit in ["k8s-node-bootstrap.service", "systemd-sysext.service"] {
         n.drop_in(
             unit,

@@ -11,7 +11,10 @@
 //! has no API server yet (they retry until it answers); the master loses
 //! power in the middle of bootkube and completes on its next boot; a worker
 //! whose token the API server does not know fails once with a clear error
-//! and is not retried.
+//! and is not retried. One worker is today's Flatcar: its OS has no
+//! kubelet, and its agent installs the kubelet of the cluster's version as
+//! a system extension (merged by the real systemd-sysext) from a signed
+//! mirror of kubelet images.
 
 use std::time::{Duration, Instant};
 use testkit::cluster::{Auth, ClusterRig, NodeSpec, node_docker};
@@ -66,7 +69,7 @@ fn master_with_a_power_cut_in_bootkube(rig: &ClusterRig, m: &mut SimNode) {
 }
 
 #[test]
-fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
+fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     if skip() {
         return;
     }
@@ -75,6 +78,7 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
         NodeSpec::master("master-1"),
         NodeSpec::worker("worker-1", Auth::Cert),
         NodeSpec::worker("worker-2", Auth::Token("worker-2-token".into())),
+        NodeSpec::sysext_worker("worker-sysext"),
         NodeSpec::worker("worker-bad", Auth::UnknownToken("no-such-token".into())),
     ])
     .unwrap();
@@ -82,7 +86,7 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
     let version = rig.parts.version.clone();
     std::thread::scope(|s| {
         let (master, rest) = nodes.split_first_mut().unwrap();
-        let (workers, bad) = rest.split_at_mut(2);
+        let (workers, bad) = rest.split_at_mut(3);
         let rig = &rig;
         s.spawn(move || master_with_a_power_cut_in_bootkube(rig, master));
         for w in workers {
@@ -102,15 +106,15 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
     eprintln!("all nodes booted after {:?}", t0.elapsed());
     let ready = rig
         .kubectl
-        .wait_ready(&["master-1", "worker-1", "worker-2"], BOOT)
+        .wait_ready(&["master-1", "worker-1", "worker-2", "worker-sysext"], BOOT)
         .unwrap();
     eprintln!("all nodes Ready after {:?}", t0.elapsed());
 
     // Every node: the kubelet of the cluster's version, on the docker the
     // addon installed (the torcx image's daemon, started through its socket).
     let names: Vec<&str> = ready.iter().map(|n| n.name.as_str()).collect();
-    assert_eq!(names, ["master-1", "worker-1", "worker-2"]);
-    for n in &nodes[..3] {
+    assert_eq!(names, ["master-1", "worker-1", "worker-2", "worker-sysext"]);
+    for n in &nodes[..4] {
         let info = ready.iter().find(|i| i.name == n.name()).unwrap();
         let (docker_version, docker_exe) = node_docker(n).unwrap();
         assert_eq!(info.kubelet_version, version, "{}", n.name());
@@ -162,6 +166,33 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
             w.name()
         );
     }
+    // Today's Flatcar: the kubelet is the merged extension's, chosen for
+    // the cluster's version; there is no kubelet-wrapper.
+    let sysext = &nodes[3];
+    assert!(!sysext.exists("/usr/lib/coreos/kubelet-wrapper"));
+    let pid = sysext.prop("kubelet.service", "MainPID").unwrap();
+    let exe = sysext
+        .exec(&["readlink", &format!("/proc/{pid}/exe")])
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&exe.stdout).trim(),
+        "/usr/bin/kubelet"
+    );
+    let merged = sysext.exec(&["systemd-sysext", "list"]).unwrap();
+    assert!(
+        String::from_utf8_lossy(&merged.stdout).contains("kubernetes"),
+        "{}",
+        String::from_utf8_lossy(&merged.stdout)
+    );
+    let link = sysext
+        .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&link.stdout).contains(&version),
+        "{}",
+        String::from_utf8_lossy(&link.stdout)
+    );
+
     // The master's power cut: bootkube ran again and completed, once.
     let master = &nodes[0];
     assert_eq!(master.boots(), 3);
@@ -181,7 +212,7 @@ fn a_bootkube_master_and_two_workers_form_a_cluster_on_the_addons_docker() {
 
     // The unknown token: one failure naming the cause, no retry, nothing
     // installed, no kubelet, no Node.
-    let bad = &nodes[3];
+    let bad = &nodes[4];
     assert_eq!(bad.prop(KNB, "ExecMainStatus").unwrap(), "5");
     let restarts = bad.prop(KNB, "NRestarts").unwrap();
     let status = bad.prop(KNB, "StatusText").unwrap();
