@@ -13,6 +13,7 @@
 
 pub mod bundle;
 pub mod critical;
+pub mod ready;
 pub mod report;
 pub mod s3standin;
 

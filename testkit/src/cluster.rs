@@ -123,6 +123,11 @@ impl ClusterRig {
     /// the control plane): the release, the docker image published in the
     /// signed mirror, the control plane's PKI and ports.
     pub fn new(nodes: &[NodeSpec]) -> Result<ClusterRig> {
+        Self::with_agent(nodes, &crate::cli::agent_binary())
+    }
+
+    /// [`new`](Self::new) with another agent binary (a release build).
+    pub fn with_agent(nodes: &[NodeSpec], agent: &std::path::Path) -> Result<ClusterRig> {
         let parts = crate::kube::parts()?;
         let docker = docker_image::real_docker()?;
         let mirror = AddonRig::new(OS_VERSION);
@@ -142,8 +147,8 @@ impl ClusterRig {
             &admin,
             control_plane.kubeconfig(None, &KubeAuth::Cert(control_plane.admin.clone())),
         )?;
-        let agent =
-            std::fs::read(crate::cli::agent_binary()).context("reading the agent binary")?;
+        let agent = std::fs::read(agent)
+            .with_context(|| format!("reading the agent {}", agent.display()))?;
         let kubelet_images = if nodes.iter().any(|n| n.kubelet_sysext) {
             let mirror = KubeletMirror::start()?;
             let image = kubelet_image(Kubelet::Path(&parts.kubelet()), &release("_any", "1.0"))?;

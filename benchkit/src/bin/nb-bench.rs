@@ -9,6 +9,7 @@
 //! nb-bench run-rss --agent BIN
 //! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
 //! nb-bench soak --agent BIN [--points N]
+//! nb-bench node-ready --agent BIN [--runs N]   (real cluster: first boot to Node Ready)
 //! nb-bench make-bundle --mib N --out FILE     (the asset-pull bundle)
 //! nb-bench s3 [--port P] --object BUCKET/KEY=FILE...   (S3 stand-in)
 //! ```
@@ -83,6 +84,7 @@ fn main() -> Result<()> {
         "run-rss" => run_rss(&args),
         "docker-run" => docker_run(&args),
         "soak" => soak(&args),
+        "node-ready" => node_ready(&args),
         other => bail!("unknown command {other:?}"),
     }
 }
@@ -640,4 +642,72 @@ fn fastrand_f64() -> f64 {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     (nanos % 1_000_000) as f64 / 1_000_000.0
+}
+
+/// First boot to Node Ready of `--runs` workers of the real cluster rig
+/// against one control plane on the host, each beside a floor worker with
+/// nothing to bootstrap, alternating.
+fn node_ready(args: &Args) -> Result<()> {
+    use testkit::cluster::{Auth, ClusterRig, NodeSpec};
+    let agent = args
+        .agent
+        .clone()
+        .context("node-ready needs --agent <node-bootstrap binary>")?;
+    let specs: Vec<NodeSpec> = (0..args.runs)
+        .flat_map(|i| {
+            [
+                NodeSpec::worker(&format!("ready-{i}"), Auth::Cert),
+                NodeSpec::worker(&format!("floor-{i}"), Auth::Cert),
+            ]
+        })
+        .collect();
+    let rig = ClusterRig::with_agent(&specs, &agent)?;
+    let cp = rig.control_plane.start(&rig.parts)?;
+    let mut nodes = rig.nodes()?;
+    let (mut first, mut agent_s, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in nodes.chunks_mut(2) {
+        let [ours, bare] = pair else { unreachable!() };
+        let f = benchkit::ready::first_boot_to_ready(ours, &cp.kubectl, true)?;
+        let a = benchkit::ready::agent_seconds(ours)?;
+        ours.shutdown()?;
+        benchkit::ready::nothing_to_bootstrap(bare, &rig)?;
+        let b = benchkit::ready::first_boot_to_ready(bare, &cp.kubectl, false)?;
+        bare.shutdown()?;
+        eprintln!(
+            "node-ready {}: first boot to Ready {f:.1} s (agent {a:.1} s); {} with nothing to bootstrap: {b:.1} s",
+            ours.name(),
+            bare.name()
+        );
+        first.push(f);
+        agent_s.push(a);
+        floor.push(b);
+    }
+    let (first, agent_s, floor) = (median(&first), median(&agent_s), median(&floor));
+    let rows = [
+        Row {
+            name: format!(
+                "worker first boot to Node Ready, simulated node (s, median of {})",
+                args.runs
+            ),
+            ours: format!("{first:.1}"),
+            theirs: format!("{floor:.1}"),
+            theirs_label: "the same worker with nothing to bootstrap".into(),
+            ratio: format!("{:.2}x", first / floor),
+            target: "<= 2x (one reboot more)".into(),
+            met: first <= 2.0 * floor,
+        },
+        Row {
+            name: "the agent's share of that first boot (s)".into(),
+            ours: format!("{agent_s:.1}"),
+            theirs: format!("{first:.1}"),
+            theirs_label: "first boot to Ready".into(),
+            ratio: format!("{:.0}%", 100.0 * agent_s / first),
+            target: "<= 25%".into(),
+            met: agent_s / first <= 0.25,
+        },
+    ];
+    for r in rows {
+        println!("{}", r.line());
+    }
+    Ok(())
 }
