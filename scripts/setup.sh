@@ -39,6 +39,31 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     systemctl disable --now docker.service docker.socket >/dev/null 2>&1 || true
 fi
 
+# Fleet metrics (tests of src/metrics and monitoring/): promtool (Debian
+# `prometheus`) checks the agent's .prom file and the alert rules; Debian's
+# node_exporter serves the file in the tests. Installed without starting
+# their services (policy-rc.d for the install); the tests start their own.
+need_prom=()
+command -v promtool >/dev/null || need_prom+=(prometheus)
+command -v prometheus-node-exporter >/dev/null || need_prom+=(prometheus-node-exporter)
+if [ ${#need_prom[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages (services not started): ${need_prom[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    policy=/usr/sbin/policy-rc.d
+    own_policy=
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
+    fi
+    apt-get update -qq
+    rc=0
+    apt-get install -y -qq --no-install-recommends "${need_prom[@]}" >/dev/null || rc=$?
+    [ -z "$own_policy" ] || rm -f "$policy"
+    [ "$rc" -eq 0 ] || { echo "setup: installing ${need_prom[*]} failed" >&2; exit 1; }
+fi
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
+fi
+
 need_pip=()
 python3 -c 'import moto.server' 2>/dev/null || need_pip+=('moto[server]>=5')
 python3 -c 'import hcl2' 2>/dev/null || need_pip+=('python-hcl2>=4')
@@ -57,7 +82,7 @@ fi
 # 2-4 minutes when they change, see the script).
 "$(dirname "$0")/vm-image.sh" >/dev/null
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip; do
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip promtool prometheus-node-exporter; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

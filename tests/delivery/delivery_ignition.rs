@@ -127,7 +127,11 @@ fn each_role_gets_its_units_verbatim_from_units_dir_and_enables_the_right_ones()
         let cfg = load(file);
         assert_eq!(cfg["ignition"]["version"], "3.3.0", "{file}");
         let units = cfg["systemd"]["units"].as_array().unwrap();
-        let mut expected_units = vec!["k8s-node-bootstrap.service", "kubelet.service"];
+        let mut expected_units = vec![
+            "k8s-node-bootstrap.service",
+            "kubelet.service",
+            "node-bootstrap-catalog.service",
+        ];
         let mut expected_enabled = expected_units.clone();
         if *role == "bootkube-master" {
             expected_units.extend([
@@ -193,7 +197,29 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
                 "/etc/kubernetes/kubeconfig",
                 "/etc/kubernetes/installer/keyring.asc",
                 "/etc/ssl/certs/node-bootstrap-ca.pem",
+                "/etc/extensions/node-bootstrap/usr/lib/systemd/catalog/node-bootstrap.catalog",
+                "/etc/extensions/node-bootstrap/usr/lib/extension-release.d/extension-release.node-bootstrap",
             ],
+            "{file}"
+        );
+        // The journal catalog, verbatim from units/, as a system extension
+        // that merges on any OS (tests/node/journal_catalog.rs runs it).
+        assert_eq!(
+            ignition_file_text(
+                &cfg,
+                "/etc/extensions/node-bootstrap/usr/lib/systemd/catalog/node-bootstrap.catalog"
+            )
+            .unwrap(),
+            fs::read_to_string(root().join("units/node-bootstrap.catalog")).unwrap(),
+            "{file}"
+        );
+        assert_eq!(
+            ignition_file_text(
+                &cfg,
+                "/etc/extensions/node-bootstrap/usr/lib/extension-release.d/extension-release.node-bootstrap"
+            )
+            .unwrap(),
+            "ID=_any\n",
             "{file}"
         );
 
