@@ -273,9 +273,18 @@ fn journalctl_x_explains_a_real_failure_with_the_catalog_ignition_installs() {
     if skip_unless_possible() {
         return;
     }
-    // No seed kubelet.env: the assets step fails with bad-input.
-    let mut n = AgentNode::new("catalog").build().unwrap();
-    std::fs::remove_file(n.path("/etc/kubernetes/installer/kubelet.env")).unwrap();
+    // A forced version newer than the API server's: the cluster-version
+    // step refuses it (the skew policy), which no restart fixes.
+    let c = Cluster::start(ApiServerOptions {
+        git_version: "v1.9.6+coreos.0".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut n = AgentNode::new("catalog")
+        .kubeconfig(c.kubeconfig())
+        .config(serde_json::json!({"cluster": {"forced_version": "v1.10.2+coreos.0"}}))
+        .build()
+        .unwrap();
     let files = install_catalog_from_ignition(&n);
     assert_eq!(files.len(), 2, "{files:?}");
     // The simulated node's root mount is private; a real PID 1's is shared,
@@ -286,8 +295,16 @@ fn journalctl_x_explains_a_real_failure_with_the_catalog_ignition_installs() {
         "[Service]\nExecStartPre=/bin/mount --make-rshared /\n",
     )
     .unwrap();
-    n.enable(&["systemd-sysext.service", "node-bootstrap-catalog.service"])
-        .unwrap();
+    // Enabled as on Flatcar (the vendor unit: `systemctl --root` cannot
+    // see it from the node's upper directory).
+    let wants = n.path("/etc/systemd/system/sysinit.target.wants");
+    std::fs::create_dir_all(&wants).unwrap();
+    std::os::unix::fs::symlink(
+        "/usr/lib/systemd/system/systemd-sysext.service",
+        wants.join("systemd-sysext.service"),
+    )
+    .unwrap();
+    n.enable(&["node-bootstrap-catalog.service"]).unwrap();
     n.boot().unwrap();
     n.wait_for("the catalog unit to finish", T, |n| {
         let p = n
@@ -331,21 +348,21 @@ fn journalctl_x_explains_a_real_failure_with_the_catalog_ignition_installs() {
 
     // The failure's line, then the explanation with its fields filled in.
     let out = n
-        .exec(&["journalctl", "--no-pager", "-x", "-u", KNB, "-o", "cat"])
+        .exec(&["journalctl", "--no-pager", "-x", "-u", KNB])
         .unwrap();
     let log = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = log.lines().collect();
     let failed = lines
         .iter()
-        .position(|l| l.contains("step failed"))
+        .position(|l| l.ends_with("]: step failed"))
         .unwrap_or_else(|| panic!("no step failure in\n{log}"));
     let after = lines[failed + 1..].join("\n");
     assert!(
-        after.starts_with("░░ Subject: node-bootstrap: step assets failed (bad-input)"),
+        after.starts_with("░░ Subject: node-bootstrap: step cluster-version failed (refused)"),
         "{log}"
     );
     assert!(
-        after.contains("░░ The step assets failed: assets failed: failed to read seed kubelet.env"),
+        after.contains("░░ The step cluster-version failed: cluster-version failed: "),
         "{log}"
     );
     assert!(
@@ -354,7 +371,7 @@ fn journalctl_x_explains_a_real_failure_with_the_catalog_ignition_installs() {
     );
     // The command's own failure line, explained too.
     assert!(
-        log.contains("░░ Subject: node-bootstrap failed (bad-input, exit code 5)"),
+        log.contains("░░ Subject: node-bootstrap failed (refused, exit code 7)"),
         "{log}"
     );
     n.shutdown().unwrap();
