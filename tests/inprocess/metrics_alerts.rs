@@ -204,7 +204,7 @@ fn finished(outcome: Result<u8, Error>, minute: usize) -> Deltas {
         finished: Some(Finished {
             command: Cmd::Run,
             result: result_of(&outcome),
-            exit_code: Some(outcome.map_or_else(|e| e.exit_code(), |c| c)),
+            exit_code: Some(outcome.unwrap_or_else(|e| e.exit_code())),
             started_at: minute as f64 * 60.0,
             ended_at: minute as f64 * 60.0 + 1.0,
         }),
