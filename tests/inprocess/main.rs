@@ -49,6 +49,8 @@ mod metadata_search;
 mod metadata_simplestreams;
 // The alert rules against promtool, on series the agent renders and writes.
 mod metrics_alerts;
+// The textfile the binary leaves: while a step runs, across restarts, disabled.
+mod metrics_textfile;
 // Property tests: parsers of downloaded and provisioned artifacts.
 mod proptest_inputs;
 // Property tests: config, seed kubelet.env, os-release, kubeconfig, state journal, versions.
