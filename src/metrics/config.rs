@@ -1,63 +1,50 @@
-//! The `metrics` config section: whether the agent publishes its
-//! Prometheus textfile, and where.
+//! The `metrics` config section: where the agent publishes its Prometheus
+//! textfile, if anywhere.
 //!
 //! ```json
-//! "metrics": {
-//!   "enabled": true,
-//!   "textfile_dir": "/var/lib/node_exporter/textfile_collector"
-//! }
+//! "metrics": { "textfile_dir": "/var/lib/node_exporter/textfile_collector" }
 //! ```
 //!
-//! `enabled` (default `true`): write `<textfile_dir>/node_bootstrap.prom`
-//! and keep the counters behind it in `<state_dir>/metrics.json`. `false`
-//! writes neither.
+//! `textfile_dir` (default: unset, nothing published): the directory
+//! node_exporter's textfile collector reads (`--collector.textfile.directory=`);
+//! the agent writes `<textfile_dir>/node_bootstrap.prom` and keeps the
+//! counters behind it in `<state_dir>/metrics.json`. Created (0755) if
+//! missing. Must be absolute and outside `/usr` (read-only on Flatcar).
 //!
-//! `textfile_dir` (default `/var/lib/node_exporter/textfile_collector`):
-//! the directory node_exporter's textfile collector reads
-//! (`--collector.textfile.directory=`). Flatcar ships no node_exporter, so
-//! there is no OS default to follow; this is the directory node_exporter's
-//! own documentation and most deployments use, on `/var` (writable on
-//! Flatcar). Created (0755) if missing. Must be absolute and outside `/usr`
-//! (read-only on Flatcar).
+//! Off when unset, so an agent run by hand or by a test never writes into a
+//! directory it was not given; the Ignition module sets it to
+//! [`RECOMMENDED_TEXTFILE_DIR`] unless the node's config says otherwise,
+//! so delivered nodes publish. Flatcar ships no node_exporter, so there is
+//! no OS directory to follow; that one is the directory node_exporter's own
+//! documentation and most deployments use, on `/var` (writable on Flatcar).
 
 use crate::config::{FieldError, FieldResult, absolute_path};
 use serde::Deserialize;
 use std::path::PathBuf;
 
-/// Where node_exporter's textfile collector reads by default (see module docs).
-pub const DEFAULT_TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile_collector";
+/// The directory the Ignition module configures (see module docs).
+pub const RECOMMENDED_TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile_collector";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
-    /// Publish the textfile (default true).
-    pub enabled: Option<bool>,
-    /// node_exporter's textfile directory (default above).
+    /// node_exporter's textfile directory (default: unset, off).
     pub textfile_dir: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetricsSettings {
-    pub enabled: bool,
-    pub textfile_dir: PathBuf,
-}
-
-impl Default for MetricsSettings {
-    fn default() -> Self {
-        RawMetrics::default()
-            .validate()
-            .expect("defaults are valid")
-    }
+    /// `None`: publish nothing.
+    pub textfile_dir: Option<PathBuf>,
 }
 
 impl RawMetrics {
     pub fn validate(self) -> FieldResult<MetricsSettings> {
         let field = "metrics.textfile_dir";
-        let dir = absolute_path(
-            field,
-            self.textfile_dir
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_TEXTFILE_DIR)),
-        )?;
+        let Some(dir) = self.textfile_dir else {
+            return Ok(MetricsSettings::default());
+        };
+        let dir = absolute_path(field, dir)?;
         if dir.starts_with("/usr") {
             return Err(FieldError::new(
                 field,
@@ -71,8 +58,7 @@ impl RawMetrics {
             return Err(FieldError::new(field, "must be a directory below /"));
         }
         Ok(MetricsSettings {
-            enabled: self.enabled.unwrap_or(true),
-            textfile_dir: dir,
+            textfile_dir: Some(dir),
         })
     }
 }
@@ -87,19 +73,18 @@ mod tests {
     }
 
     #[test]
-    fn defaults_publish_to_node_exporters_textfile_directory() {
-        let c = load("{}").unwrap();
-        assert!(c.metrics.enabled);
+    fn unset_publishes_nothing_and_a_directory_turns_it_on() {
+        assert_eq!(load("{}").unwrap().metrics.textfile_dir, None);
         assert_eq!(
-            c.metrics.textfile_dir,
-            PathBuf::from("/var/lib/node_exporter/textfile_collector")
+            load(r#"{"metrics": {}}"#).unwrap().metrics.textfile_dir,
+            None
         );
-        let c = load(r#"{"metrics": {"enabled": false, "textfile_dir": "/var/lib/prometheus/node-exporter"}}"#)
-            .unwrap();
-        assert!(!c.metrics.enabled);
+        let c =
+            load(r#"{"metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"}}"#)
+                .unwrap();
         assert_eq!(
             c.metrics.textfile_dir,
-            PathBuf::from("/var/lib/prometheus/node-exporter")
+            Some(PathBuf::from(super::RECOMMENDED_TEXTFILE_DIR))
         );
     }
 
@@ -118,7 +103,7 @@ mod tests {
             );
             assert_eq!(err.exit_code(), crate::error::exit::CONFIG);
         }
-        let err = load(r#"{"metrics": {"dir": "/x"}}"#).unwrap_err();
-        assert!(err.to_string().contains("unknown field `dir`"), "{err}");
+        let err = load(r#"{"metrics": {"enabled": true}}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `enabled`"), "{err}");
     }
 }

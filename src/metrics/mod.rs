@@ -1,8 +1,9 @@
 //! Fleet metrics: the Prometheus textfile every publishing command leaves
 //! for node_exporter's textfile collector, and the counters behind it.
 //!
-//! `run`, `status --wait`, `helper`, `upgrade` and `assets pull` publish
-//! `<metrics.textfile_dir>/node_bootstrap.prom` when they end (and a long
+//! With `metrics.textfile_dir` set ([`config`]; the Ignition module sets
+//! it), `run`, `status --wait`, `helper`, `upgrade` and `assets pull`
+//! publish `<metrics.textfile_dir>/node_bootstrap.prom` when they end (and a long
 //! one also while it runs: [`publish::Periodic`]); `run` also just before
 //! it asks for a reboot and before it hands over to a new agent. The file
 //! is rendered whole from the state journal and `<state_dir>/metrics.json`

@@ -90,14 +90,15 @@ impl Target {
         t
     }
 
-    pub fn textfile(&self) -> PathBuf {
-        self.settings.textfile_dir.join(TEXTFILE)
+    /// `<textfile_dir>/node_bootstrap.prom`, when metrics are on.
+    pub fn textfile(&self) -> Option<PathBuf> {
+        Some(self.settings.textfile_dir.as_ref()?.join(TEXTFILE))
     }
 }
 
 /// Publishes what this process recorded so far (see module docs).
 pub fn publish(target: &Target) -> Result<()> {
-    if !target.settings.enabled {
+    if target.textfile().is_none() {
         return Ok(());
     }
     let deltas = record::take();
@@ -106,6 +107,9 @@ pub fn publish(target: &Target) -> Result<()> {
 
 /// [`publish`] with explicit deltas.
 pub fn publish_with(target: &Target, deltas: &Deltas) -> Result<()> {
+    let Some(textfile) = target.textfile() else {
+        return Ok(());
+    };
     let _lock = RunLock::acquire(&target.state_dir.join(LOCK_FILE), LOCK_WAIT)?;
     let state_path = target.state_dir.join(state::FILE);
     let mut st = load_state(&state_path);
@@ -127,13 +131,13 @@ pub fn publish_with(target: &Target, deltas: &Deltas) -> Result<()> {
         journal: journal.as_ref(),
         kubelet_env_present: target.kubelet_env.exists(),
     });
-    let dir = &target.settings.textfile_dir;
+    let dir = textfile.parent().expect("the textfile is in a directory");
     std::fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
         format!("failed to create the metrics directory {}", dir.display())
     })?;
     fsutil::write_file_with(
         "metrics textfile",
-        &target.textfile(),
+        &textfile,
         text.as_bytes(),
         fsutil::MODE_PUBLIC,
         Durability::Durable,
@@ -167,7 +171,8 @@ fn load_state(path: &Path) -> MetricsState {
 /// Publishes, logging (never returning) a failure.
 pub fn publish_or_warn(target: &Target) {
     if let Err(e) = publish(target) {
-        tracing::warn!(path = %target.textfile().display(), error = %e, "could not publish metrics");
+        let path = target.textfile().unwrap_or_default();
+        tracing::warn!(path = %path.display(), error = %e, "could not publish metrics");
     }
 }
 
@@ -187,7 +192,7 @@ impl Periodic {
     pub const EVERY: Duration = Duration::from_secs(15);
 
     pub fn start(target: Target) -> Periodic {
-        if !target.settings.enabled {
+        if target.textfile().is_none() {
             return Periodic {
                 stop: None,
                 thread: None,
@@ -230,7 +235,7 @@ mod tests {
         let mut c = Config::defaults();
         c.paths.state_dir = d.join("state");
         c.paths.kubelet_env = d.join("kubelet.env");
-        c.metrics.textfile_dir = d.join("textfile");
+        c.metrics.textfile_dir = Some(d.join("textfile"));
         Target::from_config(&c)
     }
 
@@ -255,7 +260,7 @@ mod tests {
         with_retries.retries[0] = 2;
         publish_with(&t, &with_retries).unwrap();
         publish_with(&t, &with_retries).unwrap();
-        let text = std::fs::read_to_string(t.textfile()).unwrap();
+        let text = std::fs::read_to_string(t.textfile().unwrap()).unwrap();
         assert!(
             text.contains("node_bootstrap_retries_total{cause=\"api_server\"} 4\n"),
             "{text}"
@@ -272,29 +277,29 @@ mod tests {
             .collect();
         assert_eq!(names, [TEXTFILE], "no temp file left beside it");
         assert_eq!(
-            std::fs::metadata(t.textfile()).unwrap().mode() & 0o777,
+            std::fs::metadata(t.textfile().unwrap()).unwrap().mode() & 0o777,
             0o644,
             "node_exporter runs as its own user"
         );
     }
 
     #[test]
-    fn a_corrupt_state_starts_afresh_and_disabled_metrics_write_nothing() {
+    fn a_corrupt_state_starts_afresh_and_unset_metrics_write_nothing() {
         let d = tempfile::tempdir().unwrap();
         let t = target(d.path());
         std::fs::create_dir_all(&t.state_dir).unwrap();
         std::fs::write(t.state_dir.join(state::FILE), "{\"retries\": ").unwrap();
         publish_with(&t, &finished("success", 0)).unwrap();
-        let text = std::fs::read_to_string(t.textfile()).unwrap();
+        let text = std::fs::read_to_string(t.textfile().unwrap()).unwrap();
         assert!(
             text.contains("node_bootstrap_last_exit_code{command=\"run\"} 0\n"),
             "{text}"
         );
         let d = tempfile::tempdir().unwrap();
         let mut t = target(d.path());
-        t.settings.enabled = false;
+        t.settings.textfile_dir = None;
         publish(&t).unwrap();
-        assert!(!t.textfile().exists());
+        assert!(!d.path().join("textfile").exists());
         assert!(!t.state_dir.join(state::FILE).exists());
     }
 
@@ -311,7 +316,10 @@ mod tests {
         assert_eq!(t.role, "unknown");
         assert_eq!(t.state_dir, PathBuf::from("/x/state"));
         assert_eq!(t.journal, PathBuf::from("/x/state/state.json"));
-        assert_eq!(t.textfile(), PathBuf::from("/x/prom/node_bootstrap.prom"));
+        assert_eq!(
+            t.textfile(),
+            Some(PathBuf::from("/x/prom/node_bootstrap.prom"))
+        );
         let t = Target::from_unloadable_config(&d.path().join("missing.json"));
         assert_eq!(t.settings, MetricsSettings::default());
     }

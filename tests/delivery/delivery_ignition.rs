@@ -247,6 +247,12 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
         .unwrap();
         assert_eq!(agent["role"], *role, "{file}");
         assert_eq!(agent["assets"]["mode"], *mode, "{file}");
+        // The metrics textfile, where node_exporter usually reads (the
+        // input config has no metrics section of its own).
+        assert_eq!(
+            agent["metrics"]["textfile_dir"], "/var/lib/node_exporter/textfile_collector",
+            "{file}"
+        );
         for (k, v) in input_config.as_object().unwrap() {
             assert_eq!(&agent[k], v, "{file}: config.{k}");
         }
@@ -455,7 +461,7 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     assert!(!paths.contains(&"/etc/kubernetes/installer/keyring.asc"));
     assert_eq!(
         ignition_file_text(&rendered, "/etc/node-bootstrap/config.json").unwrap(),
-        "{\"assets\":{\"mode\":\"push\"},\"role\":\"worker\"}\n"
+        "{\"assets\":{\"mode\":\"push\"},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
     );
     let p = tf.work().join("worker.ign");
     fs::write(&p, tf.output("rendered").as_str().unwrap()).unwrap();

@@ -1,8 +1,8 @@
 //! The textfile the agent binary leaves (`node_bootstrap.prom`), as a
 //! child process against temp dirs: a long step shows up while it runs, a
 //! crash-looping unit's runs keep counting from one process to the next
-//! (the bootstrap's start stays the first run's), and `metrics.enabled:
-//! false` writes nothing.
+//! (the bootstrap's start stays the first run's), and without
+//! `metrics.textfile_dir` nothing is written.
 
 use serde_json::json;
 use std::path::PathBuf;
@@ -166,8 +166,8 @@ fn a_crash_looping_run_keeps_counting_from_its_first_start() {
 }
 
 #[test]
-fn disabled_metrics_write_nothing() {
-    let n = Node::new(json!({"metrics": {"enabled": false}}));
+fn without_a_textfile_dir_nothing_is_written() {
+    let n = Node::new(json!({"metrics": {"textfile_dir": null}}));
     std::fs::write(n.p("assets/bootkube.sh"), "true\n").unwrap();
     let out = n.run(&["helper", "bootkube"]);
     assert!(out.status.success(), "{}", stderr(&out));

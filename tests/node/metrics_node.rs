@@ -78,6 +78,8 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
     .unwrap();
     let mut n = AgentNode::new("metrics-fleet")
         .kubeconfig(c.kubeconfig())
+        // As the Ignition module configures it.
+        .config(serde_json::json!({"metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"}}))
         .update_engine(&[
             "--scenario",
             "update",

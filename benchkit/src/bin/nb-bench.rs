@@ -172,17 +172,18 @@ fn critical_path(args: &Args) -> Result<()> {
         "https://127.0.0.1:1",
         &testkit::apiserver::KubeAuth::ClientCert,
     );
-    let config_json = serde_json::json!({
+    let mut config_json = serde_json::json!({
         "role": "worker",
         "cluster": {"forced_version": "v1.9.6+coreos.0", "check_forced_skew": false},
         "os_update": {"enabled": false},
         "addon": {"enabled": false},
     });
+    // The same agent without its metrics textfile: what publishing costs.
+    let no_metrics = config_json.to_string();
+    // The textfile on, as the Ignition module configures it.
+    config_json["metrics"] =
+        serde_json::json!({"textfile_dir": "/var/lib/node_exporter/textfile_collector"});
     let config = config_json.to_string();
-    // The same agent with its metrics textfile off: what publishing costs.
-    let mut no_metrics = config_json.clone();
-    no_metrics["metrics"] = serde_json::json!({"enabled": false});
-    let no_metrics = no_metrics.to_string();
     let ue = UpdateEngineUnit {
         binary: sibling("fake-update-engine")?,
         args: vec!["--scenario".into(), "no-update".into()],
@@ -289,7 +290,7 @@ fn critical_path(args: &Args) -> Result<()> {
             name: "critical path: metrics textfile on vs off, ms".into(),
             ours: format!("{o:.1}"),
             theirs: format!("{:.1}", median(&off)),
-            theirs_label: "metrics.enabled false".into(),
+            theirs_label: "no metrics.textfile_dir".into(),
             ratio: format!("{:.2}x", median(&mratios)),
             target: "<= 1.02x".into(),
             met: median(&mratios) <= 1.02,
@@ -307,7 +308,7 @@ fn critical_path(args: &Args) -> Result<()> {
             name: "agent process (ends after the textfile): metrics on vs off, ms".into(),
             ours: format!("{:.1}", median(&ours_proc)),
             theirs: format!("{:.1}", median(&off_proc)),
-            theirs_label: "metrics.enabled false".into(),
+            theirs_label: "no metrics.textfile_dir".into(),
             ratio: format!("{:.2}x", median(&pratios)),
             target: "(context)".into(),
             met: true,

@@ -36,12 +36,18 @@ locals {
   ]
 
   # The agent config: the caller's object with role and assets.mode set from
-  # this module's inputs (validation ensures they do not contradict it).
+  # this module's inputs (validation ensures they do not contradict it), and
+  # the metrics textfile in node_exporter's usual directory unless the
+  # caller's config has a metrics section of its own.
   agent_config_in = jsondecode(var.agent_config)
-  agent_config = merge(local.agent_config_in, {
-    role   = var.role
-    assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
-  })
+  agent_config = merge(
+    { metrics = { textfile_dir = "/var/lib/node_exporter/textfile_collector" } },
+    local.agent_config_in,
+    {
+      role   = var.role
+      assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
+    },
+  )
 
   kubeconfig = sensitive(var.kubeconfig)
 
