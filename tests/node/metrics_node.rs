@@ -226,6 +226,60 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
     n.shutdown().unwrap();
 }
 
+#[test]
+fn update_engine_failures_count_as_its_retries_and_the_failed_step_shows() {
+    if skip_unless_possible() {
+        return;
+    }
+    let c = Cluster::start(ApiServerOptions::default()).unwrap();
+    let mut n = AgentNode::new("metrics-ue")
+        .kubeconfig(c.kubeconfig())
+        .config(serde_json::json!({"metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"}}))
+        .update_engine(&["--scenario", "error", "--step-ms", "50"])
+        .build()
+        .unwrap();
+    n.boot().unwrap();
+    // Two failed runs (the unit restarts after each) have published, the
+    // last one at its end (a run still going shows the step running).
+    let failed_step = [("step", "os-update"), ("class", "retryable")];
+    let text = n
+        .wait_for("two retryable runs in the textfile", T, |n| {
+            let t = n.read(TEXTFILE)?;
+            let runs = value(
+                &t,
+                "node_bootstrap_runs_total",
+                &[("command", "run"), ("result", "retryable")],
+            )?;
+            let failed = value(&t, "node_bootstrap_step_failure_info", &failed_step)?;
+            (runs >= 2.0 && failed == 1.0).then_some(t)
+        })
+        .unwrap();
+    let retries = value(
+        &text,
+        "node_bootstrap_retries_total",
+        &[("cause", "update_engine")],
+    )
+    .unwrap();
+    assert!(retries >= 2.0, "{text}");
+    assert_eq!(
+        value(
+            &text,
+            "node_bootstrap_retries_total",
+            &[("cause", "mirror")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "node_bootstrap_last_exit_code",
+            &[("command", "run")]
+        ),
+        Some(3.0)
+    );
+    n.shutdown().unwrap();
+}
+
 /// The files and units the rendered worker Ignition config installs for
 /// the journal catalog, written to the node as Ignition would.
 fn install_catalog_from_ignition(n: &SimNode) -> Vec<String> {
