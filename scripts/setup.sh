@@ -36,12 +36,17 @@ command -v dpkg-source >/dev/null || need_apt+=(dpkg-dev)
 command -v make >/dev/null || need_apt+=(make)
 command -v rsync >/dev/null || need_apt+=(rsync)
 command -v etcd >/dev/null || need_apt+=(etcd-server)
+# Fleet metrics (tests of src/metrics and monitoring/): promtool (Debian
+# `prometheus`) checks the agent's .prom file and the alert rules; Debian's
+# node_exporter serves the file in the tests.
+command -v promtool >/dev/null || need_apt+=(prometheus)
+command -v prometheus-node-exporter >/dev/null || need_apt+=(prometheus-node-exporter)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # No package's service is started by its installation (etcd-server,
-    # docker.io): the tests start what they need, privately.
+    # docker.io, prometheus): the tests start what they need, privately.
     own_policy=
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
@@ -55,10 +60,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         trap - EXIT
     fi
 fi
-# docker.io and etcd-server enable their own services; the tests start
-# private ones.
+# docker.io, etcd-server and prometheus enable their own services; the
+# tests start private ones.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
-    systemctl disable --now docker.service docker.socket etcd.service >/dev/null 2>&1 || true
+    systemctl disable --now docker.service docker.socket etcd.service \
+        prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
 fi
 
 need_pip=()
@@ -82,7 +88,7 @@ fi
 # 2-4 minutes when they change, see the script).
 "$(dirname "$0")/vm-image.sh" >/dev/null
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source; do
+for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

@@ -43,6 +43,31 @@ impl ErrorClass {
         }
     }
 
+    /// Every class, in exit code order.
+    pub const ALL: [ErrorClass; 7] = [
+        ErrorClass::Internal,
+        ErrorClass::Retryable,
+        ErrorClass::Config,
+        ErrorClass::BadInput,
+        ErrorClass::Verification,
+        ErrorClass::Refused,
+        ErrorClass::Locked,
+    ];
+
+    /// The class's name as files, logs (`ERROR_CLASS=`) and metrics give
+    /// it: `retryable`, `bad-input`, ….
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Retryable => "retryable",
+            ErrorClass::Config => "config",
+            ErrorClass::BadInput => "bad-input",
+            ErrorClass::Verification => "verification",
+            ErrorClass::Refused => "refused",
+            ErrorClass::Locked => "locked",
+            ErrorClass::Internal => "internal",
+        }
+    }
+
     /// Whether running again unchanged can succeed.
     pub fn is_retryable(self) -> bool {
         matches!(
@@ -195,6 +220,13 @@ impl<T> ResultExt<T> for Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn class_names_are_the_serialized_names() {
+        for c in ErrorClass::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+        }
+    }
 
     #[test]
     fn display_shows_the_whole_chain() {

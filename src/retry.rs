@@ -4,9 +4,11 @@
 //! bucket in waves: every delay is "equal jitter" (half the exponential step
 //! fixed, half uniformly random), capped, and a server's `Retry-After` is
 //! honoured within the cap. Every retry is logged with its attempt number,
-//! the delay and the error.
+//! the delay and the error, and counted by the service it was against
+//! (`node_bootstrap_retries_total{cause}`, [`crate::metrics`]).
 
 use crate::error::Error;
+use crate::metrics::Remote;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -76,8 +78,14 @@ impl Attempt {
 }
 
 /// Runs `op` until it succeeds, fails for good, or the policy runs out.
-/// `what` names the operation in logs and in the final error.
-pub async fn retry<T, F, Fut>(policy: RetryPolicy, what: &str, mut op: F) -> Result<T, Error>
+/// `what` names the operation in logs and in the final error; `remote` is
+/// the service it asks, whose retries the metrics count.
+pub async fn retry<T, F, Fut>(
+    remote: Remote,
+    policy: RetryPolicy,
+    what: &str,
+    mut op: F,
+) -> Result<T, Error>
 where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, Attempt>>,
@@ -109,7 +117,8 @@ where
                 deadline.as_secs()
             )));
         }
-        tracing::warn!(operation = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
+        tracing::warn!(operation = what, cause = remote.name(), attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
+        crate::metrics::record::retried(remote);
         tokio::time::sleep(delay).await;
         attempt += 1;
     }
@@ -144,7 +153,7 @@ mod tests {
     async fn gives_up_after_max_attempts_naming_the_operation() {
         let policy = RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(20), 3);
         let mut calls = 0;
-        let err = retry(policy, "GET /version", |_| {
+        let err = retry(Remote::Mirror, policy, "GET /version", |_| {
             calls += 1;
             async { Err::<(), _>(Attempt::retry(Error::retryable("connection refused"))) }
         })
@@ -160,14 +169,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn fail_stops_at_once_and_success_returns() {
         let mut calls = 0;
-        let err = retry(P, "x", |_| {
+        let err = retry(Remote::Mirror, P, "x", |_| {
             calls += 1;
             async { Err::<(), _>(Attempt::Fail(Error::bad_input("404"))) }
         })
         .await
         .unwrap_err();
         assert_eq!((calls, err.to_string().as_str()), (1, "404"));
-        let v = retry(P, "x", |a| async move {
+        let v = retry(Remote::Mirror, P, "x", |a| async move {
             if a < 3 {
                 Err(Attempt::retry(Error::retryable("e")))
             } else {
@@ -183,7 +192,7 @@ mod tests {
     async fn retry_after_is_honoured_within_the_cap() {
         let policy = RetryPolicy::new(Duration::from_millis(1), Duration::from_secs(5), 2);
         let t0 = tokio::time::Instant::now();
-        let _ = retry(policy, "x", |a| async move {
+        let _ = retry(Remote::Mirror, policy, "x", |a| async move {
             if a == 1 {
                 Err(Attempt::Retry {
                     error: Error::retryable("503"),
@@ -203,7 +212,7 @@ mod tests {
         let mut waits = Vec::new();
         for _ in 0..50 {
             let t0 = tokio::time::Instant::now();
-            let _ = retry(policy, "x", |a| async move {
+            let _ = retry(Remote::Mirror, policy, "x", |a| async move {
                 if a == 1 {
                     Err(Attempt::Retry {
                         error: Error::retryable("429"),

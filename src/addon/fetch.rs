@@ -13,6 +13,7 @@
 use super::config::AddonSettings;
 use super::manifest::Sha512;
 use crate::error::{Context as _, Error, ErrorClass, Result};
+use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use sha2::Digest;
 use std::fs::{self, File, OpenOptions};
@@ -227,7 +228,7 @@ impl Fetcher {
                 }),
             },
             Source::Url(u) => {
-                retry(self.policy, &format!("GET {u}"), |attempt| {
+                retry(Remote::Mirror, self.policy, &format!("GET {u}"), |attempt| {
                     let u = u.clone();
                     async move {
                         debug!(step = "docker-addon", url = %u, attempt, "fetching {}", what);
@@ -255,6 +256,7 @@ impl Fetcher {
                         while let Some(chunk) =
                             resp.chunk().await.map_err(|e| transport(&u, what, e))?
                         {
+                            crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
                             body.extend_from_slice(&chunk);
                             if body.len() > MAX_DOCUMENT_BYTES {
                                 return Err(Attempt::Fail(Error::bad_input(format!(
@@ -306,12 +308,15 @@ impl Fetcher {
         })?;
         if got != *hash {
             // `staged` is dropped here: the partial is deleted.
-            return Err(Error::verification(format!(
+            let err = Error::verification(format!(
                 "package {} does not match the manifest: sha512 is {}, the manifest says {}; nothing was installed",
                 src.display(),
                 got.to_hex(),
                 hash.to_hex()
-            )));
+            ));
+            tracing::error!(message_id = crate::message_ids::PACKAGE_REFUSED, step = "docker-addon",
+                version = final_name, error = %err, "package refused: its checksum does not match the manifest");
+            return Err(err);
         }
         let size = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
         info!(
@@ -357,7 +362,7 @@ impl Fetcher {
     /// honours ranges. Retries transport errors, 5xx, 408 and 429.
     async fn download_into(&self, u: &url::Url, partial: &Path) -> Result<()> {
         let max = self.max_package_bytes;
-        retry(self.policy, &format!("download {u}"), |attempt| async move {
+        retry(Remote::Mirror, self.policy, &format!("download {u}"), |attempt| async move {
             let mut file = OpenOptions::new()
                 .create(true)
                 .truncate(false)
@@ -450,6 +455,7 @@ impl Fetcher {
                     }
                 };
                 got += chunk.len() as u64;
+                crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
                 if got > max {
                     return Err(Attempt::Fail(Error::bad_input(format!(
                         "package {u} is more than addon.max_package_bytes ({max})"

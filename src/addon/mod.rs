@@ -61,7 +61,7 @@ use manifest::{Choice, PackageManifest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 use version::DockerVersion;
 
 const STEP: &str = "docker-addon";
@@ -276,7 +276,10 @@ fn check_applicable(plan: &torcx::PackagePlan, choice: &Choice, os_version: &str
         choice.archive_name(),
         choice.hash
     );
-    let summary = torcx_image::check(file, &what)?;
+    let summary = torcx_image::check(file, &what).inspect_err(|e| {
+        error!(message_id = crate::message_ids::PACKAGE_REFUSED, step = STEP, version = %choice.version,
+            os_version, error = %e, "package refused: torcx could not apply it");
+    })?;
     debug!(step = STEP, version = %choice.version, os_version,
         binaries = %summary.binaries.join(","), units = %summary.units.join(","),
         unpacked_bytes = summary.unpacked_bytes, "torcx can apply the package");

@@ -12,6 +12,7 @@
 use super::config::{Checksum, S3Settings};
 use super::follow::{FailOnDrop, Layout, Prefix};
 use crate::error::{Error, Result};
+use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{
@@ -254,6 +255,7 @@ impl Ctx<'_> {
                             "body is longer than the {expected} bytes announced"
                         )));
                     }
+                    crate::metrics::record::fetched(Remote::AssetBucket, chunk.len() as u64);
                     file.write_all_at(&chunk, offset + got).map_err(io)?;
                     got += chunk.len() as u64;
                     progress.advance(part, got);
@@ -398,7 +400,7 @@ async fn download_parts(
     let uri = &uri;
     let pinned: Mutex<Option<String>> = Mutex::new(None);
     let pinned = &pinned;
-    let (size, etag, md, whole) = retry(ctx.policy(), &format!("GET {uri}"), |_| async move {
+    let (size, etag, md, whole) = retry(Remote::AssetBucket, ctx.policy(), &format!("GET {uri}"), |_| async move {
         let if_match = pinned.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let out = ctx_ref
             .get(0, first_end, if_match.as_deref())
@@ -454,18 +456,23 @@ async fn download_parts(
                     let end = (start + s3.part_size).min(size) - 1;
                     let what = format!("part {} of {parts}", i + 1);
                     let what_ref = &what;
-                    retry(ctx.policy(), &format!("GET {} {what}", s3.uri()), |_| {
-                        let etag = etag.clone();
-                        async move {
-                            let out = ctx
-                                .get(start, end, etag.as_deref())
-                                .await
-                                .map_err(|e| ctx.to_attempt(what_ref, e))?;
-                            ctx.write_body(out, dest, (i, start, end - start + 1), progress)
-                                .await
-                                .map_err(|e| ctx.to_attempt(what_ref, e))
-                        }
-                    })
+                    retry(
+                        Remote::AssetBucket,
+                        ctx.policy(),
+                        &format!("GET {} {what}", s3.uri()),
+                        |_| {
+                            let etag = etag.clone();
+                            async move {
+                                let out = ctx
+                                    .get(start, end, etag.as_deref())
+                                    .await
+                                    .map_err(|e| ctx.to_attempt(what_ref, e))?;
+                                ctx.write_body(out, dest, (i, start, end - start + 1), progress)
+                                    .await
+                                    .map_err(|e| ctx.to_attempt(what_ref, e))
+                            }
+                        },
+                    )
                     .await
                 }
             })

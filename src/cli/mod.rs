@@ -2,7 +2,9 @@
 //!
 //! Each subcommand loads the config (where it needs one), sets up logging,
 //! and calls one entry point of a subsystem; the exit code comes from the
-//! error's class (see [`crate::error::exit`]).
+//! error's class (see [`crate::error::exit`]). The commands a fleet watches
+//! (`run`, `status --wait`, `helper`, `upgrade`, `assets pull`) publish
+//! their outcome to the metrics when they end ([`published`]).
 
 use crate::config::{Config, DEFAULT_CONFIG_PATH};
 use crate::error::{Error, Result, exit};
@@ -374,7 +376,12 @@ pub fn main() -> u8 {
         Ok(code) => code,
         Err(e) => {
             if to_journald {
-                tracing::error!(error_class = ?e.class(), exit_code = e.exit_code(), "{e}");
+                tracing::error!(
+                    message_id = crate::message_ids::COMMAND_FAILED,
+                    error_class = e.class().name(),
+                    exit_code = e.exit_code(),
+                    "{e}"
+                );
             }
             eprintln!("node-bootstrap: error: {e}");
             e.exit_code()
@@ -386,56 +393,89 @@ fn load(cli: &Cli) -> Result<Config> {
     Config::load(&cli.config)
 }
 
+/// Runs a command the metrics follow: records its start, publishes while
+/// it runs if it is long (`periodic`) and when it ends, whatever the
+/// outcome, a config that does not load included (then to the places the
+/// file still names: [`crate::metrics::Target::from_unloadable_config`]).
+fn published(
+    cli: &Cli,
+    command: crate::metrics::Command,
+    periodic: bool,
+    f: impl FnOnce(&Config) -> Result<u8>,
+) -> Result<u8> {
+    use crate::metrics::{Periodic, Target, record};
+    let config = load(cli);
+    let kubelet_env_present = config.as_ref().is_ok_and(|c| c.paths.kubelet_env.exists());
+    record::begin(command, kubelet_env_present);
+    let target = match &config {
+        Ok(c) => Target::from_config(c),
+        Err(_) => Target::from_unloadable_config(&cli.config),
+    };
+    let outcome = config.and_then(|c| {
+        let _periodic = periodic.then(|| Periodic::start(target.clone()));
+        f(&c)
+    });
+    crate::metrics::finish(&target, &outcome);
+    outcome
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     crate::runtime::multi_thread()
 }
 
 fn assets_command(cli: &Cli, cmd: &AssetsCommand) -> Result<u8> {
-    let config = load(cli)?;
     match cmd {
         AssetsCommand::Pull { json } => {
-            let report = runtime()?.block_on(crate::assets::pull(&config))?;
-            if *json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("report serializes")
-                );
-            } else if report.already_present {
-                println!("assets already in place at {}", report.path.display());
-            } else {
-                println!(
-                    "assets from {} in place at {} ({} bytes, {} files, {} secrets, verified {})",
-                    report.source,
-                    report.path.display(),
-                    report.bytes,
-                    report.files,
-                    report.secrets,
-                    report.verified.join(", ")
-                );
-            }
-            Ok(exit::SUCCESS)
-        }
-        AssetsCommand::Check { json } => {
-            let r = crate::assets::readiness(&config);
-            if *json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&r).expect("readiness serializes")
-                );
-            } else {
-                match &r {
-                    crate::assets::AssetsReadiness::Ready { path } => {
-                        println!("assets complete at {}", path.display())
-                    }
-                    crate::assets::AssetsReadiness::Waiting { what } => println!("{what}"),
-                }
-            }
-            Ok(match r {
-                crate::assets::AssetsReadiness::Ready { .. } => exit::SUCCESS,
-                crate::assets::AssetsReadiness::Waiting { .. } => exit::STATUS_IN_PROGRESS,
+            published(cli, crate::metrics::Command::AssetsPull, true, |c| {
+                assets_pull(c, *json)
             })
         }
+        AssetsCommand::Check { json } => assets_check(&load(cli)?, *json),
     }
+}
+
+fn assets_pull(config: &Config, json: bool) -> Result<u8> {
+    let report = runtime()?.block_on(crate::assets::pull(config))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serializes")
+        );
+    } else if report.already_present {
+        println!("assets already in place at {}", report.path.display());
+    } else {
+        println!(
+            "assets from {} in place at {} ({} bytes, {} files, {} secrets, verified {})",
+            report.source,
+            report.path.display(),
+            report.bytes,
+            report.files,
+            report.secrets,
+            report.verified.join(", ")
+        );
+    }
+    Ok(exit::SUCCESS)
+}
+
+fn assets_check(config: &Config, json: bool) -> Result<u8> {
+    let r = crate::assets::readiness(config);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&r).expect("readiness serializes")
+        );
+    } else {
+        match &r {
+            crate::assets::AssetsReadiness::Ready { path } => {
+                println!("assets complete at {}", path.display())
+            }
+            crate::assets::AssetsReadiness::Waiting { what } => println!("{what}"),
+        }
+    }
+    Ok(match r {
+        crate::assets::AssetsReadiness::Ready { .. } => exit::SUCCESS,
+        crate::assets::AssetsReadiness::Waiting { .. } => exit::STATUS_IN_PROGRESS,
+    })
 }
 
 /// The config if its file exists, else the defaults (mirror tools run on
@@ -571,7 +611,9 @@ fn dispatch(cli: Cli) -> Result<u8> {
             }
             Ok(exit::SUCCESS)
         }
-        Command::Upgrade(args) => upgrade_command(&load(&cli)?, args),
+        Command::Upgrade(args) => published(&cli, crate::metrics::Command::Upgrade, true, |c| {
+            upgrade_command(c, args)
+        }),
         Command::CheckConfig => {
             let config = load(&cli)?;
             println!("{config:#?}");
@@ -581,36 +623,54 @@ fn dispatch(cli: Cli) -> Result<u8> {
             // systemd's notification socket: `STATUS=` shows why a run
             // failed, bad config included.
             let notifier = crate::systemd::notify::Notifier::from_env();
-            let run = load(&cli).and_then(|config| {
-                runtime()?.block_on(crate::flow::command::run(&config, &notifier))
-            });
-            if let Err(e) = &run {
-                notifier.status(&format!("failed: {e}"));
-            }
-            run.map(|()| exit::SUCCESS)
+            published(&cli, crate::metrics::Command::Run, true, |config| {
+                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier));
+                run.map(|()| exit::SUCCESS)
+            })
+            .inspect_err(|e| notifier.status(&format!("failed: {e}")))
         }
         Command::Preflight => {
             let config = load(&cli)?;
             runtime()?.block_on(crate::flow::command::preflight(&config))?;
             Ok(exit::SUCCESS)
         }
-        Command::Status(args) => crate::status::main(
-            &cli.config,
-            &crate::status::Options {
+        Command::Status(args) => {
+            let opts = crate::status::Options {
                 json: args.json,
                 watch: args.watch,
                 wait: args.wait,
                 timeout: args.timeout,
-            },
-        ),
+            };
+            if !args.wait {
+                return crate::status::main(&cli.config, &opts);
+            }
+            // `status` reads a node whose config does not load, and says
+            // so; its wait publishes only where a config names the place.
+            let target = load(&cli)
+                .ok()
+                .map(|c| crate::metrics::Target::from_config(&c));
+            crate::metrics::record::begin(crate::metrics::Command::StatusWait, false);
+            let outcome = crate::status::main(&cli.config, &opts);
+            if let Some(target) = &target {
+                crate::metrics::finish(target, &outcome);
+            }
+            outcome
+        }
         Command::Assets(cmd) => assets_command(&cli, cmd),
         Command::Helper { step } => {
-            let config = load(&cli)?;
-            let step = match step {
-                HelperStep::Bootkube => crate::helper::Helper::Bootkube,
-                HelperStep::Tectonic => crate::helper::Helper::Tectonic,
+            let (step, command) = match step {
+                HelperStep::Bootkube => (
+                    crate::helper::Helper::Bootkube,
+                    crate::metrics::Command::HelperBootkube,
+                ),
+                HelperStep::Tectonic => (
+                    crate::helper::Helper::Tectonic,
+                    crate::metrics::Command::HelperTectonic,
+                ),
             };
-            crate::helper::main(&config, step)
+            published(&cli, command, true, |config| {
+                crate::helper::main(config, step)
+            })
         }
         Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, addon_action(cmd)),
         Command::Kubelet(KubeletCommand::Choose {

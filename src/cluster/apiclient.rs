@@ -29,6 +29,7 @@
 use super::kubeconfig::Kubeconfig;
 use super::version::KubeVersion;
 use crate::error::{Error, ErrorClass, Result};
+use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use serde::Deserialize;
 use std::time::Duration;
@@ -137,6 +138,7 @@ impl ApiClient {
         loop {
             match resp.chunk().await {
                 Ok(Some(c)) => {
+                    crate::metrics::record::fetched(Remote::ApiServer, c.len() as u64);
                     if body.len() + c.len() > MAX_BODY {
                         return Err(Attempt::retry(Error::retryable(format!(
                             "GET {url}: response larger than {MAX_BODY} bytes"
@@ -204,7 +206,7 @@ impl ApiClient {
 
     /// `GET /version` with bounded, jittered retries.
     pub async fn version(&self, policy: RetryPolicy) -> Result<ServerVersion> {
-        retry(policy, "asking the API server for its version", |attempt| async move {
+        retry(Remote::ApiServer, policy, "asking the API server for its version", |attempt| async move {
             tracing::debug!(step = "cluster-version", url = %self.url, attempt, "asking the API server for its version");
             self.version_once().await
         })

@@ -63,6 +63,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub helpers: crate::helper::config::RawHelpers,
     #[serde(default)]
+    pub metrics: crate::metrics::config::RawMetrics,
+    #[serde(default)]
     pub reboot: crate::reboot::config::RawReboot,
     #[serde(default)]
     pub agent: crate::upgrade::config::RawAgent,
@@ -83,6 +85,7 @@ pub struct Config {
     pub assets: crate::assets::config::AssetsSettings,
     pub sources: crate::metadata::config::SourcesSettings,
     pub helpers: crate::helper::config::HelpersSettings,
+    pub metrics: crate::metrics::config::MetricsSettings,
     pub reboot: crate::reboot::config::RebootSettings,
     pub agent: crate::upgrade::config::AgentSettings,
     pub kubelet: crate::kubelet::config::KubeletSettings,
@@ -147,6 +150,7 @@ impl RawConfig {
             assets: self.assets.validate()?,
             sources: self.sources.validate()?,
             helpers: self.helpers.validate()?,
+            metrics: self.metrics.validate()?,
             reboot: self.reboot.validate()?,
             agent: self.agent.validate()?,
             kubelet: self.kubelet.validate()?,

@@ -20,6 +20,7 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     let _lock = RunLock::acquire(&config.paths.run_lock(), LOCK_WAIT)?;
     info!(
+        message_id = crate::message_ids::RUN_STARTED,
         step = "run",
         version = crate::upgrade::identity::version(),
         "node-bootstrap run started"
@@ -65,7 +66,12 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     };
     match driver.run().await? {
         RunOutcome::Complete => Ok(()),
-        RunOutcome::Handover { binary } => Err(hand_over(&binary)),
+        RunOutcome::Handover { binary } => {
+            // exec ends this process's metrics: publish them first.
+            crate::metrics::record::finish("handover", None);
+            crate::metrics::publish::publish_or_warn(&crate::metrics::Target::from_config(config));
+            Err(hand_over(&binary))
+        }
     }
 }
 

@@ -26,6 +26,7 @@ use super::seams::{Progress, Seams};
 use crate::error::{Error, Result};
 use crate::fsutil::Durability;
 use crate::journal::{Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult};
+use crate::message_ids;
 use crate::upgrade::UpgradeAction;
 use tracing::{error, info, warn};
 
@@ -126,7 +127,11 @@ impl<S: Seams> Driver<'_, S> {
                     // (module docs). Empty when kubelet.env was already
                     // there, and then nothing is written.
                     rec.flush(Durability::Durable)?;
-                    info!(step = "run", "node bootstrapped: kubelet.env is in place");
+                    info!(
+                        message_id = message_ids::NODE_BOOTSTRAPPED,
+                        step = "run",
+                        "node bootstrapped: kubelet.env is in place"
+                    );
                     return Ok(RunOutcome::Complete);
                 }
                 Action::Run(step) => match self.run_step(&mut rec, step).await {
@@ -160,7 +165,7 @@ impl<S: Seams> Driver<'_, S> {
     }
 
     fn finish(&self, rec: &mut Recorder, step: Step, owner_boot: &str, result: StepResult) {
-        info!(step = step.name(), result = %result.to_json(), "step done");
+        info!(message_id = message_ids::STEP_DONE, step = step.name(), result = %result.to_json(), "step done");
         let owner = owner_boot.to_string();
         rec.record(move |j| j.finish(&owner, step, result.clone()));
     }
@@ -168,7 +173,7 @@ impl<S: Seams> Driver<'_, S> {
     /// Logs and records a step's failure; [`Driver::run`] writes it (durably)
     /// as the run ends.
     fn fail(&self, rec: &mut Recorder, step: Step, err: Error) -> Error {
-        error!(step = step.name(), error_class = ?err.class(), error = %err, "step failed");
+        error!(message_id = message_ids::STEP_FAILED, step = step.name(), error_class = err.class().name(), error = %err, "step failed");
         let boot = self.boot_id.clone();
         let (class, message) = (err.class(), err.to_string());
         rec.record(move |j| {
@@ -309,8 +314,11 @@ impl<S: Seams> Driver<'_, S> {
         wipe_docker_datadir: bool,
     ) -> Error {
         info!(
+            message_id = message_ids::REBOOT_REQUESTED,
             step = Step::Reboot.name(),
-            reason, wipe_docker_datadir, "rebooting to apply changes"
+            reason,
+            wipe_docker_datadir,
+            "rebooting to apply changes"
         );
         let boot = self.boot_id.clone();
         let intent = StepResult::Reboot(RebootRecord {
@@ -325,6 +333,7 @@ impl<S: Seams> Driver<'_, S> {
         if let Err(e) = rec.flush(Durability::Durable) {
             return e;
         }
+        self.seams.progress(Progress::RebootRequested);
         match self.seams.reboot(reason, wipe_docker_datadir).await {
             Ok(never) => match never {},
             Err(e) => self.fail(rec, Step::Reboot, e),
@@ -386,6 +395,7 @@ mod tests {
         /// whether kubelet.env was written and what the journal file said.
         notices: RefCell<Vec<String>>,
         on_disk_at_ready: RefCell<Option<StateJournal>>,
+        on_disk_at_reboot: RefCell<Option<StateJournal>>,
     }
 
     impl Seams for FakeNode {
@@ -398,6 +408,13 @@ mod tests {
                     }
                     let written = self.env_written.borrow().is_some();
                     format!("ready (kubelet.env written: {written})")
+                }
+                Progress::RebootRequested => {
+                    if let Some(p) = &self.journal_file {
+                        *self.on_disk_at_reboot.borrow_mut() = JournalFile::new(p).load().unwrap();
+                    }
+                    let asked = self.calls.borrow().iter().any(|c| c.starts_with("reboot"));
+                    format!("reboot requested (asked already: {asked})")
                 }
             };
             self.notices.borrow_mut().push(notice);
@@ -682,6 +699,32 @@ mod tests {
         assert_eq!(
             *node.notices.borrow(),
             vec!["step assets", "step cluster-version"]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_reboot_is_told_once_its_record_is_on_disk_and_before_it_is_asked() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            journal_file: Some(d.path().join("state.json")),
+            ..node_updating_to_1576_with_new_docker()
+        };
+        driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(
+            node.notices.borrow().last().unwrap(),
+            "reboot requested (asked already: false)"
+        );
+        let at_reboot = node.on_disk_at_reboot.borrow().clone().unwrap();
+        let rec = at_reboot.step(Step::Reboot).unwrap();
+        assert_eq!(rec.status, StepStatus::Running);
+        assert_eq!(
+            rec.result
+                .as_ref()
+                .and_then(StepResult::reboot)
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03")
         );
     }
 

@@ -1,5 +1,6 @@
 //! The real seams: the node's files, the system bus (systemd, logind,
-//! update_engine), the API server, and the docker addon.
+//! update_engine), the API server, and the docker addon. Progress goes to
+//! systemd (`STATUS=`, `READY=1`) and to the metrics ([`crate::metrics`]).
 
 use super::seams::{Progress, Seams};
 use crate::addon::AddonOutcome;
@@ -48,9 +49,21 @@ impl<'a> NodeSeams<'a> {
 
 impl Seams for NodeSeams<'_> {
     fn progress(&self, progress: Progress) {
+        use crate::metrics::{self, record};
         match progress {
             Progress::Step(step) => self.notifier.status(&format!("step {step}")),
-            Progress::KubeletEnvInPlace => self.notifier.ready(READY_STATUS),
+            Progress::KubeletEnvInPlace => {
+                self.notifier.ready(READY_STATUS);
+                // A timestamp in memory; published after the run's last
+                // record, off kubelet's path.
+                record::kubelet_env_written();
+            }
+            Progress::RebootRequested => {
+                // The shutdown ends this process: publish now.
+                record::reboot_requested();
+                record::finish("reboot", None);
+                metrics::publish::publish_or_warn(&metrics::Target::from_config(self.config));
+            }
         }
     }
 
@@ -113,20 +126,26 @@ impl Seams for NodeSeams<'_> {
     async fn os_update(&self) -> Result<OsUpdateRecord> {
         let current = self.os_version().await?;
         let engine = crate::updater::UpdateEngine::new(&self.bus).await?;
-        Ok(
-            match crate::updater::run_update(&engine, &self.config.os_update).await? {
-                crate::updater::UpdateOutcome::NoUpdate => OsUpdateRecord {
-                    outcome: OsOutcome::NoUpdate,
-                    current_version: current,
-                    new_version: None,
-                },
-                crate::updater::UpdateOutcome::RebootPending { new_version } => OsUpdateRecord {
-                    outcome: OsOutcome::RebootPending,
-                    current_version: current,
-                    new_version: Some(new_version),
-                },
+        let outcome = crate::updater::run_update(&engine, &self.config.os_update)
+            .await
+            .inspect_err(|e| {
+                // update_engine is asked again by the unit's restart.
+                if e.class().is_retryable() {
+                    crate::metrics::record::retried(crate::metrics::Remote::UpdateEngine);
+                }
+            })?;
+        Ok(match outcome {
+            crate::updater::UpdateOutcome::NoUpdate => OsUpdateRecord {
+                outcome: OsOutcome::NoUpdate,
+                current_version: current,
+                new_version: None,
             },
-        )
+            crate::updater::UpdateOutcome::RebootPending { new_version } => OsUpdateRecord {
+                outcome: OsOutcome::RebootPending,
+                current_version: current,
+                new_version: Some(new_version),
+            },
+        })
     }
 
     async fn os_update_disabled(&self) -> Result<OsUpdateRecord> {

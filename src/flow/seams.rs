@@ -12,7 +12,7 @@ use crate::updater::OsUpdateRecord;
 use crate::upgrade::UpgradeOutcome;
 use std::convert::Infallible;
 
-/// What `run` tells the service manager as it goes.
+/// What `run` tells the service manager (and the metrics) as it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     /// A step starts (shown by `systemctl status`).
@@ -20,11 +20,15 @@ pub enum Progress {
     /// kubelet.env is in place and durable: kubelet may start. The run's
     /// last record is written after this, beside kubelet's start.
     KubeletEnvInPlace,
+    /// The reboot's record is durable and the reboot is asked for next:
+    /// the last moment this process surely has (the shutdown stops it).
+    RebootRequested,
 }
 
 #[allow(async_fn_in_trait)]
 pub trait Seams {
-    /// Tells the service manager how the run stands. Never fails the run.
+    /// Tells the service manager (and the metrics) how the run stands.
+    /// Never fails the run.
     fn progress(&self, progress: Progress);
     /// Whether kubelet.env (the commit point) exists.
     fn kubelet_env_present(&self) -> bool;

@@ -47,6 +47,20 @@ pub enum StepStatus {
     Failed,
 }
 
+impl StepStatus {
+    /// Every status, in order (the metrics' `state` label values).
+    pub const ALL: [StepStatus; 3] = [StepStatus::Running, StepStatus::Done, StepStatus::Failed];
+
+    /// The name the file holds.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StepStatus::Running => "running",
+            StepStatus::Done => "done",
+            StepStatus::Failed => "failed",
+        }
+    }
+}
+
 /// The latest attempt of one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepRecord {

@@ -6,6 +6,7 @@
 use crate::assets::config::S3Settings;
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use std::io::{Read as _, Write};
 use std::path::{Path, PathBuf};
@@ -264,7 +265,7 @@ async fn http_stream<W: Sink>(
         attempts,
     );
     let out = tokio::sync::Mutex::new(out);
-    let r = retry(policy, &format!("GET {url}"), |_| {
+    let r = retry(Remote::Mirror, policy, &format!("GET {url}"), |_| {
         let out = &out;
         async move {
             let resp = client
@@ -303,6 +304,7 @@ async fn http_stream<W: Sink>(
                     Attempt::retry(Error::retryable(format!("GET {url}: body broke off: {e}")))
                 })?;
                 got += chunk.len() as u64;
+                crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
                 if got > max {
                     return Err(Attempt::Fail(Error::bad_input(format!(
                         "GET {url}: larger than {max} bytes"

@@ -148,8 +148,8 @@ pub async fn upgrade(config: &Config, reach: &Reach, dry_run: bool) -> Result<Up
                 return Ok(outcome);
             }
             install_found(config, found, &version.to_string()).await?;
-            info!(step = STEP, from = running, to = %version, url = %found.url,
-                path = %config.agent.binary.display(), "agent upgraded");
+            info!(message_id = crate::message_ids::AGENT_UPGRADED, step = STEP, from = running,
+                to = %version, url = %found.url, path = %config.agent.binary.display(), "agent upgraded");
             outcome.action = UpgradeAction::Upgraded;
             Ok(outcome)
         }
@@ -203,8 +203,8 @@ pub async fn rollback(config: &Config) -> Result<UpgradeOutcome> {
         .await
         .map_err(|e| e.context("not rolling back"))?;
     install::exchange(binary, &previous)?;
-    info!(step = STEP, from = identity::version(), to = %answered.version,
-        path = %binary.display(), "agent rolled back");
+    info!(message_id = crate::message_ids::AGENT_ROLLED_BACK, step = STEP, from = identity::version(),
+        to = %answered.version, path = %binary.display(), "agent rolled back");
     Ok(UpgradeOutcome {
         running: identity::version().to_string(),
         action: UpgradeAction::RolledBack,

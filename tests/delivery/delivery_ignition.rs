@@ -128,7 +128,11 @@ fn each_role_gets_its_units_verbatim_from_units_dir_and_enables_the_right_ones()
         let cfg = load(file);
         assert_eq!(cfg["ignition"]["version"], "3.3.0", "{file}");
         let units = cfg["systemd"]["units"].as_array().unwrap();
-        let mut expected_units = vec!["k8s-node-bootstrap.service", "kubelet.service"];
+        let mut expected_units = vec![
+            "k8s-node-bootstrap.service",
+            "kubelet.service",
+            "node-bootstrap-catalog.service",
+        ];
         let mut expected_enabled = expected_units.clone();
         if *role == "bootkube-master" {
             expected_units.extend([
@@ -225,7 +229,29 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
                 "/etc/kubernetes/ca.crt",
                 "/etc/kubernetes/installer/keyring.asc",
                 "/etc/ssl/certs/node-bootstrap-ca.pem",
+                "/etc/extensions/node-bootstrap/usr/lib/systemd/catalog/node-bootstrap.catalog",
+                "/etc/extensions/node-bootstrap/usr/lib/extension-release.d/extension-release.node-bootstrap",
             ],
+            "{file}"
+        );
+        // The journal catalog, verbatim from units/, as a system extension
+        // that merges on any OS (tests/node/journal_catalog.rs runs it).
+        assert_eq!(
+            ignition_file_text(
+                &cfg,
+                "/etc/extensions/node-bootstrap/usr/lib/systemd/catalog/node-bootstrap.catalog"
+            )
+            .unwrap(),
+            fs::read_to_string(root().join("units/node-bootstrap.catalog")).unwrap(),
+            "{file}"
+        );
+        assert_eq!(
+            ignition_file_text(
+                &cfg,
+                "/etc/extensions/node-bootstrap/usr/lib/extension-release.d/extension-release.node-bootstrap"
+            )
+            .unwrap(),
+            "ID=_any\n",
             "{file}"
         );
 
@@ -253,6 +279,12 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
         .unwrap();
         assert_eq!(agent["role"], *role, "{file}");
         assert_eq!(agent["assets"]["mode"], *mode, "{file}");
+        // The metrics textfile, where node_exporter usually reads (the
+        // input config has no metrics section of its own).
+        assert_eq!(
+            agent["metrics"]["textfile_dir"], "/var/lib/node_exporter/textfile_collector",
+            "{file}"
+        );
         for (k, v) in input_config.as_object().unwrap() {
             assert_eq!(&agent[k], v, "{file}: config.{k}");
         }
@@ -470,7 +502,7 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     assert!(!paths.contains(&"/etc/kubernetes/installer/keyring.asc"));
     assert_eq!(
         ignition_file_text(&rendered, "/etc/node-bootstrap/config.json").unwrap(),
-        "{\"assets\":{\"mode\":\"push\"},\"role\":\"worker\"}\n"
+        "{\"assets\":{\"mode\":\"push\"},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
     );
     let p = tf.work().join("worker.ign");
     fs::write(&p, tf.output("rendered").as_str().unwrap()).unwrap();

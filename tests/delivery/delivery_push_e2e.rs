@@ -156,6 +156,7 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         [
             "k8s-node-bootstrap.service",
             "kubelet.service",
+            "node-bootstrap-catalog.service",
             "bootkube.path",
             "tectonic.path"
         ]

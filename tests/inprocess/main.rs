@@ -12,7 +12,8 @@
 //! of error.
 //!
 //! What it needs: no root, no simulated node; `moto_server`,
-//! `python-simplestreams` and `gnupg` (scripts/setup.sh installs them). A
+//! `python-simplestreams`, `gnupg` and `promtool` (scripts/setup.sh
+//! installs them). A
 //! test whose tool is missing says `SKIPPED <test>: …` outside CI and fails
 //! under `CI=true`.
 //!
@@ -48,6 +49,10 @@ mod helper_script;
 mod metadata_search;
 // Artifact metadata against Canonical's real simplestreams tools.
 mod metadata_simplestreams;
+// The alert rules against promtool, on series the agent renders and writes.
+mod metrics_alerts;
+// The textfile the binary leaves: while a step runs, across restarts, disabled.
+mod metrics_textfile;
 // Property tests: parsers of downloaded and provisioned artifacts.
 mod proptest_inputs;
 // Property tests: config, seed kubelet.env, os-release, kubeconfig, state journal, versions.

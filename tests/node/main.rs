@@ -14,7 +14,8 @@
 //!
 //! What it needs: root (namespaces, overlay mounts), systemd, util-linux
 //! (`unshare`, `nsenter`), the real torcx (`scripts/build-torcx.sh`) and
-//! `moto_server` (scripts/setup.sh). Elsewhere each test says
+//! `moto_server`, `prometheus-node-exporter` and `promtool`
+//! (scripts/setup.sh). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //! `scripts/mutate-units.sh` runs `node_units::` against mutated units.
 //!
@@ -38,6 +39,8 @@ mod addon_run;
 mod assets_node;
 // The kubelet as a sysext image the agent chose, merged by the real systemd-sysext.
 mod kubelet_sysext_node;
+// Metrics through node_exporter, and the journal catalog behind `journalctl -x`.
+mod metrics_node;
 // The units of `units/` with the agent stub: ordering, restarts, conditions.
 mod node_units;
 // Power cuts at every stage of a full first boot; the node converges.

@@ -11,17 +11,18 @@ locals {
   bootkube_master = var.role == "bootkube-master"
   pull            = var.assets_mode == "pull"
 
-  # Every node: the bootstrap unit and the kubelet, both enabled.
+  # Every node: the bootstrap unit and the kubelet, both enabled, and the
+  # unit that adds the agent's journal catalog.
   # The bootkube master: the path units are enabled; the services they
   # trigger are installed but not enabled.
   # Pull mode: init-assets.service, enabled.
   unit_names = concat(
-    ["k8s-node-bootstrap.service", "kubelet.service"],
+    ["k8s-node-bootstrap.service", "kubelet.service", "node-bootstrap-catalog.service"],
     local.bootkube_master ? ["bootkube.path", "bootkube.service", "tectonic.path", "tectonic.service"] : [],
     local.pull ? ["init-assets.service"] : [],
   )
   enabled_units = concat(
-    ["k8s-node-bootstrap.service", "kubelet.service"],
+    ["k8s-node-bootstrap.service", "kubelet.service", "node-bootstrap-catalog.service"],
     local.bootkube_master ? ["bootkube.path", "tectonic.path"] : [],
     local.pull ? ["init-assets.service"] : [],
   )
@@ -74,12 +75,18 @@ locals {
   )
 
   # The agent config: the caller's object with role and assets.mode set from
-  # this module's inputs (validation ensures they do not contradict it).
+  # this module's inputs (validation ensures they do not contradict it), and
+  # the metrics textfile in node_exporter's usual directory unless the
+  # caller's config has a metrics section of its own.
   agent_config_in = jsondecode(var.agent_config)
-  agent_config = merge(local.agent_config_in, {
-    role   = var.role
-    assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
-  })
+  agent_config = merge(
+    { metrics = { textfile_dir = "/var/lib/node_exporter/textfile_collector" } },
+    local.agent_config_in,
+    {
+      role   = var.role
+      assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
+    },
+  )
 
   kubeconfig = sensitive(var.kubeconfig)
 
@@ -87,6 +94,12 @@ locals {
     "KUBELET_IMAGE_URL=\"${var.kubelet_image_url}\"\n",
     "KUBELET_IMAGE_TAG=\"${var.kubelet_image_tag}\"\n",
   ])
+
+  # The journal catalog, as a system extension directory: /usr is
+  # read-only on Flatcar; systemd-sysext merges the directory into /usr at
+  # boot (any OS: ID=_any), and node-bootstrap-catalog.service adds it to
+  # the catalog database.
+  sysext_dir = "/etc/extensions/node-bootstrap"
 
   # Small files travel inline as base64 data URLs.
   data_files = concat(
@@ -99,6 +112,10 @@ locals {
     ],
     var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
     var.ca_bundle != null ? [{ path = "/etc/ssl/certs/node-bootstrap-ca.pem", mode = 420, text = var.ca_bundle }] : [],
+    [
+      { path = "${local.sysext_dir}/usr/lib/systemd/catalog/node-bootstrap.catalog", mode = 420, text = file("${local.units_dir}/node-bootstrap.catalog") },
+      { path = "${local.sysext_dir}/usr/lib/extension-release.d/extension-release.node-bootstrap", mode = 420, text = "ID=_any\n" },
+    ],
   )
 
   agent_file = {
