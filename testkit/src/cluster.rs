@@ -287,9 +287,10 @@ impl ClusterRig {
             "kubelet.service",
             "20-test-node",
             &format!(
-                "# The test machine: nodes share the host's network (own ports), no network\n\
-                 # add-on runs (no CNI), the host may have swap.\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --network-plugin= --fail-swap-on=false\"\n"
+                "# The test machine: nodes share the host's network (own ports; no iptables\n\
+                 # chains of the kubelet's in the host's tables), no network add-on runs (no\n\
+                 # CNI), the host may have swap.\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --network-plugin= --fail-swap-on=false\"\n"
             ),
         )?;
         n.drop_in(

@@ -238,4 +238,13 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
             .all(|n| n.name != "worker-bad"),
         "a node without valid credentials registered"
     );
+    // The nodes share the host's network namespace: their kubelets and
+    // dockers must have left the host's firewall alone.
+    if let Ok(out) = std::process::Command::new("iptables-save").output() {
+        let rules = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !rules.contains("KUBE-"),
+            "a node changed the host's iptables:\n{rules}"
+        );
+    }
 }

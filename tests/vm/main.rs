@@ -41,8 +41,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::agentnode::Cluster;
+use testkit::agentnode::{Cluster, SEED_URL, image_dir};
 use testkit::apiserver::{ApiServerOptions, FakeApiServer, KubeAuth, Pki};
+use testkit::kube::ControlPlane;
 use testkit::pkgserver::PkgServer;
 use testkit::torcx_fixtures::{AddonRig, PkgEntry, docker_archive};
 use testkit::vm::{BootEnd, HOST_ALIAS, VmNode};
@@ -189,6 +190,11 @@ impl Metal {
 struct Delivery {
     work: tempfile::TempDir,
     cluster: Cluster,
+    /// The nodes' kubeconfig (default: the stand-in's, with the node client
+    /// certificate, as the VM reaches it).
+    kubeconfig: String,
+    /// The runtime mappings the nodes get.
+    runtime_mappings: PathBuf,
     mirror: PkgServer,
     agent: ServedAgent,
     client: (PathBuf, String),
@@ -204,8 +210,14 @@ impl Delivery {
         mirror.put(AGENT_PATH, agent.bytes.clone());
         let client = client_key(work.path());
         let assets = cluster_assets(work.path());
+        let kubeconfig = cluster.pki.kubeconfig(
+            &VmNode::guest_url(&cluster.api.url()),
+            &KubeAuth::ClientCert,
+        );
         Delivery {
             work,
+            kubeconfig,
+            runtime_mappings: root().join("ignition/render/inputs/runtime-mappings.yaml"),
             cluster,
             mirror,
             agent,
@@ -224,14 +236,7 @@ impl Delivery {
         let w = self.path();
         let kubeconfig = w.join("kubeconfig");
         // The API server as the VM reaches it; its certificate names that.
-        fs::write(
-            &kubeconfig,
-            self.cluster.pki.kubeconfig(
-                &VmNode::guest_url(&self.cluster.api.url()),
-                &KubeAuth::ClientCert,
-            ),
-        )
-        .unwrap();
+        fs::write(&kubeconfig, &self.kubeconfig).unwrap();
         let config = w.join("config.json");
         fs::write(&config, agent_config.to_string()).unwrap();
         let mut vars = json!({
@@ -246,7 +251,7 @@ impl Delivery {
             "agent_sha512": self.agent.sha512,
             "agent_config_path": config,
             "kubelet_image_tag": SEED_TAG,
-            "runtime_mappings_path": root().join("ignition/render/inputs/runtime-mappings.yaml"),
+            "runtime_mappings_path": self.runtime_mappings,
             "kubeconfig_path": kubeconfig,
         });
         if let Some(k) = keyring {
@@ -305,7 +310,9 @@ fn cluster_assets(work: &Path) -> PathBuf {
 
 /// What the Flatcar image has and the Debian one lacks, on the node's disk
 /// before its first boot: the OS identity and the kubelet-wrapper (a
-/// stand-in: it records its starts and sleeps).
+/// stand-in that runs the kubelet of the image kubelet.env names from its
+/// local store), with stand-in kubelet images of the stand-in cluster's
+/// version and of the seed's.
 fn install_os_parts(vm: &VmNode) {
     let disk = vm.disk();
     disk.write(
@@ -323,28 +330,85 @@ fn install_os_parts(vm: &VmNode) {
         0o755,
     )
     .unwrap();
+    for tag in [CLUSTER_VERSION.replace('+', "_"), SEED_TAG.to_string()] {
+        disk.install_file(
+            &testkit::standin("kubelet"),
+            &format!("{}/kubelet", image_dir(SEED_URL, &tag)),
+            0o755,
+        )
+        .unwrap();
+    }
+}
+
+/// The image's host name: a worker's Node name.
+const VM_HOSTNAME: &str = "nbvm";
+
+/// The real kubelet of `parts` as the image `quay.io/coreos/hyperkube:<version>`
+/// of the worker's local store, and what the test machine needs on top:
+/// no network add-on runs (no CNI), no iptables in the image (docker's
+/// own rules off, no bridge).
+fn install_real_kubelet(vm: &VmNode, parts: &testkit::kube::KubeParts) {
+    let disk = vm.disk();
+    disk.install_file(
+        &parts.kubelet(),
+        &format!("{}/kubelet", image_dir(SEED_URL, &parts.version)),
+        0o755,
+    )
+    .unwrap();
+    disk.write(
+        "/etc/systemd/system/kubelet.service.d/20-test-node.conf",
+        "[Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--network-plugin= --fail-swap-on=false\"\n",
+        0o644,
+    )
+    .unwrap();
+    disk.write(
+        "/etc/systemd/system/docker.service.d/20-test-node.conf",
+        "[Service]\nEnvironment=\"DOCKER_OPTS=--iptables=false --ip-masq=false --bridge=none\"\n",
+        0o644,
+    )
+    .unwrap();
 }
 
 /// The OS version update_engine (the stand-in) offers.
 const NEXT_OS: &str = "1688.5.3";
 
-/// A signed torcx package mirror (the rig's HTTP server and key) serving
-/// docker 1.12 and 17.03 for the next OS version, with package URLs as the
+/// A signed torcx package mirror (the rig's HTTP server and key) serving,
+/// for the next OS version, docker 1.12 and the docker the cluster's
+/// runtime mappings want ([`TorcxMirror::next`]), with package URLs as the
 /// VM reaches them.
 struct TorcxMirror {
     rig: AddonRig,
-    d1703: Vec<u8>,
-    path1703: String,
+    /// The wanted docker's torcx reference (`17.03`, `20.10`).
+    next: &'static str,
+    /// What its `docker --version` says of its version.
+    next_build: String,
+    /// Its package, and where the rig serves it.
+    next_pkg: Vec<u8>,
+    next_path: String,
 }
 
 impl TorcxMirror {
+    /// The stand-in images: docker 1.12 and 17.03 (what Kubernetes 1.9
+    /// wants, in the inputs' runtime mappings).
     fn new() -> TorcxMirror {
+        TorcxMirror::serving("17.03", "17.03.2".into(), docker_archive("17.03.2"))
+    }
+
+    /// Docker 1.12 (stand-in) and the real docker 20.10 (Debian's, as a
+    /// torcx image: what Kubernetes 1.20 wants).
+    fn real_docker() -> TorcxMirror {
+        let docker = testkit::docker_image::real_docker().unwrap();
+        TorcxMirror::serving(
+            testkit::docker_image::REFERENCE,
+            docker.version.clone(),
+            docker.bytes().unwrap(),
+        )
+    }
+
+    fn serving(next: &'static str, next_build: String, next_pkg: Vec<u8>) -> TorcxMirror {
         let rig = AddonRig::new(OS_VERSION);
         let mut entries = Vec::new();
-        let mut d1703 = Vec::new();
-        let mut path1703 = String::new();
-        for (version, build) in [("1.12", "1.12.6"), ("17.03", "17.03.2")] {
-            let data = docker_archive(build);
+        for (version, data) in [("1.12", docker_archive("1.12.6")), (next, next_pkg.clone())] {
             let path = rig.package_path(version, &data);
             rig.server.put(&path, data.clone());
             entries.push(PkgEntry::new(
@@ -352,16 +416,24 @@ impl TorcxMirror {
                 &data,
                 &VmNode::guest_url(&rig.server.url(&path)),
             ));
-            if version == "17.03" {
-                (d1703, path1703) = (data, path);
-            }
         }
         rig.publish_manifest(NEXT_OS, &entries);
+        let next_path = rig.package_path(next, &next_pkg);
         TorcxMirror {
             rig,
-            d1703,
-            path1703,
+            next,
+            next_build,
+            next_pkg,
+            next_path,
         }
+    }
+
+    /// Where the agent stores the wanted docker on the node.
+    fn stored(&self) -> String {
+        format!(
+            "/var/lib/torcx/store/{NEXT_OS}/docker:{}.torcx.tgz",
+            self.next
+        )
     }
 
     /// The agent config an operator writes for OS updates and the docker
@@ -468,7 +540,7 @@ fn os_version(vm: &VmNode) -> String {
 
 /// After a boot that ended in the agent's reboot (the VM is down): what
 /// the disk holds before the next boot.
-fn assert_rebooted_for_the_update(vm: &VmNode) {
+fn assert_rebooted_for_the_update(vm: &VmNode, m: &TorcxMirror) {
     assert!(
         vm.read("/etc/kubernetes/kubelet.env").is_none(),
         "kubelet.env must wait for the boot that runs the new OS and docker"
@@ -478,9 +550,7 @@ fn assert_rebooted_for_the_update(vm: &VmNode) {
         "docker's old datadir is wiped on the way down"
     );
     assert_eq!(vm.read("/etc/torcx/next-profile").unwrap(), "tectonic\n");
-    assert!(vm.exists(&format!(
-        "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
-    )));
+    assert!(vm.exists(&m.stored()));
     assert_eq!(
         vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
         NEXT_OS,
@@ -489,14 +559,16 @@ fn assert_rebooted_for_the_update(vm: &VmNode) {
 }
 
 /// After the boot that runs the new OS: the node is complete, with the new
-/// OS, docker 17.03 applied by torcx, kubelet.env and kubelet.
-fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror) {
+/// OS, the wanted docker applied by torcx, kubelet.env for
+/// `cluster_version` and kubelet.
+fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror, cluster_version: &str) {
     let (code, out) = status_wait(vm);
     assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());
     assert_eq!(os_version(vm), NEXT_OS);
     assert!(
-        torcx_docker(vm).contains("17.03.2"),
-        "torcx applied docker 17.03: {}",
+        torcx_docker(vm).contains(&m.next_build),
+        "torcx applied docker {}: {}",
+        m.next,
         torcx_docker(vm)
     );
     let sealed = vm.read("/run/metadata/torcx").unwrap_or_default();
@@ -504,16 +576,14 @@ fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror) {
         sealed.contains("TORCX_UPPER_PROFILE=\"tectonic\""),
         "{sealed}"
     );
-    assert_eq!(
-        vm.read("/etc/kubernetes/kubelet.env").unwrap(),
-        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n"
-    );
+    testkit::agentnode::check_kubelet_env(
+        &vm.read("/etc/kubernetes/kubelet.env").unwrap(),
+        cluster_version,
+    )
+    .unwrap();
     assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");
-    assert_eq!(
-        vm.read_bytes(&format!(
-            "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
-        )),
-        Some(m.d1703.clone()),
+    assert!(
+        vm.read_bytes(&m.stored()) == Some(m.next_pkg.clone()),
         "the store holds the verified package, whole"
     );
     // What status reads: every step of the flow done, none left running.
@@ -602,11 +672,9 @@ fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) {
             "kubelet.env is whole or absent"
         );
     }
-    if let Some(pkg) = vm.read_bytes(&format!(
-        "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
-    )) {
+    if let Some(pkg) = vm.read_bytes(&m.stored()) {
         assert!(
-            pkg == m.d1703,
+            pkg == m.next_pkg,
             "a package under its final name is the verified one, whole"
         );
     }
@@ -717,9 +785,7 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     );
     assert_eq!(
         lines(&vm, "/var/lib/kubelet-wrapper/starts"),
-        [
-            "start image=quay.io/coreos/hyperkube:v1.9.6_coreos.0 args=--kubeconfig=/etc/kubernetes/kubeconfig --pod-manifest-path=/etc/kubernetes/manifests"
-        ]
+        [testkit::agentnode::kubelet_start_record("v1.9.6_coreos.0")]
     );
     // The first boot is over: the next one will not run Ignition again.
     assert!(!vm.exists(testkit::vm::FIRSTBOOT_FLAG));
@@ -861,15 +927,26 @@ fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_f
 }
 
 #[test]
-fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
-    if skip(&["terraform", "ssh-keygen", "strip"]) {
+fn worker_first_boot_with_an_os_update_and_the_real_docker_joins_a_control_plane_on_the_host() {
+    if skip(&["terraform", "ssh-keygen", "strip"]) || testkit::kube::skip_unless_available() {
         return;
     }
     let _one_at_a_time = testkit::vm::exclusive();
     let t0 = Instant::now();
-    let d = Delivery::new();
-    let m = TorcxMirror::new();
+    // The control plane on the host, its certificate valid for the address
+    // the VM reaches the host at; the worker's kubeconfig with the client
+    // certificate of its node name (the image's host name).
+    let parts = testkit::kube::parts().unwrap();
+    let cp = ControlPlane::new(&[HOST_ALIAS]);
+    let running = cp.start(&parts).unwrap();
+    let mut d = Delivery::new();
+    d.kubeconfig = cp.node_kubeconfig(VM_HOSTNAME, Some(&VmNode::guest_url(&cp.url())));
+    d.runtime_mappings = d.path().join("runtime-mappings.yaml");
+    fs::write(&d.runtime_mappings, testkit::cluster::runtime_mappings()).unwrap();
+    let m = TorcxMirror::real_docker();
     let mut vm = updating_worker(&d, &m);
+    vm.forward_to_host(cp.apiserver_port);
+    install_real_kubelet(&vm, &parts);
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
     // The real torcx-generator applied the OS image's docker 1.12.
@@ -881,19 +958,38 @@ fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
 
     // Boot 1 ends in the agent's own reboot (logind), a kernel reboot.
     assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
-    assert_rebooted_for_the_update(&vm);
+    assert_rebooted_for_the_update(&vm, &m);
     let j = state_journal(&vm).unwrap();
     assert_eq!(
         j["steps"]["reboot"]["result"]["reason"],
-        format!("os {OS_VERSION} -> {NEXT_OS}; docker 1.12 -> 17.03"),
+        format!("os {OS_VERSION} -> {NEXT_OS}; docker 1.12 -> {}", m.next),
         "{j:#}"
     );
 
-    // Boot 2: the boot loader boots the new OS; torcx applies docker
-    // 17.03; the agent confirms both and writes kubelet.env.
+    // Boot 2: the boot loader boots the new OS; torcx applies the real
+    // docker; the agent confirms both and writes kubelet.env with the
+    // cluster's version; the real kubelet of that version registers.
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
-    assert_updated_and_complete(&vm, &m);
+    assert_updated_and_complete(&vm, &m, &parts.version);
+    let hostname = vm.read("/proc/sys/kernel/hostname").unwrap_or_default();
+    assert_eq!(hostname.trim(), VM_HOSTNAME);
+    let ready = running
+        .kubectl
+        .wait_ready(&[VM_HOSTNAME], WORK)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", vm.diagnostics()));
+    let node = ready.iter().find(|n| n.name == VM_HOSTNAME).unwrap();
+    assert_eq!(node.kubelet_version, parts.version);
+    assert_eq!(
+        node.container_runtime_version,
+        format!("docker://{}", m.next_build)
+    );
+    assert_eq!(node.labels["node.kubernetes.io/role"], "worker");
+    eprintln!(
+        "vm {}: Ready {:.1}s after the test started",
+        vm.name(),
+        t0.elapsed().as_secs_f64()
+    );
     assert_eq!(
         lines(&vm, "/var/lib/kubelet-wrapper/starts").len(),
         1,
@@ -911,9 +1007,9 @@ fn worker_full_first_boot_updates_os_and_docker_with_one_real_reboot() {
         );
     }
     assert_eq!(
-        m.rig.server.requests_for(&m.path1703).len(),
+        m.rig.server.requests_for(&m.next_path).len(),
         1,
-        "docker 17.03 downloaded once"
+        "the docker package downloaded once"
     );
     assert!(
         m.rig
@@ -959,7 +1055,7 @@ fn power_cuts_before_the_reboot_converge() {
     );
 
     // The next boot runs the update again; the docker download crawls.
-    m.rig.server.set_rate(&m.path1703, Some(16 * 1024));
+    m.rig.server.set_rate(&m.next_path, Some(16 * 1024));
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
     cut_when(&mut vm, "2: the docker addon downloading", true, |j| {
@@ -967,9 +1063,7 @@ fn power_cuts_before_the_reboot_converge() {
     });
     assert_nothing_partial(&vm, &m);
     assert!(
-        !vm.exists(&format!(
-            "/var/lib/torcx/store/{NEXT_OS}/docker:17.03.torcx.tgz"
-        )),
+        !vm.exists(&m.stored()),
         "the cut came mid-download: no package under its final name"
     );
     assert_eq!(
@@ -981,7 +1075,7 @@ fn power_cuts_before_the_reboot_converge() {
     // The next boot runs the new OS (the boot loader took the staged
     // update); the agent installs docker 17.03 for it and asks for the
     // reboot: cut right after that durable record.
-    m.rig.server.set_rate(&m.path1703, None);
+    m.rig.server.set_rate(&m.next_path, None);
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
     let seen = cut_when(&mut vm, "3: the reboot requested", false, |j| {
@@ -999,7 +1093,7 @@ fn power_cuts_before_the_reboot_converge() {
     // kubelet.env is written.
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
-    assert_updated_and_complete(&vm, &m);
+    assert_updated_and_complete(&vm, &m, CLUSTER_VERSION);
     assert!(
         !vm.exists("/var/lib/docker/image/marker"),
         "docker's old datadir is wiped although the shutdown that should have done it never ran"
@@ -1028,7 +1122,7 @@ fn power_cut_right_after_kubelet_env_converges() {
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
     assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
-    assert_rebooted_for_the_update(&vm);
+    assert_rebooted_for_the_update(&vm, &m);
 
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
@@ -1049,7 +1143,7 @@ fn power_cut_right_after_kubelet_env_converges() {
 
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
-    assert_updated_and_complete(&vm, &m);
+    assert_updated_and_complete(&vm, &m, CLUSTER_VERSION);
     assert_eq!(
         vm.prop("k8s-node-bootstrap.service", "ConditionResult")
             .unwrap(),
