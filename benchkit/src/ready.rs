@@ -8,8 +8,7 @@
 //! docker the cluster wants, and its kubelet.env is already written, so
 //! the bootstrap unit is skipped), booted once to Ready.
 
-use anyhow::{Context as _, Result, bail};
-use std::collections::BTreeMap;
+use anyhow::{Result, bail};
 use std::time::{Duration, Instant};
 use testkit::kube::Kubectl;
 use testkit::simnode::{BootEnd, SimNode};
@@ -32,31 +31,10 @@ pub fn wait_node_ready(kubectl: &Kubectl, name: &str) -> Result<Instant> {
     }
 }
 
-/// The agent processes' run time on `n`, summed over its boots: for each
-/// process of `k8s-node-bootstrap.service`'s main program (by boot and PID),
-/// from its first journal record to its last.
+/// The agent processes' run time on `n`, summed over its boots
+/// ([`testkit::cluster::agent_seconds`] of its journal).
 pub fn agent_seconds(n: &SimNode) -> Result<f64> {
-    let mut spans: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-    for e in n.journal_json(&["_SYSTEMD_UNIT=k8s-node-bootstrap.service"]) {
-        if e["_COMM"] != "node-bootstrap" {
-            continue;
-        }
-        let key = (
-            e["_BOOT_ID"].as_str().unwrap_or_default().to_string(),
-            e["_PID"].as_str().unwrap_or_default().to_string(),
-        );
-        let t: u64 = e["__REALTIME_TIMESTAMP"]
-            .as_str()
-            .and_then(|t| t.parse().ok())
-            .context("a journal record without __REALTIME_TIMESTAMP")?;
-        let span = spans.entry(key).or_insert((t, t));
-        span.0 = span.0.min(t);
-        span.1 = span.1.max(t);
-    }
-    if spans.is_empty() {
-        bail!("no record of the agent in the node's journal");
-    }
-    Ok(spans.values().map(|(a, b)| (b - a) as f64 / 1e6).sum())
+    testkit::cluster::agent_seconds(&n.journal_json(&[testkit::cluster::AGENT_JOURNAL_MATCH]))
 }
 
 /// Boots a fresh worker to Ready: the agent's reboot for the docker

@@ -222,7 +222,8 @@ impl Seams for NodeSeams<'_> {
     async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
         let seed = kubeletenv::read_seed(&paths.seed_kubelet_env())?;
-        let text = kubeletenv::render_for(&seed, cluster_version).context(|| {
+        let driver = kubeletenv::cgroup_driver(unified_cgroup_hierarchy());
+        let text = kubeletenv::render_for(&seed, cluster_version, driver).context(|| {
             format!(
                 "cannot render kubelet.env from seed {}",
                 paths.seed_kubelet_env().display()
@@ -235,10 +236,17 @@ impl Seams for NodeSeams<'_> {
             fsutil::MODE_PUBLIC,
         )?;
         let tag = kubeletenv::image_tag(cluster_version);
-        info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, "kubelet.env written");
+        info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, cgroup_driver = driver, "kubelet.env written");
         Ok(KubeletEnvRecord {
             path: paths.kubelet_env.display().to_string(),
             image_tag: tag,
         })
     }
+}
+
+/// Whether `/sys/fs/cgroup` is the unified cgroup v2 hierarchy (what
+/// docker's default cgroup driver follows).
+fn unified_cgroup_hierarchy() -> bool {
+    nix::sys::statfs::statfs("/sys/fs/cgroup")
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
 }

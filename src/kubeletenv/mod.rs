@@ -8,7 +8,9 @@
 //! quotes (where `\"`, `\\`, `` \` `` and `\$` are escapes). The rendered file
 //! keeps every seed key in the seed's order (stable, unlike the original,
 //! which wrote Go map order), replaces `KUBELET_IMAGE_TAG` with the cluster
-//! version (`+` becomes `_`), and double-quotes every value.
+//! version (`+` becomes `_`), adds `KUBELET_CGROUP_DRIVER` (what this node's
+//! docker uses, see [`cgroup_driver`]) unless the seed sets it, and
+//! double-quotes every value.
 
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -17,6 +19,22 @@ use std::path::Path;
 pub const IMAGE_TAG: &str = "KUBELET_IMAGE_TAG";
 /// The key kubelet-wrapper reads for the hyperkube image.
 pub const IMAGE_URL: &str = "KUBELET_IMAGE_URL";
+/// The key kubelet.service passes as `--cgroup-driver`.
+pub const CGROUP_DRIVER: &str = "KUBELET_CGROUP_DRIVER";
+
+/// The cgroup driver the kubelet must use: the one docker uses, or kubelet
+/// refuses to start ("kubelet cgroup driver: \"cgroupfs\" is different from
+/// docker cgroup driver: \"systemd\""). Docker's default follows the
+/// host: `systemd` on a unified cgroup v2 hierarchy (Flatcar since
+/// 2983, Debian 12), `cgroupfs` on cgroup v1 (Container Linux, the
+/// torcx era); a seed that names one (docker configured otherwise) wins.
+pub fn cgroup_driver(unified_cgroup_hierarchy: bool) -> &'static str {
+    if unified_cgroup_hierarchy {
+        "systemd"
+    } else {
+        "cgroupfs"
+    }
+}
 
 /// An environment file's entries, in file order (later duplicates replace
 /// earlier values in place, as systemd's last-one-wins would).
@@ -201,10 +219,14 @@ pub fn read_seed(path: &Path) -> Result<EnvFile> {
     Ok(env)
 }
 
-/// The kubelet.env the node should get: the seed with the tag set.
-pub fn render_for(seed: &EnvFile, cluster_version: &str) -> Result<String> {
+/// The kubelet.env the node should get: the seed with the tag set and,
+/// unless the seed has one, the cgroup driver `cgroup_driver`.
+pub fn render_for(seed: &EnvFile, cluster_version: &str, cgroup_driver: &str) -> Result<String> {
     let mut env = seed.clone();
     env.set(IMAGE_TAG, &image_tag(cluster_version));
+    if env.get(CGROUP_DRIVER).is_none() {
+        env.set(CGROUP_DRIVER, cgroup_driver);
+    }
     env.render()
 }
 
@@ -228,8 +250,8 @@ mod tests {
     fn renders_every_seed_key_in_seed_order_with_the_cluster_tag() {
         let seed = parse("# provisioned\nKUBELET_IMAGE_URL=quay.io/coreos/hyperkube\nKUBELET_IMAGE_TAG=v1.8.0_coreos.0\nKUBELET_EXTRA='--node-labels=a=b'\n").unwrap();
         assert_eq!(
-            render_for(&seed, "v1.9.6+coreos.0").unwrap(),
-            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_EXTRA=\"--node-labels=a=b\"\n"
+            render_for(&seed, "v1.9.6+coreos.0", "cgroupfs").unwrap(),
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_EXTRA=\"--node-labels=a=b\"\nKUBELET_CGROUP_DRIVER=\"cgroupfs\"\n"
         );
     }
 
@@ -237,9 +259,23 @@ mod tests {
     fn missing_tag_is_appended() {
         let seed = parse("KUBELET_IMAGE_URL=quay.io/coreos/hyperkube\n").unwrap();
         assert!(
-            render_for(&seed, "v1.10.2")
+            render_for(&seed, "v1.10.2", "systemd")
                 .unwrap()
-                .ends_with("KUBELET_IMAGE_TAG=\"v1.10.2\"\n")
+                .ends_with("KUBELET_IMAGE_TAG=\"v1.10.2\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n")
+        );
+    }
+
+    #[test]
+    fn the_cgroup_driver_follows_the_hierarchy_unless_the_seed_names_one() {
+        assert_eq!(cgroup_driver(true), "systemd");
+        assert_eq!(cgroup_driver(false), "cgroupfs");
+        let seed = parse(
+            "KUBELET_IMAGE_URL=u\nKUBELET_CGROUP_DRIVER=systemd\nKUBELET_IMAGE_TAG=v1.19.7\n",
+        )
+        .unwrap();
+        assert_eq!(
+            render_for(&seed, "v1.20.2", "cgroupfs").unwrap(),
+            "KUBELET_IMAGE_URL=\"u\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_IMAGE_TAG=\"v1.20.2\"\n"
         );
     }
 

@@ -533,7 +533,10 @@ mod tests {
             "{args}"
         );
         assert!(args.contains(" --node-labels=node.kubernetes.io/role=worker --register-with-taints= --cluster-dns=10.3.0.10 "), "{args}");
-        assert!(args.ends_with("--cluster-domain=cluster.local"), "{args}");
+        assert!(
+            args.ends_with("--cluster-domain=cluster.local --cgroup-driver=cgroupfs"),
+            "{args}"
+        );
         assert!(!args.contains('$') && !args.contains('\\'), "{args}");
     }
 

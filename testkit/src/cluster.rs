@@ -352,3 +352,36 @@ pub fn node_docker(n: &SimNode) -> Result<(String, String)> {
     );
     Ok((version, exe))
 }
+
+/// The journal match of the agent's `run` processes
+/// (`journalctl -o json <this>`).
+pub const AGENT_JOURNAL_MATCH: &str = "_SYSTEMD_UNIT=k8s-node-bootstrap.service";
+
+/// The agent processes' run time in a node's journal records
+/// (`journalctl -o json` [`AGENT_JOURNAL_MATCH`]), summed over its boots:
+/// for each process of the unit's main program (by boot and PID), from its
+/// first record to its last.
+pub fn agent_seconds(records: &[serde_json::Value]) -> Result<f64> {
+    let mut spans: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for e in records {
+        if e["_COMM"] != "node-bootstrap" {
+            continue;
+        }
+        let key = (
+            e["_BOOT_ID"].as_str().unwrap_or_default().to_string(),
+            e["_PID"].as_str().unwrap_or_default().to_string(),
+        );
+        let t: u64 = e["__REALTIME_TIMESTAMP"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .context("a journal record without __REALTIME_TIMESTAMP")?;
+        let span = spans.entry(key).or_insert((t, t));
+        span.0 = span.0.min(t);
+        span.1 = span.1.max(t);
+    }
+    anyhow::ensure!(
+        !spans.is_empty(),
+        "no record of the agent in the node's journal"
+    );
+    Ok(spans.values().map(|(a, b)| (b - a) as f64 / 1e6).sum())
+}

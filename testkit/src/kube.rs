@@ -639,15 +639,22 @@ pub struct NodeInfo {
     pub labels: serde_json::Map<String, Value>,
     /// `key=value:effect` of each taint.
     pub taints: Vec<String>,
+    /// When its Ready condition last changed (seconds since the epoch, from
+    /// the API server's clock, to the second).
+    pub ready_since: Option<f64>,
 }
 
 impl NodeInfo {
     fn from_json(n: &Value) -> NodeInfo {
-        let ready = n["status"]["conditions"]
+        let ready_condition = n["status"]["conditions"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            .find(|c| c["type"] == "Ready");
+        let ready = ready_condition.is_some_and(|c| c["status"] == "True");
+        let ready_since = ready_condition
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .and_then(rfc3339_epoch_secs);
         NodeInfo {
             name: n["metadata"]["name"].as_str().unwrap_or_default().into(),
             ready,
@@ -663,6 +670,7 @@ impl NodeInfo {
                 .as_object()
                 .cloned()
                 .unwrap_or_default(),
+            ready_since,
             taints: n["spec"]["taints"]
                 .as_array()
                 .into_iter()
@@ -755,5 +763,52 @@ impl Kubectl {
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+}
+
+/// Seconds since the epoch of a UTC RFC 3339 timestamp as the API server
+/// writes them (`2026-11-25T07:30:00Z`, `2026-11-25T07:30:00.123456Z`).
+pub fn rfc3339_epoch_secs(ts: &str) -> Option<f64> {
+    let (date, time) = ts.strip_suffix('Z')?.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let t: Vec<f64> = time
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if d.len() != 3 || t.len() != 3 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    Some(days as f64 * 86400.0 + t[0] * 3600.0 + t[1] * 60.0 + t[2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_server_timestamps_read_as_epoch_seconds() {
+        assert_eq!(rfc3339_epoch_secs("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(
+            rfc3339_epoch_secs("2000-03-01T00:00:01Z"),
+            Some(951_868_801.0)
+        );
+        assert_eq!(
+            rfc3339_epoch_secs("2026-11-25T07:30:00.5Z"),
+            Some(1_795_591_800.5)
+        );
+        assert_eq!(rfc3339_epoch_secs("2026-11-25 07:30:00"), None);
     }
 }

@@ -86,24 +86,6 @@ async fn slow_authorizer(listener: tokio::net::TcpListener, slow_in_progress: Ar
     }
 }
 
-/// Seconds since the epoch of an RFC 3339 UTC timestamp
-/// (`2026-11-25T07:30:00.123456Z`).
-fn epoch_secs(ts: &str) -> f64 {
-    let (date, time) = ts.trim_end_matches('Z').split_once('T').unwrap();
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let (y, m) = if d[1] <= 2 {
-        (d[0] - 1, d[1] + 9)
-    } else {
-        (d[0], d[1] - 3)
-    };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + d[2] - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    let t: Vec<f64> = time.split(':').map(|x| x.parse().unwrap()).collect();
-    days as f64 * 86400.0 + t[0] * 3600.0 + t[1] * 60.0 + t[2]
-}
-
 #[test]
 fn agents_facing_an_overloaded_api_server_honour_retry_after_and_join() {
     if testkit::kube::skip_unless_available() || testkit::fake_update_engine::skip_unless_bus() {
@@ -227,7 +209,8 @@ fn agents_facing_an_overloaded_api_server_honour_retry_after_and_join() {
         let user = e["user"]["username"].as_str().unwrap_or_default();
         if e["requestURI"] == "/version" && user.starts_with("system:node:node-") {
             per_user.entry(user.to_string()).or_default().push((
-                epoch_secs(e["requestReceivedTimestamp"].as_str().unwrap()),
+                testkit::kube::rfc3339_epoch_secs(e["requestReceivedTimestamp"].as_str().unwrap())
+                    .unwrap(),
                 e["responseStatus"]["code"].as_u64().unwrap(),
             ));
         }

@@ -52,7 +52,9 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
     n.wait_active_state("kubelet.service", "active", T).unwrap();
     assert_eq!(
         kubelet_env(&n).unwrap(),
-        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nNODE_NOTE=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n"
+        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nNODE_NOTE=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n\
+         KUBELET_CGROUP_DRIVER=\"cgroupfs\"\n",
+        "the seed's keys in order, the cluster's tag, the cgroup driver of docker on this cgroup v1 host"
     );
     assert_eq!(
         wait_kubelet_starts(&n, 1),
