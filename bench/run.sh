@@ -16,7 +16,11 @@
 # whole run vs `docker run --rm`), status (bench/status.sh), assets
 # (bench/assets.sh: assets pull vs the original's whole job, aws s3 cp +
 # tar xzf + sync, and vs aws s3 cp alone, on Garage), fleet (hundreds of
-# agents retrying a failing API server: request-rate histogram).
+# agents retrying a failing API server: request-rate histogram), ready (a
+# worker's first boot to Node Ready in a real cluster: simulated nodes
+# against the same worker with nothing to bootstrap, and, unless --quick or
+# VM=0, one worker VM through the VM tier's join test, about 12 minutes
+# under emulation).
 #
 # Builds what it needs: the harness `nb-bench` (crate benchkit/) and
 # testkit's `fake-update-engine` (debug), and a release build of
@@ -33,11 +37,13 @@ if [ "${1:-}" = --quick ]; then
     STATUS_RUNS=${STATUS_RUNS:-10}
     ASSET_RUNS=${ASSET_RUNS:-2}
     export S3=${S3:-standin}
-    ONLY=${ONLY:-footprint critical status assets}
+    ONLY=${ONLY:-footprint critical status assets ready}
+    VM=${VM:-0}
 fi
 RUNS=${RUNS:-7}
 FLEET=${FLEET:-300}
-ONLY=${ONLY:-footprint critical status assets fleet}
+VM=${VM:-1}
+ONLY=${ONLY:-footprint critical status assets fleet ready}
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 log() { echo "bench: $*" >&2; }
 
@@ -120,6 +126,18 @@ fi
 if want assets; then
     log "asset pull vs the original's job and aws s3 cp, on ${S3:-garage} (bench/assets.sh)"
     BIN="$BIN" NB_BENCH="$H" RUNS=${ASSET_RUNS:-3} bench/assets.sh 2> >(tee -a "$OUT/log" >&2) | collect
+fi
+
+if want ready; then
+    log "first boot to Node Ready in a real cluster ($RUNS workers and their floors, simulated nodes)"
+    "$H" node-ready --agent "$BIN" --runs "$RUNS" 2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | collect
+    if [ "$VM" = 1 ]; then
+        log "first boot to Node Ready of a worker VM (the VM tier's join test)"
+        NB_BENCH_REPORT=$OUT/vm-rows cargo test --quiet --test vm \
+            worker_first_boot_with_an_os_update_and_the_real_docker_joins_a_control_plane_on_the_host \
+            >>"$OUT/log" 2>&1 || log "the VM join test failed (its output: in the raw log)"
+        [ -f "$OUT/vm-rows" ] && collect < "$OUT/vm-rows"
+    fi
 fi
 
 if want fleet; then
