@@ -86,10 +86,7 @@ impl RealDocker {
 pub fn real_docker() -> Result<RealDocker> {
     static FOUND: std::sync::OnceLock<std::result::Result<RealDocker, String>> =
         std::sync::OnceLock::new();
-    FOUND
-        .get_or_init(|| pack().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
+    crate::once(&FOUND, pack)
 }
 
 fn pack() -> Result<RealDocker> {

@@ -62,28 +62,14 @@ impl KubeParts {
 pub fn parts() -> Result<KubeParts> {
     static FOUND: std::sync::OnceLock<std::result::Result<KubeParts, String>> =
         std::sync::OnceLock::new();
-    FOUND
-        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
+    crate::once(&FOUND, build)
 }
 
 fn build() -> Result<KubeParts> {
     if !Path::new(ETCD).exists() {
         bail!("{ETCD} is missing (Debian's etcd-server; scripts/setup.sh installs it)");
     }
-    let script = crate::project_root().join("scripts/build-kubernetes.sh");
-    let out = Command::new(&script)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let dir = PathBuf::from(String::from_utf8(out.stdout)?.trim());
+    let dir = crate::run_build_script("build-kubernetes.sh")?;
     let v = Command::new(dir.join("kubelet"))
         .arg("--version")
         .output()?;

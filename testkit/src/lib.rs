@@ -47,6 +47,44 @@ pub fn unit_file(name: &str) -> PathBuf {
     }
 }
 
+/// Runs the build script `scripts/<name>` (it builds something the tests
+/// use into a cache outside the checkout, or finds it there) and returns
+/// the path it prints, which must exist; the error says why not.
+pub fn run_build_script(name: &str) -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    let script = project_root().join("scripts").join(name);
+    let out = std::process::Command::new(&script)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let p = PathBuf::from(String::from_utf8(out.stdout)?.trim());
+    if !p.exists() {
+        anyhow::bail!(
+            "{} printed {}, which does not exist",
+            script.display(),
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// `init` once per test process, its result (or its error, as text) kept
+/// in `cell` for every later caller.
+pub fn once<T: Clone>(
+    cell: &'static std::sync::OnceLock<Result<T, String>>,
+    init: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    cell.get_or_init(|| init().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
 /// A stand-in script shipped in `testkit/standins/`.
 pub fn standin(name: &str) -> PathBuf {
     project_root().join("testkit/standins").join(name)

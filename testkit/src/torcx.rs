@@ -17,9 +17,8 @@
 
 use crate::simnode::SimNode;
 use crate::torcx_fixtures::{AddonRig, docker_archive, os_release, runtime_mappings_yaml};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
-use std::process::Command;
 
 /// Where Flatcar has the generator.
 pub const GENERATOR: &str = "/usr/lib/systemd/system-generators/torcx-generator";
@@ -34,33 +33,7 @@ AssertPathExists=/run/metadata/torcx\n\n[Install]\nWantedBy=basic.target\n";
 pub fn binary() -> Result<PathBuf> {
     static FOUND: std::sync::OnceLock<std::result::Result<PathBuf, String>> =
         std::sync::OnceLock::new();
-    FOUND
-        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build() -> Result<PathBuf> {
-    let script = crate::project_root().join("scripts/build-torcx.sh");
-    let out = Command::new(&script)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let p = PathBuf::from(String::from_utf8(out.stdout)?.trim());
-    if !p.exists() {
-        bail!(
-            "{} printed {}, which does not exist",
-            script.display(),
-            p.display()
-        );
-    }
-    Ok(p)
+    crate::once(&FOUND, || crate::run_build_script("build-torcx.sh"))
 }
 
 /// Skips the running test (returns `true`) when the real torcx cannot be
