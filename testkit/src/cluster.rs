@@ -109,6 +109,8 @@ pub struct ClusterRig {
     /// kubectl as the cluster's administrator.
     pub kubectl: Kubectl,
     specs: Vec<NodeSpec>,
+    /// Each node's kubelet port (the nodes share the host's network).
+    kubelet_ports: std::sync::Mutex<BTreeMap<String, u16>>,
     agent: Vec<u8>,
     dir: tempfile::TempDir,
 }
@@ -165,6 +167,7 @@ impl ClusterRig {
             mirror,
             control_plane,
             specs: nodes.to_vec(),
+            kubelet_ports: Default::default(),
             agent,
             dir,
         })
@@ -283,6 +286,10 @@ impl ClusterRig {
         }
         let port = crate::kube::free_port();
         let healthz = crate::kube::free_port();
+        self.kubelet_ports
+            .lock()
+            .unwrap()
+            .insert(spec.name.clone(), port);
         n.drop_in(
             "kubelet.service",
             "20-test-node",
@@ -319,6 +326,11 @@ impl ClusterRig {
             master.write(&format!("{ASSETS_DIR}/{rel}"), data, mode)?;
         }
         Ok(())
+    }
+
+    /// The port node `name`'s kubelet serves its API on (on 127.0.0.1).
+    pub fn kubelet_port(&self, name: &str) -> Option<u16> {
+        self.kubelet_ports.lock().unwrap().get(name).copied()
     }
 
     /// Scratch space that lives as long as the rig.

@@ -152,6 +152,37 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         assert_eq!(info.taints, taints, "{}", n.name());
     }
 
+    // The kubelet's own API (what the API server calls for logs, exec,
+    // metrics): anonymous requests are refused, the API server's client
+    // certificate (cluster CA) is let in after the API server authorized
+    // it (Webhook).
+    let port = rig.kubelet_port("worker-1").unwrap();
+    let url = format!("https://127.0.0.1:{port}/pods");
+    let curl = |extra: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(curl(&[]), "401", "anonymous requests to the kubelet");
+    let client = &rig.control_plane.kubelet_client;
+    let (cert, key) = (rig.dir().join("kc.crt"), rig.dir().join("kc.key"));
+    std::fs::write(&cert, &client.cert_pem).unwrap();
+    std::fs::write(&key, &client.key_pem).unwrap();
+    assert_eq!(
+        curl(&[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap()
+        ]),
+        "200",
+        "the API server's client certificate at the kubelet"
+    );
+
     // The workers' agents started before the API server existed: they
     // failed, were restarted by systemd, and joined once it answered.
     // (The journal of both boots: systemd's restart counter starts again
