@@ -5,9 +5,19 @@
 # (`cargo test --test node node_units::<test>`, with NODE_BOOTSTRAP_UNITS_DIR
 # pointing at the copy), and require that test to FAIL. Prints one line per
 # mutation and exits non-zero if any mutation survives.
+#
+# What counts: first every covering test runs once on the unmutated units
+# (the baseline) and must pass; a failing or skipping baseline stops the
+# check (exit 2), since a test that fails anyway kills every mutation.
+# Then a mutation is killed only when its test ran and failed on a panic
+# on the test's own thread (an assertion, an unwrap of what it waited
+# for); a build error, a run of no test, a timeout (TEST_TIMEOUT seconds)
+# or a SKIPPED line is an error of the check (exit 2), not a kill.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --tests -q
+
+TEST_TIMEOUT=${TEST_TIMEOUT:-600}
 
 # unit | line to delete (exact) | test that must fail
 mutations=(
@@ -26,20 +36,104 @@ mutations=(
   "tectonic.service|ConditionPathExists=!/opt/tectonic/init_tectonic.done|failed_tectonic_is_retried"
   "tectonic.service|StartLimitBurst=3|failed_tectonic_is_retried"
 )
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# run_tests LOG FILTER...: the node tier's tests matching the filters
+# (units from $NODE_BOOTSTRAP_UNITS_DIR if set); skips go to LOG.skips.
+# Returns the exit code, 124 when it timed out: then everything the run
+# started is killed (it runs in a session of its own; a simulated node's
+# PID 1 and unshare outlive a plain SIGTERM of the test binary).
+run_tests() {
+  local log=$1
+  shift
+  local filters=()
+  for t in "$@"; do filters+=("node_units::$t"); done
+  NODE_BOOTSTRAP_SKIP_LOG="$log.skips" setsid \
+    cargo test --test node -- "${filters[@]}" >"$log" 2>&1 &
+  local run=$!
+  (
+    sleep "$TEST_TIMEOUT" &
+    trap 'kill $! 2>/dev/null; exit 0' TERM
+    wait $! && touch "$log.timeout" && kill -KILL -- "-$run"
+  ) 2>/dev/null &
+  local watchdog=$!
+  local rc=0
+  wait "$run" 2>/dev/null || rc=$?
+  kill "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || true
+  if [ -e "$log.timeout" ]; then
+    rc=124
+  fi
+  return "$rc"
+}
+
+# why_not_a_verdict LOG RC N: why the run in LOG (exit RC, N tests asked
+# for) says nothing about the tests, or nothing when it does.
+why_not_a_verdict() {
+  local log=$1 rc=$2 n=$3
+  if [ "$rc" -eq 124 ]; then
+    echo "timed out after ${TEST_TIMEOUT}s"
+  elif [ -s "$log.skips" ]; then
+    echo "skipped: $(head -n 1 "$log.skips")"
+  elif grep -q 'must run in CI but cannot' "$log"; then
+    echo "skipped (CI): $(grep -m 1 'must run in CI but cannot' "$log")"
+  elif ! grep -qx "running $n tests\?" "$log"; then
+    echo "did not run $n test(s) (build error, or a filter that matches another number of tests): $(grep -m 1 -E '^(error|running )' "$log" || tail -n 1 "$log")"
+  fi
+}
+
+# The test's own panic in LOG: `<location>: <first line of its message>`.
+panic_of() {
+  local log=$1 test=$2
+  grep -A 1 -m 1 -E "^thread 'node_units::$test[a-z_]*'( \([0-9]+\))? panicked at " "$log" |
+    sed -E "1s/^thread '[^']*'( \([0-9]+\))? panicked at ([^ ]+):$/\2:/" | paste -sd ' ' -
+}
+
+echo "=== baseline: every covering test passes on the unmutated units"
+mapfile -t tests < <(printf '%s\n' "${mutations[@]}" | cut -d'|' -f3 | sort -u)
+rc=0
+run_tests "$work/baseline" "${tests[@]}" || rc=$?
+why=$(why_not_a_verdict "$work/baseline" "$rc" "${#tests[@]}")
+if [ -n "$why" ] || [ "$rc" -ne 0 ]; then
+  echo "mutation check: the baseline run is no baseline (exit $rc): ${why:-a covering test fails without any mutation}" >&2
+  grep -E '^test node_units::' "$work/baseline" >&2 || true
+  grep -A 1 -E "^thread '[^']*'( \([0-9]+\))? panicked at " "$work/baseline" >&2 ||
+    tail -n 40 "$work/baseline" >&2
+  exit 2
+fi
+grep -E '^test node_units::' "$work/baseline"
+
 survived=0
+errors=0
 for m in "${mutations[@]}"; do
   IFS='|' read -r unit line test <<<"$m"
-  dir=$(mktemp -d)
+  dir="$work/units"
+  rm -rf "$dir" "$work/log" "$work/log.skips" "$work/log.timeout"
+  mkdir "$dir"
   cp units/* "$dir/"
   grep -qxF "$line" "$dir/$unit" || { echo "mutation setup: '$line' not found in $unit" >&2; exit 2; }
-  grep -vxF "$line" "$dir/$unit" > "$dir/$unit.new" && mv "$dir/$unit.new" "$dir/$unit"
-  if NODE_BOOTSTRAP_UNITS_DIR="$dir" cargo test -q --test node "node_units::$test" >"$dir/log" 2>&1; then
+  grep -vxF "$line" "$dir/$unit" >"$dir/$unit.new" && mv "$dir/$unit.new" "$dir/$unit"
+  rc=0
+  NODE_BOOTSTRAP_UNITS_DIR="$dir" run_tests "$work/log" "$test" || rc=$?
+  why=$(why_not_a_verdict "$work/log" "$rc" 1)
+  if [ -n "$why" ]; then
+    echo "ERROR     $unit without '$line': $test $why"
+    tail -n 20 "$work/log" | sed 's/^/    /'
+    errors=$((errors + 1))
+  elif [ "$rc" -eq 0 ]; then
     echo "SURVIVED  $unit without '$line': $test still passes"
     survived=$((survived + 1))
+  elif grep -qE "^test node_units::$test[a-z_]* \.\.\. FAILED$" "$work/log" &&
+    panic=$(panic_of "$work/log" "$test") && [ -n "$panic" ]; then
+    echo "killed    $unit without '$line': $test fails at $panic"
   else
-    echo "killed    $unit without '$line': $test fails"
+    echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own"
+    tail -n 20 "$work/log" | sed 's/^/    /'
+    errors=$((errors + 1))
   fi
-  rm -rf "$dir"
 done
-echo "$survived mutation(s) survived of ${#mutations[@]}"
+echo "$survived mutation(s) survived of ${#mutations[@]}; $errors could not be judged"
+[ "$errors" -eq 0 ] || exit 2
 [ "$survived" -eq 0 ]

@@ -6,11 +6,19 @@
 # delivery (terraform, Ignition, push over SSH) and vm (QEMU machines: real
 # Ignition, kernel reboots, power cuts); then the mutation check of the node
 # tier's unit tests. Every tier runs even when an earlier one failed; the
-# script prints each one's time and fails at the end if any failed.
+# script prints each one's time and the tests that skipped (a test whose
+# root or tool is missing passes after a `SKIPPED` line that libtest keeps
+# to itself; testkit::skip_because also appends it to the file named by
+# NODE_BOOTSTRAP_SKIP_LOG), and fails at the end if any tier failed. Under
+# CI=true a skip fails its test instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
+
+# Each step's skips, one file per step.
+skips=$(mktemp -d)
+trap 'rm -rf "$skips"' EXIT
 
 failed=()
 times=()
@@ -19,10 +27,14 @@ step() {
   shift
   local t0=$SECONDS
   echo "=== $name"
-  if ! "$@"; then
+  if ! NODE_BOOTSTRAP_SKIP_LOG="$skips/$name" "$@"; then
     failed+=("$name")
   fi
-  times+=("$(printf '%-10s %5d s' "$name" $((SECONDS - t0)))")
+  local skipped=""
+  if [ -s "$skips/$name" ]; then
+    skipped="  ($(wc -l <"$skips/$name") test(s) SKIPPED)"
+  fi
+  times+=("$(printf '%-10s %5d s%s' "$name" $((SECONDS - t0)) "$skipped")")
 }
 
 step build cargo build --workspace --all-targets
@@ -36,6 +48,16 @@ step mutate ./scripts/mutate-units.sh
 
 echo "=== times"
 printf '%s\n' "${times[@]}"
+echo "=== skipped"
+if compgen -G "$skips/*" >/dev/null; then
+  for f in "$skips"/*; do
+    printf '%s: %d test(s) did not run:\n' "$(basename "$f")" "$(wc -l <"$f")"
+    sort "$f" | sed 's/^/  /'
+  done
+  echo "(a skipped test proves nothing: run as root after scripts/setup.sh, as CI does)"
+else
+  echo "none"
+fi
 if ((${#failed[@]})); then
   echo "FAILED: ${failed[*]}" >&2
   exit 1

@@ -149,16 +149,42 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
+/// The environment variable naming a file to which every skip appends its
+/// `SKIPPED` line: `scripts/test.sh` sets it (one file per tier) to list
+/// the skips in its summary, `scripts/mutate-units.sh` to tell a skip
+/// from a pass.
+pub const SKIP_LOG_ENV: &str = "NODE_BOOTSTRAP_SKIP_LOG";
+
 /// Skips the running test (returns `true`) because of `reason`, saying
-/// `SKIPPED <test>: <reason>` on stderr; under CI (`CI=true`) it panics
-/// instead: CI runs as root with everything scripts/setup.sh installs, so
-/// a skip there would be a test that silently never ran.
+/// `SKIPPED <test>: <reason>` on the process's stderr itself (not through
+/// `eprintln!`, whose output libtest keeps to itself for a test that
+/// passes, as a skipped test does) and appending that line to the file
+/// named by [`SKIP_LOG_ENV`] when it is set; under CI (`CI=true`) it
+/// panics instead: CI runs as root with everything scripts/setup.sh
+/// installs, so a skip there would be a test that silently never ran.
 pub fn skip_because(reason: impl std::fmt::Display) -> bool {
+    use std::io::Write as _;
     let test = test_name();
     if in_ci() {
         panic!("{test}: must run in CI but cannot: {reason}");
     }
-    eprintln!("SKIPPED {test}: {reason}");
+    let line = format!("SKIPPED {test}: {}\n", reason.to_string().replace('\n', " "));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    if let Some(log) = std::env::var_os(SKIP_LOG_ENV) {
+        // One write of a short line in append mode: lines of tests that
+        // skip at the same moment do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            panic!(
+                "{test}: cannot record its skip in {} ({SKIP_LOG_ENV}): {e}",
+                Path::new(&log).display()
+            );
+        }
+    }
     true
 }
 

@@ -166,12 +166,15 @@ fn development_mode_installs_the_local_build_whatever_its_version() {
 
 /// kill -9 of `upgrade` at points spread over its whole run (the download
 /// slowed down so some land in it): the installed name always holds an
-/// agent that runs, the old one or the new one; the next run completes.
+/// agent that runs, the old one or the new one; the next run completes,
+/// removes what the killed one left (its staged download, link temps) and
+/// keeps the replaced agent as the previous one.
 #[test]
 fn kill_9_at_any_point_of_an_upgrade_leaves_a_working_agent() {
     let r = Rig::new("0.1.0");
     r.publish_agents(&["0.2.0"]);
     let path = format!("/mirror/agents/{}", artifact("0.2.0"));
+    let new_size = fs::metadata(r.path("build/0.2.0")).unwrap().len();
     r.server.set_rate(&path, Some(40 * 1024 * 1024));
     let fresh = r.path("fresh-0.1.0");
     fs::copy(r.binary(), &fresh).unwrap();
@@ -180,6 +183,8 @@ fn kill_9_at_any_point_of_an_upgrade_leaves_a_working_agent() {
     ok(&r.upgrade(&[]));
     let full = t0.elapsed();
     let mut seen = std::collections::BTreeSet::new();
+    // Cuts that left part of the new agent staged: they landed in the download.
+    let mut in_download = 0;
     for i in 0..24u32 {
         // Start over from 0.1.0 with no previous.
         fs::copy(&fresh, r.path("opt/bin/.reset")).unwrap();
@@ -200,17 +205,40 @@ fn kill_9_at_any_point_of_an_upgrade_leaves_a_working_agent() {
         let v = r.version_of(&r.binary());
         assert!(v == "0.1.0" || v == "0.2.0", "cut {i}: {v}");
         seen.insert(v);
-        for stray in r.leftovers() {
+        let strays = r.leftovers();
+        for stray in &strays {
             assert!(stray.starts_with(".node-bootstrap"), "cut {i}: {stray}");
         }
-        // The next run completes (and clears nothing it should keep).
+        if strays.iter().any(|s| {
+            let staged = fs::metadata(r.path("opt/bin").join(s)).map_or(0, |m| m.len());
+            s.starts_with(".node-bootstrap.tmp-") && staged > 0 && staged < new_size
+        }) {
+            in_download += 1;
+        }
+        // The next run completes and clears what the cut left.
         let o = r.upgrade(&[]);
         assert!(o.status.success(), "cut {i}: {}", err(&o));
         assert_eq!(r.version_of(&r.binary()), "0.2.0", "cut {i}");
-        if r.previous().exists() {
-            assert_eq!(r.version_of(&r.previous()), "0.1.0", "cut {i}");
-        }
+        assert_eq!(
+            r.leftovers(),
+            Vec::<String>::new(),
+            "cut {i}: the completing run leaves nothing behind (the cut left {strays:?})"
+        );
+        // 0.1.0 was replaced, by the cut run or the completing one.
+        assert!(
+            r.previous().exists(),
+            "cut {i}: no {} after 0.1.0 was replaced",
+            r.previous().display()
+        );
+        assert_eq!(r.version_of(&r.previous()), "0.1.0", "cut {i}");
     }
+    eprintln!(
+        "{in_download} of 24 cuts landed in the download ({new_size} bytes; an upgrade took {full:?})"
+    );
+    assert!(
+        in_download >= 6,
+        "only {in_download} of 24 cuts left part of the new agent staged: the sweep hardly tests a cut in the download"
+    );
     assert_eq!(
         seen.into_iter().collect::<Vec<_>>(),
         ["0.1.0", "0.2.0"],

@@ -174,15 +174,40 @@ fn generated_metadata_is_read_and_mirrored_by_the_real_client_unsigned_and_signe
     ]));
     assert!(report.contains(r#""signed":true"#), "{report}");
 
-    // A corrupted artifact stops the real client's mirror.
-    fs::write(mirror.join("pkgs").join(OURS[0]), b"corrupted").unwrap();
+    // An artifact corrupted on the mirror (same size, other bytes) stops
+    // the real client's mirror at that item's checksum.
+    let corrupted = mirror.join("pkgs").join(OURS[0]);
+    let mut bytes = fs::read(&corrupted).unwrap();
+    bytes[100] ^= 0xff;
+    fs::write(&corrupted, &bytes).unwrap();
     let out = ss::mirror(&signed_index, &d.path().join("copy2"), Some(&keyring)).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a corrupted item was mirrored");
-    // A tampered signed product file is refused by the real client.
+    assert!(
+        stderr.contains(&format!(
+            "InvalidChecksum: Invalid sha512 Checksum at {}",
+            url_of(&mirror, &format!("pkgs/{}", OURS[0]))
+        )),
+        "sstream-mirror failed, but not on the corrupted item's checksum:\n{stderr}"
+    );
+    // A tampered signed product file (the index it is read through is
+    // untouched) is refused by the real client: gpgv finds its signature
+    // bad (what the client logs at debug level).
     let products = mirror.join("streams/v1/com.node-bootstrap-artifacts.sjson");
     let text = fs::read_to_string(&products).unwrap();
     fs::write(&products, text.replacen("0.10.0", "0.10.1", 1)).unwrap();
-    assert!(ss::query(&signed_index, Some(&keyring), &[]).is_err());
+    let out = Command::new("sstream-query")
+        .args(["-vv", "--json", "--keyring"])
+        .arg(&keyring)
+        .arg(&signed_index)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a tampered product file was read");
+    assert!(
+        stderr.contains("gpgv: BAD signature from \"Mirror signing <mirror@example.invalid>\""),
+        "sstream-query failed, but not on the tampered file's signature:\n{stderr}"
+    );
 }
 
 /// A config whose only location is `dir` (unsigned allowed there unless a

@@ -566,10 +566,16 @@ fn updating_worker(d: &Delivery, m: &TorcxMirror) -> VmNode {
     vm
 }
 
+/// The agent's state journal.
+const JOURNAL: &str = "/var/lib/node-bootstrap/state.json";
+/// Where the agent moves a journal it cannot read (empty or corrupt).
+const JOURNAL_ASIDE: &str = "/var/lib/node-bootstrap/state.json.corrupt";
+const BOOTSTRAP_UNIT: &str = "k8s-node-bootstrap.service";
+
 /// The agent's state journal, parsed (from the guest, or the disk while
 /// the VM is down).
 fn state_journal(vm: &VmNode) -> Option<Value> {
-    vm.read("/var/lib/node-bootstrap/state.json")
+    vm.read(JOURNAL)
         .and_then(|t| serde_json::from_str(&t).ok())
 }
 
@@ -671,7 +677,7 @@ fn cut_when(vm: &mut VmNode, point: &str, canary: bool, at: impl Fn(&Value) -> b
     let seen = vm
         .wait_for(point, WORK, |vm| {
             let text = vm
-                .try_read_bytes("/var/lib/node-bootstrap/state.json")
+                .try_read_bytes(JOURNAL)
                 .ok()??;
             let j: Value = serde_json::from_slice(&text).ok()?;
             at(&j).then_some(j)
@@ -684,11 +690,14 @@ fn cut_when(vm: &mut VmNode, point: &str, canary: bool, at: impl Fn(&Value) -> b
         assert_eq!(out.stdout_str(), "unsynced\n");
     }
     vm.power_cut().unwrap();
-    let kept = state_journal(vm);
+    let kept = match vm.read_bytes(JOURNAL) {
+        None => "no journal".to_string(),
+        Some(b) if b.is_empty() => "an empty journal".to_string(),
+        Some(b) => journal_summary(serde_json::from_slice(&b).ok().as_ref()),
+    };
     eprintln!(
-        "cut {point}: the guest's journal: {}; the disk kept: {}",
+        "cut {point}: the guest's journal: {}; the disk kept: {kept}",
         journal_summary(Some(&seen)),
-        journal_summary(kept.as_ref())
     );
     if canary {
         assert!(
@@ -708,11 +717,23 @@ fn step_status(j: &Value, step: &str) -> String {
 
 /// After a power cut (the VM is down), what the next boot will find: every
 /// file the agent replaces atomically is the old one or the new one, whole.
-fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) {
-    if let Some(text) = vm.read("/var/lib/node-bootstrap/state.json") {
+///
+/// One exception, by design: the state journal may be empty. `run` writes
+/// its records without fsync (`fsutil::Durability::AtomicOnly`, see
+/// `flow::driver`), and ext4 can commit the rename that gives a new file
+/// its name before the file's data (the first journal of a node has no
+/// old file the rename replaces, which would make ext4 write the data
+/// first); the agent moves such a journal aside and starts afresh. Returns
+/// whether the journal is empty: the caller then checks, in the next boot,
+/// that the agent did so ([`assert_empty_journal_moved_aside`]).
+#[must_use = "an empty journal must be followed by assert_empty_journal_moved_aside"]
+fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) -> bool {
+    let journal = vm.read_bytes(JOURNAL);
+    if let Some(text) = &journal {
         assert!(
-            text.is_empty() || serde_json::from_str::<Value>(&text).is_ok(),
-            "a torn state journal: {text:?}"
+            text.is_empty() || serde_json::from_slice::<Value>(text).is_ok(),
+            "a torn state journal: {:?}",
+            String::from_utf8_lossy(text)
         );
     }
     if let Some(env) = vm.read("/etc/kubernetes/kubelet.env") {
@@ -731,6 +752,102 @@ fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) {
     if let Some(p) = vm.read("/etc/torcx/next-profile") {
         assert_eq!(p, "tectonic\n");
     }
+    journal.is_some_and(|t| t.is_empty())
+}
+
+/// In the boot after a cut that left the state journal empty: the agent
+/// neither fails on it nor stops; it moves it aside
+/// ([`JOURNAL_ASIDE`], empty) and writes a new journal. (That the node
+/// then converges, the caller's later boots show.)
+fn assert_empty_journal_moved_aside(vm: &mut VmNode) {
+    let replaced = vm
+        .wait_for("the agent to replace the empty state journal", WORK, |vm| {
+            let result = vm.prop(BOOTSTRAP_UNIT, "Result").ok()?;
+            if result != "success" {
+                return Some(Err(format!(
+                    "{BOOTSTRAP_UNIT} failed (result {result}) on the empty journal instead of moving it aside:\n{}",
+                    vm.journal(BOOTSTRAP_UNIT)
+                )));
+            }
+            let text = vm.try_read_bytes(JOURNAL).ok()??;
+            serde_json::from_slice::<Value>(&text).ok().map(Ok)
+        })
+        .unwrap();
+    let replaced = replaced.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        vm.read_bytes(JOURNAL_ASIDE),
+        Some(Vec::new()),
+        "the empty journal, moved aside; the new one: {replaced:#}"
+    );
+}
+
+/// How long after the docker addon step starts its package download must
+/// be under way: fetching and checking the signed manifest before it takes
+/// seconds.
+const DOWNLOAD_START: Duration = Duration::from_secs(120);
+
+/// Waits until the agent downloads the wanted docker package in the
+/// running guest, and returns how much of it the guest holds: once the
+/// docker addon step runs (after the OS update, in its journal), the
+/// mirror must have answered the guest's GET of the package within
+/// [`DOWNLOAD_START`], and the guest must hold part of it, neither nothing
+/// nor all of it, in the store's partial file (`.<name>.part-<hash>`, see
+/// `addon::fetch`), with nothing under the package's final name yet. A
+/// cut after this lands mid-download.
+fn wait_download_under_way(vm: &mut VmNode, m: &TorcxMirror) -> u64 {
+    vm.wait_for("the docker addon step (after the OS update)", WORK, |vm| {
+        let j: Value = serde_json::from_slice(&vm.try_read_bytes(JOURNAL).ok()??).ok()?;
+        (step_status(&j, "docker-addon") == "running" && step_status(&j, "os-update") == "done")
+            .then_some(())
+    })
+    .unwrap();
+    let whole = m.next_pkg.len() as u64;
+    let partial = format!(
+        "/var/lib/torcx/store/{NEXT_OS}/.docker:{}.torcx.tgz.part-*",
+        m.next
+    );
+    let held = vm
+        .wait_for("the package download", DOWNLOAD_START, |vm| {
+            if vm.try_exists(&m.stored()).ok()? {
+                return Some(Err(format!(
+                    "{} is under its final name before the test saw it downloading",
+                    m.stored()
+                )));
+            }
+            let served = m
+                .rig
+                .server
+                .requests_for(&m.next_path)
+                .iter()
+                .any(|r| matches!(r.status, 200 | 206));
+            if !served {
+                return None;
+            }
+            let out = vm
+                .sh(&format!("stat -c %s {partial} 2>/dev/null"))
+                .ok()?;
+            let held: u64 = out.stdout_str().lines().next()?.trim().parse().ok()?;
+            match held {
+                0 => None,
+                n if n < whole => Some(Ok(n)),
+                n => Some(Err(format!(
+                    "the guest held the whole package ({n} bytes) before the test saw it downloading"
+                ))),
+            }
+        })
+        .unwrap_or_else(|e| {
+            panic!(
+                "the docker addon step ran {DOWNLOAD_START:?} without the package download under way \
+                 (the mirror's log of it: {:?}): {e:#}",
+                m.rig.server.requests_for(&m.next_path)
+            )
+        });
+    let held = held.unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "vm {}: the guest holds {held} of {whole} bytes of the package",
+        vm.name()
+    );
+    held
 }
 
 fn lines(vm: &VmNode, path: &str) -> Vec<String> {
@@ -1072,10 +1189,12 @@ fn worker_first_boot_with_an_os_update_and_the_real_docker_joins_a_control_plane
 
 /// Power cuts in the first boots, each in the boot that recovers from the
 /// one before: (1) while update_engine installs the OS update, right after
-/// the agent's unsynced journal write that starts the os-update step;
-/// (2) right after the unsynced write that records the OS update done and
-/// starts the docker addon, while the package downloads (the mirror is
-/// slowed so the cut lands mid-download); (3) right after the durable
+/// the agent's unsynced journal write that starts the os-update step; the
+/// journal that cut leaves is made empty if the cut did not make it so (a
+/// state the agent is built for, see [`assert_nothing_partial`]), and the
+/// next boot moves it aside; (2) in the docker addon step that follows the
+/// OS update, once the mirror (slowed down) has started sending the
+/// package and the guest holds part of it; (3) right after the durable
 /// record before the agent's reboot, before the shutdown could wipe
 /// docker's old datadir. Each next boot picks up the work and the last one
 /// completes the node.
@@ -1095,20 +1214,26 @@ fn power_cuts_before_the_reboot_converge() {
     cut_when(&mut vm, "1: the OS update running", true, |j| {
         step_status(j, "os-update") == "running"
     });
-    assert_nothing_partial(&vm, &m);
+    if !assert_nothing_partial(&vm, &m) {
+        vm.disk().write(JOURNAL, "", 0o640).unwrap();
+        eprintln!("vm {}: the state journal made empty", vm.name());
+    }
     assert!(
         vm.read(testkit::vm::PENDING_UPDATE).is_none(),
         "the cut came before update_engine finished"
     );
 
-    // The next boot runs the update again; the docker download crawls.
+    // The next boot moves the empty journal aside and runs the update
+    // again; the docker download crawls.
     m.rig.server.set_rate(&m.next_path, Some(16 * 1024));
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
+    assert_empty_journal_moved_aside(&mut vm);
+    wait_download_under_way(&mut vm, &m);
     cut_when(&mut vm, "2: the docker addon downloading", true, |j| {
-        step_status(j, "docker-addon") == "running" && step_status(j, "os-update") == "done"
+        step_status(j, "docker-addon") == "running"
     });
-    assert_nothing_partial(&vm, &m);
+    let empty = assert_nothing_partial(&vm, &m);
     assert!(
         !vm.exists(&m.stored()),
         "the cut came mid-download: no package under its final name"
@@ -1125,10 +1250,16 @@ fn power_cuts_before_the_reboot_converge() {
     m.rig.server.set_rate(&m.next_path, None);
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
+    if empty {
+        assert_empty_journal_moved_aside(&mut vm);
+    }
     let seen = cut_when(&mut vm, "3: the reboot requested", false, |j| {
         step_status(j, "reboot") == "running"
     });
-    assert_nothing_partial(&vm, &m);
+    assert!(
+        !assert_nothing_partial(&vm, &m),
+        "the record before a reboot is durable, never empty"
+    );
     let kept = state_journal(&vm).expect("the record before a reboot is durable");
     assert_eq!(kept["steps"]["reboot"], seen["steps"]["reboot"]);
     assert!(
@@ -1176,7 +1307,10 @@ fn power_cut_right_after_kubelet_env_converges() {
     let seen = cut_when(&mut vm, "4: kubelet.env written", true, |j| {
         step_status(j, "kubelet-env") == "done"
     });
-    assert_nothing_partial(&vm, &m);
+    assert!(
+        !assert_nothing_partial(&vm, &m),
+        "the agent's last record is durable, never empty"
+    );
     assert!(
         vm.exists("/etc/kubernetes/kubelet.env"),
         "kubelet.env is durable"

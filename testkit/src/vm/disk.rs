@@ -118,19 +118,42 @@ impl Disk {
     }
 
     /// Whether `path` exists (any kind of inode). Replay the journal first.
+    /// debugfs exits 0 whatever its commands did, so only its two answers
+    /// count: an inode, or "File not found"; anything else is an error.
     pub fn exists(&self, path: &str) -> Result<bool> {
-        let (out, _) = self.debugfs(false, &format!("stat {}\n", quote(path)?))?;
-        Ok(out.contains("Inode:"))
+        Ok(self.size(path)?.is_some())
+    }
+
+    /// The size of the inode at `path` (`None`: there is none).
+    fn size(&self, path: &str) -> Result<Option<u64>> {
+        let (out, err) = self.debugfs(false, &format!("stat {}\n", quote(path)?))?;
+        if out.contains("Inode:") {
+            let size = out
+                .lines()
+                .find(|l| l.contains("User:"))
+                .and_then(|l| l.split("Size:").nth(1))
+                .and_then(|s| s.trim().parse().ok())
+                .with_context(|| format!("debugfs stat {path}: no size in {out:?}"))?;
+            return Ok(Some(size));
+        }
+        if err.contains("File not found by ext2_lookup") {
+            return Ok(None);
+        }
+        bail!(
+            "debugfs could not stat {path} in {}: {}",
+            self.path.display(),
+            err.trim()
+        )
     }
 
     /// The contents of the regular file `path`, `None` if it does not
     /// exist. Replay the journal first.
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        if !self.exists(path)? {
+        let Some(size) = self.size(path)? else {
             return Ok(None);
-        }
+        };
         let tmp = tempfile::NamedTempFile::new()?;
-        self.debugfs(
+        let (_, err) = self.debugfs(
             false,
             &format!(
                 "dump {} {}\n",
@@ -138,7 +161,16 @@ impl Disk {
                 quote(&tmp.path().display().to_string())?
             ),
         )?;
-        Ok(Some(std::fs::read(tmp.path())?))
+        let data = std::fs::read(tmp.path())?;
+        // A failed dump leaves the file empty and says so only on stderr.
+        if data.len() as u64 != size {
+            bail!(
+                "debugfs dumped {} bytes of {path} where its inode has {size}: {}",
+                data.len(),
+                err.trim()
+            );
+        }
+        Ok(Some(data))
     }
 
     /// [`read`](Self::read) as text.

@@ -717,13 +717,30 @@ impl VmNode {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
+    /// Whether `path` exists: in the running guest (`test -e` through the
+    /// guest agent), or on the disk while the VM is down (after replaying
+    /// its journal). Panics when it cannot tell (the guest agent or the
+    /// disk tools failing): a question not answered is never "no".
     pub fn exists(&self, path: &str) -> bool {
+        self.try_exists(path)
+            .unwrap_or_else(|e| panic!("{}: does {path} exist? {e:#}", self.name))
+    }
+
+    /// [`exists`](Self::exists), with an error instead of a panic.
+    pub fn try_exists(&self, path: &str) -> Result<bool> {
         if self.is_running() {
-            self.exec(&["test", "-e", path])
-                .map(|o| o.success())
-                .unwrap_or(false)
+            let out = self.exec(&["test", "-e", path])?;
+            match out.code {
+                Some(0) => Ok(true),
+                Some(1) => Ok(false),
+                other => bail!(
+                    "`test -e {path}` in the guest ended with {other:?}: {}",
+                    out.stderr_str()
+                ),
+            }
         } else {
-            self.disk.replay_journal().is_ok() && self.disk.exists(path).unwrap_or(false)
+            self.disk.replay_journal()?;
+            self.disk.exists(path)
         }
     }
 
