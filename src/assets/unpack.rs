@@ -7,7 +7,8 @@
 //! - symlinks with an absolute target, a target that leaves the bundle, or a
 //!   target that does not exist in the bundle (checked once everything is
 //!   unpacked, by resolving each link for real);
-//! - hard links to anything but a regular file already unpacked;
+//! - hard links to anything but a regular file already unpacked (a link
+//!   to itself included);
 //! - device files, FIFOs and any other special entry;
 //! - entries larger than `limits.max_entry_bytes`, a total beyond
 //!   `limits.max_total_bytes` (counted from the bytes actually written, so
@@ -400,6 +401,10 @@ impl Unpacker<'_> {
                 )
             })?
             .ok_or_else(|| reject(shown, "hard link to the bundle root"))?;
+        if link_rel == rel {
+            // Its own path is cleared before the link is made.
+            return Err(reject(shown, "hard link to itself"));
+        }
         let mut through_link = false;
         let mut cur = self.root.to_path_buf();
         for c in link_rel.parent().unwrap_or(Path::new("")).components() {

@@ -134,6 +134,17 @@ fn cases() -> Vec<(&'static str, Vec<u8>, &'static str)> {
             "entry \"shadow\" rejected: hard link to \"/etc/shadow\" points outside the bundle",
         ),
         (
+            // Found by the property test: the link's own path is cleared
+            // before it is linked, so a link to itself has nothing left to
+            // link to.
+            "hardlink-to-itself",
+            Evil::new()
+                .file("manifests", b"")
+                .raw("manifests", tar::EntryType::Link, Some("manifests"), b"")
+                .targz(),
+            "entry \"manifests\" rejected: hard link to itself",
+        ),
+        (
             "char-device",
             Evil::new()
                 .raw("dev/mem", tar::EntryType::Char, None, b"")
