@@ -344,12 +344,25 @@ pub fn shipped_kubelet_args() -> String {
 }
 
 /// The start record kubelet-wrapper writes for image `SEED_URL:tag` under
-/// the shipped unit with its defaults.
-pub fn kubelet_start_record(tag: &str) -> String {
+/// the shipped unit with its defaults, but for the cgroup driver that
+/// kubelet.env names (`KUBELET_CGROUP_DRIVER`: `cgroupfs` on a cgroup v1
+/// machine such as this host and its simulated nodes, `systemd` on a
+/// unified one such as the test VMs).
+pub fn kubelet_start_record(tag: &str, cgroup_driver: &str) -> String {
+    let args = shipped_kubelet_args();
+    let shipped = shipped_cgroup_driver_arg(&args);
     format!(
         "start image={SEED_URL}:{tag} args={}",
-        shipped_kubelet_args()
+        args.replace(&shipped, &format!("--cgroup-driver={cgroup_driver}"))
     )
+}
+
+/// The `--cgroup-driver=…` word of the shipped arguments.
+fn shipped_cgroup_driver_arg(args: &str) -> String {
+    args.split_whitespace()
+        .find(|w| w.starts_with("--cgroup-driver="))
+        .expect("units/kubelet.service passes --cgroup-driver")
+        .to_string()
 }
 
 /// The kubelet-wrapper stand-in's record of its starts.

@@ -168,7 +168,10 @@ pub fn skip_because(reason: impl std::fmt::Display) -> bool {
     if in_ci() {
         panic!("{test}: must run in CI but cannot: {reason}");
     }
-    let line = format!("SKIPPED {test}: {}\n", reason.to_string().replace('\n', " "));
+    let line = format!(
+        "SKIPPED {test}: {}\n",
+        reason.to_string().replace('\n', " ")
+    );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
     if let Some(log) = std::env::var_os(SKIP_LOG_ENV) {
         // One write of a short line in append mode: lines of tests that

@@ -671,7 +671,7 @@ pub fn check(n: &SimNode) -> Vec<String> {
             }
         }
     }
-    let want_start = an::kubelet_start_record(&CLUSTER_VERSION.replace('+', "_"));
+    let want_start = an::kubelet_start_record(&CLUSTER_VERSION.replace('+', "_"), "cgroupfs");
     let starts = n
         .read("/var/lib/kubelet-wrapper/starts")
         .unwrap_or_default();

@@ -58,7 +58,10 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
     );
     assert_eq!(
         wait_kubelet_starts(&n, 1),
-        vec![testkit::agentnode::kubelet_start_record("v1.9.6_coreos.0")]
+        vec![testkit::agentnode::kubelet_start_record(
+            "v1.9.6_coreos.0",
+            "cgroupfs"
+        )]
     );
     // systemd read the quoted value back exactly as the seed meant it.
     let env = n

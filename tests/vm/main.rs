@@ -575,8 +575,7 @@ const BOOTSTRAP_UNIT: &str = "k8s-node-bootstrap.service";
 /// The agent's state journal, parsed (from the guest, or the disk while
 /// the VM is down).
 fn state_journal(vm: &VmNode) -> Option<Value> {
-    vm.read(JOURNAL)
-        .and_then(|t| serde_json::from_str(&t).ok())
+    vm.read(JOURNAL).and_then(|t| serde_json::from_str(&t).ok())
 }
 
 /// What `/run/torcx/bin/docker --version` says: the docker torcx applied.
@@ -676,9 +675,7 @@ fn journal_summary(j: Option<&Value>) -> String {
 fn cut_when(vm: &mut VmNode, point: &str, canary: bool, at: impl Fn(&Value) -> bool) -> Value {
     let seen = vm
         .wait_for(point, WORK, |vm| {
-            let text = vm
-                .try_read_bytes(JOURNAL)
-                .ok()??;
+            let text = vm.try_read_bytes(JOURNAL).ok()??;
             let j: Value = serde_json::from_slice(&text).ok()?;
             at(&j).then_some(j)
         })
@@ -952,7 +949,10 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     );
     assert_eq!(
         lines(&vm, "/var/lib/kubelet-wrapper/starts"),
-        [testkit::agentnode::kubelet_start_record("v1.9.6_coreos.0")]
+        [testkit::agentnode::kubelet_start_record(
+            "v1.9.6_coreos.0",
+            "systemd"
+        )]
     );
     // The first boot is over: the next one will not run Ignition again.
     assert!(!vm.exists(testkit::vm::FIRSTBOOT_FLAG));
@@ -1014,7 +1014,7 @@ fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_f
     assert_eq!(
         vm.read("/etc/kubernetes/kubelet.env").unwrap(),
         format!(
-            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{SEED_TAG}\"\n"
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{SEED_TAG}\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n"
         )
     );
 
