@@ -251,15 +251,7 @@ mod tests {
 
     #[test]
     fn exit_codes_are_distinct() {
-        let classes = [
-            ErrorClass::Retryable,
-            ErrorClass::Config,
-            ErrorClass::BadInput,
-            ErrorClass::Verification,
-            ErrorClass::Refused,
-            ErrorClass::Locked,
-            ErrorClass::Internal,
-        ];
+        let classes = ErrorClass::ALL;
         let mut codes: Vec<u8> = classes.iter().map(|c| c.exit_code()).collect();
         codes.sort();
         codes.dedup();

@@ -929,15 +929,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_error_class_is_recorded_and_returned_unchanged() {
-        for class in [
-            ErrorClass::Retryable,
-            ErrorClass::Config,
-            ErrorClass::BadInput,
-            ErrorClass::Verification,
-            ErrorClass::Refused,
-            ErrorClass::Locked,
-            ErrorClass::Internal,
-        ] {
+        for class in ErrorClass::ALL {
             let d = tempfile::tempdir().unwrap();
             let node = FakeNode {
                 version_error: Some(class),
