@@ -81,8 +81,9 @@ fi
 
 # The real torcx / torcx-generator (cached; see the script).
 "$(dirname "$0")/build-torcx.sh" >/dev/null
-# kube-apiserver, kubelet, kubectl from Debian's kubernetes source (cached
-# by the source package; about 5 minutes when it is not).
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
+# from Debian's kubernetes source (cached by the source package; 7.5
+# minutes on a quiet 2-core machine when it is not).
 "$(dirname "$0")/build-kubernetes.sh" >/dev/null
 # The VM tier's OS image, built from Debian packages (cached by its inputs;
 # 2-4 minutes when they change, see the script).

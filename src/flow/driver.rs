@@ -320,6 +320,12 @@ impl<S: Seams> Driver<'_, S> {
             wipe_docker_datadir,
             "rebooting to apply changes"
         );
+        if wipe_docker_datadir {
+            // Durable before the record below (see `reboot`'s module doc).
+            if let Err(e) = self.seams.owe_docker_wipe().await {
+                return self.fail(rec, Step::Reboot, e);
+            }
+        }
         let boot = self.boot_id.clone();
         let intent = StepResult::Reboot(RebootRecord {
             reason: Some(reason.to_string()),
@@ -396,6 +402,7 @@ mod tests {
         notices: RefCell<Vec<String>>,
         on_disk_at_ready: RefCell<Option<StateJournal>>,
         on_disk_at_reboot: RefCell<Option<StateJournal>>,
+        on_disk_at_wipe_owed: RefCell<Option<StateJournal>>,
     }
 
     impl Seams for FakeNode {
@@ -507,6 +514,13 @@ mod tests {
                 return Err(Error::retryable("(test) docker API unreachable"));
             }
             Ok(true)
+        }
+        async fn owe_docker_wipe(&self) -> Result<()> {
+            self.calls.borrow_mut().push("owe docker wipe".into());
+            if let Some(p) = &self.journal_file {
+                *self.on_disk_at_wipe_owed.borrow_mut() = JournalFile::new(p).load().unwrap();
+            }
+            Ok(())
         }
         async fn reboot(&self, reason: &str, wipe: bool) -> Result<Infallible> {
             self.calls
@@ -725,6 +739,23 @@ mod tests {
                 .reason
                 .as_deref(),
             Some("os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03")
+        );
+        // The wipe was owed (durably, by the seam) before the journal said
+        // a reboot that wipes is under way: a power cut between the two
+        // must not leave that record without the marker.
+        let at_wipe = node.on_disk_at_wipe_owed.borrow().clone().unwrap();
+        assert!(
+            at_wipe.step(Step::Reboot).is_none(),
+            "the reboot was recorded before the wipe was owed: {:?}",
+            at_wipe.step(Step::Reboot)
+        );
+        let calls = node.calls.borrow();
+        assert_eq!(
+            calls[calls.len() - 2..],
+            [
+                "owe docker wipe".to_string(),
+                "reboot (os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03) wipe=true".to_string()
+            ]
         );
     }
 

@@ -200,16 +200,13 @@ impl Seams for NodeSeams<'_> {
         crate::addon::confirm_active(self.config, intended)
     }
 
+    async fn owe_docker_wipe(&self) -> Result<()> {
+        crate::reboot::owe_wipe(self.config, &self.boot_id)
+    }
+
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
         let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
-        crate::reboot::reboot(
-            self.config,
-            &systemd,
-            &self.boot_id,
-            reason,
-            wipe_docker_datadir,
-        )
-        .await
+        crate::reboot::reboot(self.config, &systemd, reason, wipe_docker_datadir).await
     }
 
     async fn kubelet_sysext(

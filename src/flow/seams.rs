@@ -53,6 +53,11 @@ pub trait Seams {
     ) -> Result<AddonOutcome>;
     /// After a reboot: is the docker the addon step installed now active?
     async fn addon_confirm(&self, intended: &AddonOutcome) -> Result<bool>;
+    /// Record durably that docker's data directory is owed a wipe (the
+    /// marker the shutdown's cleanup unit, or a later boot's `run`,
+    /// honours). The driver calls it before it records a reboot that wipes,
+    /// so no record of such a reboot exists without it.
+    async fn owe_docker_wipe(&self) -> Result<()>;
     /// Install the docker datadir cleanup unit if asked, request the reboot,
     /// and wait to be stopped. Returns only with an error.
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible>;

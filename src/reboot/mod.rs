@@ -5,11 +5,15 @@
 //! installed first (docs/formats.md §8), and a failure to install it stops the
 //! reboot. The runtime unit lives in /run and is lost with the power, so a
 //! persistent marker (`<state_dir>/docker-datadir-wipe-pending`, holding the
-//! boot id that asked) is written first; the shutdown unit removes it after
-//! wiping, and a later boot's `run` that still finds it wipes the datadir
-//! itself before anything else ([`finish_pending_wipe`]). Then logind is asked to reboot and the process waits to be
-//! stopped; if it is still alive after `reboot.wait_secs`, it exits with a
-//! retryable error and systemd runs it again, which asks again.
+//! boot id that asked) is made durable first ([`owe_wipe`]), before the
+//! state journal records the reboot: a power cut between the two must not
+//! leave a journal that says "rebooting with a wipe" and no marker, which
+//! the next boot would take as a reboot done and a wipe nobody owes. The
+//! shutdown unit removes the marker after wiping, and a later boot's `run`
+//! that still finds it wipes the datadir itself before anything else
+//! ([`finish_pending_wipe`]). Then logind is asked to reboot and the process
+//! waits to be stopped; if it is still alive after `reboot.wait_secs`, it
+//! exits with a retryable error and systemd runs it again, which asks again.
 
 pub mod config;
 
@@ -66,23 +70,31 @@ pub fn cleanup_unit(docker_datadir: &Path, marker: &Path) -> Result<String> {
     }
 }
 
-/// Installs the cleanup unit when asked, requests the reboot, and waits.
+/// Makes the "wipe owed" marker durable, naming this boot (which will not
+/// wipe; the shutdown or a later boot will). Refuses, before writing it, a
+/// data directory the cleanup unit would refuse.
+pub fn owe_wipe(config: &Config, boot_id: &str) -> Result<()> {
+    let marker = wipe_marker(&config.paths);
+    cleanup_unit(&config.paths.docker_datadir, &marker)?;
+    crate::fsutil::write_file(
+        "docker datadir wipe marker",
+        &marker,
+        format!("{boot_id}\n").as_bytes(),
+        crate::fsutil::MODE_PUBLIC,
+    )
+}
+
+/// Installs the cleanup unit when asked (the marker is written already, by
+/// [`owe_wipe`]), requests the reboot, and waits.
 pub async fn reboot(
     config: &Config,
     systemd: &Systemd,
-    boot_id: &str,
     reason: &str,
     wipe_docker_datadir: bool,
 ) -> Result<Infallible> {
     if wipe_docker_datadir {
         let marker = wipe_marker(&config.paths);
         let unit = cleanup_unit(&config.paths.docker_datadir, &marker)?;
-        crate::fsutil::write_file(
-            "docker datadir wipe marker",
-            &marker,
-            format!("{boot_id}\n").as_bytes(),
-            crate::fsutil::MODE_PUBLIC,
-        )?;
         systemd
             .install_runtime_unit(&config.paths.systemd_runtime_dir, CLEANUP_UNIT, &unit)
             .await
@@ -212,7 +224,8 @@ mod tests {
         // Nothing owed: nothing happens.
         assert!(!finish_pending_wipe(&config, "b1").await.unwrap());
         let marker = wipe_marker(&config.paths);
-        crate::fsutil::atomic_write(&marker, b"b1\n", 0o644).unwrap();
+        owe_wipe(&config, "b1").unwrap();
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "b1\n");
         // Same boot: the reboot is still to come, and its shutdown wipes.
         assert!(!finish_pending_wipe(&config, "b1").await.unwrap());
         assert!(data.exists());

@@ -1274,7 +1274,7 @@ fn power_cuts_before_the_reboot_converge() {
     assert_updated_and_complete(&vm, &m, CLUSTER_VERSION);
     assert!(
         !vm.exists("/var/lib/docker/image/marker"),
-        "docker's old datadir is wiped although the shutdown that should have done it never ran"
+        "docker's old datadir survived into the new docker: the wipe the cut shutdown owed was not done"
     );
     assert_eq!(lines(&vm, "/var/lib/kubelet-wrapper/starts").len(), 1);
     assert_eq!(vm.boots(), 4);
