@@ -1266,6 +1266,10 @@ fn power_cuts_before_the_reboot_converge() {
         vm.exists("/var/lib/docker/image/marker"),
         "the cut came before the shutdown wiped docker's datadir"
     );
+    assert!(
+        vm.exists("/var/lib/node-bootstrap/docker-datadir-wipe-pending"),
+        "the journal records a reboot that wipes docker's datadir: the owed wipe must be on disk with it"
+    );
 
     // The next boot: the owed wipe happens, the changes are confirmed,
     // kubelet.env is written.
