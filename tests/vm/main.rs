@@ -370,9 +370,9 @@ fn bench_rows(vm: &VmNode, booted_at: std::time::SystemTime, ready_since: f64) {
         .collect();
     let agent = testkit::cluster::agent_seconds(&records).unwrap();
     let rows = format!(
-        "ROW\tworker first boot to Node Ready, VM under {:?} (s; OS update and docker, one reboot)\t{to_ready:.0}\t- (one run)\t-\t(context)\t-\n\
+        "ROW\tworker first boot to Node Ready, VM under {} (s; OS update and docker, one reboot)\t{to_ready:.0}\t- (one run)\t-\t(context)\t-\n\
          ROW\tthe agent's share of that first boot, VM (s)\t{agent:.1}\t{to_ready:.0} (first boot to Ready)\t{:.0}%\t<= 25%\t{}\n",
-        vm.accel(),
+        format!("{:?}", vm.accel()).to_uppercase(),
         100.0 * agent / to_ready,
         if agent / to_ready <= 0.25 {
             "yes"
