@@ -69,7 +69,13 @@ mod status_offline;
 /// (`proptest_parsers.proptest-regressions`, checked in) and replayed
 /// first on every later run. (proptest's default would put it in a
 /// `proptest-regressions/` tree beside this tier's main.rs instead.)
+/// `NB_PROPTEST_CASES=N` runs N cases per property instead, for a longer
+/// search than CI's.
 fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("NB_PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(cases);
     proptest::test_runner::Config {
         cases,
         failure_persistence: Some(Box::new(
