@@ -405,9 +405,14 @@ fn cluster_ca(
         }
         (_, Some(p)) if !p.trim().is_empty() => {
             let field = format!("{cf}.certificate-authority");
-            let p = resolve(base, p);
-            let pem = read_limited(&p)
-                .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?;
+            let raw = p;
+            let p = resolve(base, raw);
+            let pem = read_limited(&p).map_err(|e| {
+                bad(
+                    &field,
+                    &unreadable_file(raw, &p, &e, "certificate-authority-data", false),
+                )
+            })?;
             (pem, p.display().to_string(), field)
         }
         _ => {
@@ -500,12 +505,12 @@ fn client_cert(
         (Some(d), _) if !d.trim().is_empty() => decode_b64(d)
             .map(Some)
             .map_err(|m| bad(&format!("{uf}.{name}-data"), &m)),
-        (_, Some(p)) if !p.trim().is_empty() => {
-            let p = resolve(base, p);
+        (_, Some(raw)) if !raw.trim().is_empty() => {
+            let p = resolve(base, raw);
             read_limited(&p).map(Some).map_err(|e| {
                 bad(
                     &format!("{uf}.{name}"),
-                    &format!("cannot read {}: {e}", p.display()),
+                    &unreadable_file(raw, &p, &e, &format!("{name}-data"), false),
                 )
             })
         }
@@ -555,15 +560,48 @@ fn token(
         (Some(t), _) if !t.is_empty() => Ok(Some(
             check_token(t).map_err(|m| bad(&format!("{uf}.token"), &m))?,
         )),
-        (_, Some(p)) if !p.trim().is_empty() => {
-            let p = resolve(base, p);
+        (_, Some(raw)) if !raw.trim().is_empty() => {
+            let p = resolve(base, raw);
             let field = format!("{uf}.tokenFile");
             let bytes = read_limited(&p)
-                .map_err(|e| bad(&field, &format!("cannot read {}: {e}", p.display())))?;
+                .map_err(|e| bad(&field, &unreadable_file(raw, &p, &e, "token", true)))?;
             let t = String::from_utf8(bytes).map_err(|_| bad(&field, "not UTF-8 text"))?;
             Ok(Some(check_token(t.trim()).map_err(|m| bad(&field, &m))?))
         }
         _ => Ok(None),
+    }
+}
+
+/// What to say of a field that names a file (`certificate-authority`,
+/// `client-key`, `tokenFile`, …) whose file cannot be read. Operators paste
+/// the data into the file field by mistake, and the error must not quote
+/// it (a key, a token): a value that no file name could be (a component
+/// longer than 255 bytes, or a line break) is described, never shown; with
+/// `hide_bare_names`, so is a value without a `/` (a token is such a
+/// value). Otherwise the path is shown, as it helps.
+fn unreadable_file(
+    raw: &str,
+    resolved: &Path,
+    err: &std::io::Error,
+    data_field: &str,
+    hide_bare_names: bool,
+) -> String {
+    const NAME_MAX: usize = 255;
+    let raw = raw.trim();
+    let data_like = raw.contains('\n') || raw.split('/').any(|c| c.len() > NAME_MAX);
+    if data_like {
+        format!(
+            "cannot read the file it names: its {}-character value is no file path \
+             (not shown: it may be secret data, which goes in {data_field})",
+            raw.chars().count()
+        )
+    } else if hide_bare_names && !raw.contains('/') {
+        format!(
+            "cannot read the file it names, relative to the kubeconfig's directory: {err} \
+             (the name is not shown: it may be the secret itself, which goes in {data_field})"
+        )
+    } else {
+        format!("cannot read {}: {err}", resolved.display())
     }
 }
 
@@ -839,6 +877,46 @@ mod tests {
         let m = err(&good.replace(&format!("    client-key-data: {}\n", b64(&p.key)), ""));
         assert!(
             m.contains("users[kubelet].user: has a client certificate but no client-key"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn secret_data_in_a_file_field_is_not_quoted() {
+        let p = pki();
+        let good = tectonic(&p, "https://a");
+        let key = b64(&p.key);
+        // The key pasted into client-key (the file field).
+        let m = err(&good.replace("client-key-data:", "client-key:"));
+        assert!(
+            m.contains("users[kubelet].user.client-key: cannot read the file it names: its ")
+                && m.contains("-character value is no file path (not shown: it may be secret data, which goes in client-key-data)"),
+            "{m}"
+        );
+        assert!(!m.contains(&key[..40]), "the key is quoted: {m}");
+        // A token in tokenFile.
+        let token = "abcdef.0123456789abcdef";
+        let with_token_file = good.replace(
+            &format!(
+                "    client-certificate-data: {}\n    client-key-data: {key}\n",
+                b64(&p.cert)
+            ),
+            &format!("    tokenFile: {token}\n"),
+        );
+        assert_ne!(with_token_file, good);
+        let m = err(&with_token_file);
+        assert!(
+            m.contains("users[kubelet].user.tokenFile: cannot read the file it names, relative to the kubeconfig's directory: No such file or directory (os error 2) (the name is not shown: it may be the secret itself, which goes in token)"),
+            "{m}"
+        );
+        assert!(!m.contains("0123456789abcdef"), "the token is quoted: {m}");
+        // A path is shown.
+        let m = err(&good.replace(
+            &format!("client-key-data: {key}"),
+            "client-key: /etc/kubernetes/missing.key",
+        ));
+        assert!(
+            m.contains("users[kubelet].user.client-key: cannot read /etc/kubernetes/missing.key: No such file or directory"),
             "{m}"
         );
     }
