@@ -21,7 +21,7 @@ pub const REBOOT_REQUESTED: &str = "ee7cc295331f4c1ebac5cdad16563c53";
 /// kubelet.env is in place: the node is bootstrapped.
 pub const NODE_BOOTSTRAPPED: &str = "5ca3e4340c0a456690dc029365aa9c18";
 /// A docker package was refused: its checksum does not match the signed
-/// manifest, or torcx could not apply it (`VERSION`, `ERROR`).
+/// manifest, or torcx could not apply it (`PACKAGE`, the file; `ERROR`).
 pub const PACKAGE_REFUSED: &str = "56b09dc340774738b7b9e038ed336fb3";
 /// A new agent was installed (`FROM`, `TO`).
 pub const AGENT_UPGRADED: &str = "8f9a3c20c97249c886aff499af5f43c7";

@@ -315,7 +315,7 @@ impl Fetcher {
                 hash.to_hex()
             ));
             tracing::error!(message_id = crate::message_ids::PACKAGE_REFUSED, step = "docker-addon",
-                version = final_name, error = %err, "package refused: its checksum does not match the manifest");
+                package = final_name, error = %err, "package refused: its checksum does not match the manifest");
             return Err(err);
         }
         let size = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);

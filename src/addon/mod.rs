@@ -278,7 +278,7 @@ fn check_applicable(plan: &torcx::PackagePlan, choice: &Choice, os_version: &str
     );
     let summary = torcx_image::check(file, &what).inspect_err(|e| {
         error!(message_id = crate::message_ids::PACKAGE_REFUSED, step = STEP, version = %choice.version,
-            os_version, error = %e, "package refused: torcx could not apply it");
+            package = %choice.archive_name(), os_version, error = %e, "package refused: torcx could not apply it");
     })?;
     debug!(step = STEP, version = %choice.version, os_version,
         binaries = %summary.binaries.join(","), units = %summary.units.join(","),

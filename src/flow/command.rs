@@ -68,8 +68,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
         RunOutcome::Complete => Ok(()),
         RunOutcome::Handover { binary } => {
             // exec ends this process's metrics: publish them first.
-            crate::metrics::record::finish("handover", None);
-            crate::metrics::publish::publish_or_warn(&crate::metrics::Target::from_config(config));
+            crate::metrics::publish_before_exit(config, "handover");
             Err(hand_over(&binary))
         }
     }

@@ -61,8 +61,7 @@ impl Seams for NodeSeams<'_> {
             Progress::RebootRequested => {
                 // The shutdown ends this process: publish now.
                 record::reboot_requested();
-                record::finish("reboot", None);
-                metrics::publish::publish_or_warn(&metrics::Target::from_config(self.config));
+                metrics::publish_before_exit(self.config, "reboot");
             }
         }
     }

@@ -221,12 +221,13 @@ pub async fn run(config: &Config, step: Helper) -> Result<()> {
                 },
             });
             record(&|j| j.finish(&boot_id, jstep, res.clone()));
-            tracing::info!(step = step_name, duration_ms, path = %marker.display(), "done");
+            tracing::info!(message_id = crate::message_ids::STEP_DONE, step = step_name, duration_ms, path = %marker.display(), "done");
             Ok(())
         }
         Err((err, tail)) => {
             record(&|j| j.fail(&boot_id, jstep, &err, tail.clone()));
-            tracing::error!(step = step_name, duration_ms, error = %err, "failed");
+            tracing::error!(message_id = crate::message_ids::STEP_FAILED, step = step_name,
+                error_class = err.class().name(), duration_ms, error = %err, "failed");
             Err(err)
         }
     }

@@ -8,9 +8,13 @@
 //! it asks for a reboot and before it hands over to a new agent. The file
 //! is rendered whole from the state journal and `<state_dir>/metrics.json`
 //! (the counters, kept across restarts and reboots: [`state`]), so
-//! whichever command wrote it last, it shows the node as it is. Nothing is
-//! written on `run`'s way to kubelet.env's `READY=1`: the end-of-run
-//! publish comes after it.
+//! whichever command wrote it last, it shows the node as it is. The
+//! textfile is always written without fsync (it is derived from the two);
+//! the counters are synced only by a command's last publish. So what a
+//! first bootstrap publishes on its way to kubelet.env's `READY=1` (the
+//! periodic publish of a long run, from its own thread; the publish
+//! before a reboot) costs renames, never a sync; the end-of-run publish
+//! comes after `READY=1`.
 //!
 //! | metric | type | labels |
 //! | --- | --- | --- |
@@ -49,6 +53,7 @@ pub use publish::{Periodic, Target};
 pub use record::{Command, Remote};
 
 use crate::error::Error;
+use crate::fsutil::Durability;
 
 /// The `result` label of a command that ended with `outcome`: `success`,
 /// the error's class, or what a `status` exit code means.
@@ -71,7 +76,17 @@ pub fn finish(target: &Target, outcome: &Result<u8, Error>) {
         Err(e) => e.exit_code(),
     };
     record::finish(result_of(outcome), Some(code));
-    publish::publish_or_warn(target);
+    publish::publish_or_warn(target, Durability::Durable);
+}
+
+/// `run` is about to end by other means than returning (`result`: `reboot`,
+/// the shutdown stops it; `handover`, exec replaces it): record that and
+/// publish now. Without fsync: this is on the node's way to kubelet (the
+/// reboot waits for it), and a clean shutdown or an exec keeps the page
+/// cache; only a power cut in the next moments loses these counts.
+pub fn publish_before_exit(config: &crate::config::Config, result: &'static str) {
+    record::finish(result, None);
+    publish::publish_or_warn(&Target::from_config(config), Durability::AtomicOnly);
 }
 
 #[cfg(test)]

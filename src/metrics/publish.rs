@@ -96,17 +96,18 @@ impl Target {
     }
 }
 
-/// Publishes what this process recorded so far (see module docs).
-pub fn publish(target: &Target) -> Result<()> {
+/// Publishes what this process recorded so far (see module docs);
+/// `durability` is the counters' (the textfile is never synced).
+pub fn publish(target: &Target, durability: Durability) -> Result<()> {
     if target.textfile().is_none() {
         return Ok(());
     }
     let deltas = record::take();
-    publish_with(target, &deltas).inspect_err(|_| record::restore(deltas))
+    publish_with(target, &deltas, durability).inspect_err(|_| record::restore(deltas))
 }
 
 /// [`publish`] with explicit deltas.
-pub fn publish_with(target: &Target, deltas: &Deltas) -> Result<()> {
+pub fn publish_with(target: &Target, deltas: &Deltas, durability: Durability) -> Result<()> {
     let Some(textfile) = target.textfile() else {
         return Ok(());
     };
@@ -122,7 +123,7 @@ pub fn publish_with(target: &Target, deltas: &Deltas) -> Result<()> {
         &state_path,
         &json,
         fsutil::MODE_PUBLIC,
-        Durability::Durable,
+        durability,
     )?;
     let text = render(&Snapshot {
         version: crate::upgrade::identity::version(),
@@ -135,12 +136,14 @@ pub fn publish_with(target: &Target, deltas: &Deltas) -> Result<()> {
     std::fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
         format!("failed to create the metrics directory {}", dir.display())
     })?;
+    // Derived from the state and the journal: the next publish rewrites
+    // it whole, so a power cut may cost it, never the counters.
     fsutil::write_file_with(
         "metrics textfile",
         &textfile,
         text.as_bytes(),
         fsutil::MODE_PUBLIC,
-        Durability::Durable,
+        Durability::AtomicOnly,
     )
 }
 
@@ -169,8 +172,8 @@ fn load_state(path: &Path) -> MetricsState {
 }
 
 /// Publishes, logging (never returning) a failure.
-pub fn publish_or_warn(target: &Target) {
-    if let Err(e) = publish(target) {
+pub fn publish_or_warn(target: &Target, durability: Durability) {
+    if let Err(e) = publish(target, durability) {
         let path = target.textfile().unwrap_or_default();
         tracing::warn!(path = %path.display(), error = %e, "could not publish metrics");
     }
@@ -180,8 +183,10 @@ pub fn publish_or_warn(target: &Target) {
 /// started, then every [`Periodic::EVERY`], from a thread of its own, so
 /// a node stuck in a step shows which one. A command that ends sooner
 /// (every `run` that changes nothing: milliseconds) never publishes
-/// before its end, and so never before kubelet.env's `READY=1`. Stops (and
-/// joins) when dropped.
+/// before its end. A first bootstrap does, beside its flow and before
+/// kubelet.env's `READY=1`, so these publishes sync nothing
+/// ([`Durability::AtomicOnly`]); the command's last publish syncs the
+/// counters. Stops (and joins) when dropped.
 pub struct Periodic {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -204,7 +209,7 @@ impl Periodic {
             .spawn(move || {
                 let mut wait = Periodic::FIRST;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
-                    publish_or_warn(&target);
+                    publish_or_warn(&target, Durability::AtomicOnly);
                     wait = Periodic::EVERY;
                 }
             })
@@ -258,8 +263,8 @@ mod tests {
         let t = target(d.path());
         let mut with_retries = finished("retryable", 3);
         with_retries.retries[0] = 2;
-        publish_with(&t, &with_retries).unwrap();
-        publish_with(&t, &with_retries).unwrap();
+        publish_with(&t, &with_retries, Durability::Durable).unwrap();
+        publish_with(&t, &with_retries, Durability::Durable).unwrap();
         let text = std::fs::read_to_string(t.textfile().unwrap()).unwrap();
         assert!(
             text.contains("node_bootstrap_retries_total{cause=\"api_server\"} 4\n"),
@@ -289,7 +294,7 @@ mod tests {
         let t = target(d.path());
         std::fs::create_dir_all(&t.state_dir).unwrap();
         std::fs::write(t.state_dir.join(state::FILE), "{\"retries\": ").unwrap();
-        publish_with(&t, &finished("success", 0)).unwrap();
+        publish_with(&t, &finished("success", 0), Durability::Durable).unwrap();
         let text = std::fs::read_to_string(t.textfile().unwrap()).unwrap();
         assert!(
             text.contains("node_bootstrap_last_exit_code{command=\"run\"} 0\n"),
@@ -298,7 +303,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut t = target(d.path());
         t.settings.textfile_dir = None;
-        publish(&t).unwrap();
+        publish(&t, Durability::Durable).unwrap();
         assert!(!d.path().join("textfile").exists());
         assert!(!t.state_dir.join(state::FILE).exists());
     }

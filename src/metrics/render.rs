@@ -428,6 +428,25 @@ mod tests {
     }
 
     #[test]
+    fn steps_come_in_flow_order_not_in_name_order() {
+        // By name: docker-addon, kubelet-env, os-update; by the flow:
+        // os-update, docker-addon, kubelet-env.
+        let mut j = StateJournal::default();
+        for step in [Step::KubeletEnv, Step::DockerAddon, Step::OsUpdate] {
+            j.begin("b", step);
+        }
+        let t = snapshot(&MetricsState::default(), Some(&j));
+        assert_eq!(
+            lines(&t, "node_bootstrap_step_attempts_total{"),
+            [
+                r#"node_bootstrap_step_attempts_total{step="os-update"} 1"#,
+                r#"node_bootstrap_step_attempts_total{step="docker-addon"} 1"#,
+                r#"node_bootstrap_step_attempts_total{step="kubelet-env"} 1"#,
+            ]
+        );
+    }
+
+    #[test]
     fn durations_are_of_the_last_finished_attempt_and_exclude_a_reboot() {
         let j = journal();
         let t = snapshot(&MetricsState::default(), Some(&j));
