@@ -499,8 +499,9 @@ pub fn agent_node(spec: &AgentNodeSpec) -> Result<SimNode> {
 }
 
 /// Checks the node's kubelet.env: present, parseable systemd EnvironmentFile
-/// lines, every seed key, and the image tag of `cluster_version`.
-pub fn check_kubelet_env(text: &str, cluster_version: &str) -> Result<()> {
+/// lines, every seed key, the image tag of `cluster_version` and the cgroup
+/// driver of the node's docker.
+pub fn check_kubelet_env(text: &str, cluster_version: &str, cgroup_driver: &str) -> Result<()> {
     let want_tag = cluster_version.replace('+', "_");
     let mut keys = std::collections::BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
@@ -529,7 +530,24 @@ pub fn check_kubelet_env(text: &str, cluster_version: &str) -> Result<()> {
         Some(t) if *t == want_tag => {}
         other => bail!("kubelet.env KUBELET_IMAGE_TAG is {other:?}, want {want_tag:?}: {text:?}"),
     }
+    match keys.get("KUBELET_CGROUP_DRIVER") {
+        Some(d) if d == cgroup_driver => {}
+        other => bail!(
+            "kubelet.env KUBELET_CGROUP_DRIVER is {other:?}, want {cgroup_driver:?}: {text:?}"
+        ),
+    }
     Ok(())
+}
+
+/// The cgroup driver docker uses by default on this host, and so on its
+/// simulated nodes (they see the host's hierarchy): `systemd` on a unified
+/// cgroup v2 hierarchy, `cgroupfs` on v1.
+pub fn host_cgroup_driver() -> &'static str {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "systemd"
+    } else {
+        "cgroupfs"
+    }
 }
 
 #[cfg(test)]
@@ -555,11 +573,12 @@ mod tests {
 
     #[test]
     fn kubelet_env_check_accepts_the_real_file_and_rejects_truncation() {
-        let good = "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n";
-        check_kubelet_env(good, "v1.9.6+coreos.0").unwrap();
-        assert!(check_kubelet_env(&good[..good.len() - 5], "v1.9.6+coreos.0").is_err());
-        assert!(check_kubelet_env(&good[..40], "v1.9.6+coreos.0").is_err());
-        assert!(check_kubelet_env(good, "v1.10.2+coreos.0").is_err());
-        assert!(check_kubelet_env("", "v1.9.6+coreos.0").is_err());
+        let good = "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_CGROUP_DRIVER=\"cgroupfs\"\n";
+        check_kubelet_env(good, "v1.9.6+coreos.0", "cgroupfs").unwrap();
+        assert!(check_kubelet_env(&good[..good.len() - 5], "v1.9.6+coreos.0", "cgroupfs").is_err());
+        assert!(check_kubelet_env(&good[..40], "v1.9.6+coreos.0", "cgroupfs").is_err());
+        assert!(check_kubelet_env(good, "v1.10.2+coreos.0", "cgroupfs").is_err());
+        assert!(check_kubelet_env(good, "v1.9.6+coreos.0", "systemd").is_err());
+        assert!(check_kubelet_env("", "v1.9.6+coreos.0", "cgroupfs").is_err());
     }
 }

@@ -666,12 +666,13 @@ pub fn check(n: &SimNode) -> Vec<String> {
     match n.read("/etc/kubernetes/kubelet.env") {
         None => p.push("/etc/kubernetes/kubelet.env is missing".into()),
         Some(t) => {
-            if let Err(e) = an::check_kubelet_env(&t, CLUSTER_VERSION) {
+            if let Err(e) = an::check_kubelet_env(&t, CLUSTER_VERSION, an::host_cgroup_driver()) {
                 p.push(format!("kubelet.env: {e}"));
             }
         }
     }
-    let want_start = an::kubelet_start_record(&CLUSTER_VERSION.replace('+', "_"), "cgroupfs");
+    let want_start =
+        an::kubelet_start_record(&CLUSTER_VERSION.replace('+', "_"), an::host_cgroup_driver());
     let starts = n
         .read("/var/lib/kubelet-wrapper/starts")
         .unwrap_or_default();

@@ -195,7 +195,12 @@ fn agents_facing_an_overloaded_api_server_honour_retry_after_and_join() {
         let stderr = std::fs::read_to_string(d.join("stderr")).unwrap();
         assert_eq!(st.code(), Some(0), "{}: {stderr}", d.display());
         let env = std::fs::read_to_string(d.join("kubelet.env")).unwrap();
-        testkit::agentnode::check_kubelet_env(&env, &parts.version).unwrap();
+        testkit::agentnode::check_kubelet_env(
+            &env,
+            &parts.version,
+            testkit::agentnode::host_cgroup_driver(),
+        )
+        .unwrap();
         assert!(stderr.contains("HTTP 429"), "{}: {stderr}", d.display());
     }
     holder.join().unwrap();

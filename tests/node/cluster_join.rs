@@ -271,11 +271,17 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     );
     // The nodes share the host's network namespace: their kubelets and
     // dockers must have left the host's firewall alone.
-    if let Ok(out) = std::process::Command::new("iptables-save").output() {
-        let rules = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            !rules.contains("KUBE-"),
-            "a node changed the host's iptables:\n{rules}"
-        );
-    }
+    let out = std::process::Command::new("iptables-save")
+        .output()
+        .expect("running iptables-save (Debian iptables)");
+    assert!(
+        out.status.success(),
+        "iptables-save: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !rules.contains("KUBE-"),
+        "a node changed the host's iptables:\n{rules}"
+    );
 }

@@ -16,6 +16,8 @@ use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
 const T: Duration = Duration::from_secs(90);
 const KNB: &str = "k8s-node-bootstrap.service";
+/// Where the Ignition module points the agent and node_exporter.
+const TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile_collector";
 const TEXTFILE: &str = "/var/lib/node_exporter/textfile_collector/node_bootstrap.prom";
 
 fn now() -> f64 {
@@ -23,15 +25,6 @@ fn now() -> f64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-/// A free port on the loopback (the node shares the host's network).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// GET http://127.0.0.1:port/metrics, the body.
@@ -79,7 +72,7 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
     let mut n = AgentNode::new("metrics-fleet")
         .kubeconfig(c.kubeconfig())
         // As the Ignition module configures it.
-        .config(serde_json::json!({"metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"}}))
+        .config(serde_json::json!({"metrics": {"textfile_dir": TEXTFILE_DIR}}))
         .update_engine(&[
             "--scenario",
             "update",
@@ -110,7 +103,7 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
     })
     .unwrap();
 
-    let port = free_port();
+    let port = testkit::kube::free_port();
     let listen = format!("--web.listen-address=127.0.0.1:{port}");
     let out = n
         .exec(&[
@@ -121,7 +114,7 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
             &listen,
             "--collector.disable-defaults",
             "--collector.textfile",
-            "--collector.textfile.directory=/var/lib/node_exporter/textfile_collector",
+            &format!("--collector.textfile.directory={TEXTFILE_DIR}"),
         ])
         .unwrap();
     assert!(
@@ -234,7 +227,7 @@ fn update_engine_failures_count_as_its_retries_and_the_failed_step_shows() {
     let c = Cluster::start(ApiServerOptions::default()).unwrap();
     let mut n = AgentNode::new("metrics-ue")
         .kubeconfig(c.kubeconfig())
-        .config(serde_json::json!({"metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"}}))
+        .config(serde_json::json!({"metrics": {"textfile_dir": TEXTFILE_DIR}}))
         .update_engine(&["--scenario", "error", "--step-ms", "50"])
         .build()
         .unwrap();
@@ -395,7 +388,12 @@ fn journalctl_x_explains_a_real_failure_with_the_catalog_ignition_installs() {
             .unwrap();
     let listed = n.exec(&["journalctl", "--list-catalog"]).unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
-    for id in catalog.lines().filter_map(|l| l.strip_prefix("-- ")) {
+    let ids: Vec<&str> = catalog
+        .lines()
+        .filter_map(|l| l.strip_prefix("-- "))
+        .collect();
+    assert!(ids.len() >= 9, "the catalog's entries: {ids:?}");
+    for id in ids {
         assert!(
             listed.contains(id),
             "{id} not in the catalog database:\n{listed}"

@@ -634,6 +634,8 @@ fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror, cluster_version: &s
     testkit::agentnode::check_kubelet_env(
         &vm.read("/etc/kubernetes/kubelet.env").unwrap(),
         cluster_version,
+        // The test VMs run cgroup v2.
+        "systemd",
     )
     .unwrap();
     assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");

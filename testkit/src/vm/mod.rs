@@ -54,7 +54,7 @@ pub use crate::simnode::BootEnd;
 pub use disk::Disk;
 pub use qga::GuestOutput;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -103,10 +103,7 @@ impl Image {
     /// it is not cached yet (about 2-10 minutes). Once per process.
     pub fn get() -> Result<Image> {
         static IMAGE: OnceLock<std::result::Result<Image, String>> = OnceLock::new();
-        IMAGE
-            .get_or_init(|| Image::build().map_err(|e| format!("{e:#}")))
-            .clone()
-            .map_err(|e| anyhow!(e))
+        crate::once(&IMAGE, Image::build)
     }
 
     fn build() -> Result<Image> {
