@@ -9,10 +9,12 @@
 #
 #   scripts/build-kubernetes.sh       prints the directory holding the binaries
 #
-# Cached by the source package's .dsc (it names the hashes of every source
-# tarball) and this script under $NB_TEST_CACHE/kubernetes/<key>/ (default
-# /var/cache/node-bootstrap-tests), so a second run costs nothing. A build
-# takes about 5 minutes on 2 cores (Go's cache is thrown away afterwards).
+# Cached by the source package (the name, size and SHA-256 of its .dsc and
+# tarballs, as apt's own index lists them: `apt-get source --print-uris`,
+# which needs no network) and this script, under
+# $NB_TEST_CACHE/kubernetes/<key>/ (default /var/cache/node-bootstrap-tests):
+# a second run costs nothing and downloads nothing. A build takes about 7.5
+# minutes on a quiet 2-core machine (Go's cache is thrown away afterwards).
 # Fails loudly, naming what is missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,19 +43,24 @@ EOF
     apt-get update -qq || die "apt-get update failed after adding the deb-src entry"
 fi
 
-work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-kubernetes-src.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-# The .dsc alone first: it decides the cache key.
-(cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null 2>"$work/apt.log") ||
-    die "apt-get source kubernetes failed (is there a deb-src entry for bookworm main?): $(tail -3 "$work/apt.log")"
-dsc=$(ls "$work"/kubernetes_*.dsc 2>/dev/null | head -1)
-[ -n "$dsc" ] || die "apt-get source kubernetes fetched no .dsc"
-key=$(cat "$dsc" "$0" | sha256sum | cut -c1-16)
+# What apt would fetch, with its hashes: the cache key.
+uris=$(apt-get source --print-uris -qq kubernetes 2>&1) ||
+    die "apt-get source --print-uris kubernetes failed (is there a deb-src entry for bookworm main?): $uris"
+dsc_name=$(awk '$2 ~ /\.dsc$/ {print $2; exit}' <<<"$uris")
+[ -n "$dsc_name" ] || die "apt lists no .dsc for the kubernetes source package: $uris"
+key=$( (awk '/^'"'"'/ {print $2, $3, $4}' <<<"$uris"; cat "$0") | sha256sum | cut -c1-16)
 out="$cache/kubernetes/$key"
 
 if [ ! -x "$out/kubelet" ]; then
-    echo "build-kubernetes: building ${bins[*]} from $(basename "$dsc") into $out" >&2
+    echo "build-kubernetes: building ${bins[*]} from $dsc_name into $out" >&2
     t0=$SECONDS
+    work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-kubernetes-src.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    # apt checks every file against the hashes the key was made of.
+    (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null 2>"$work/apt.log") ||
+        die "apt-get source kubernetes failed: $(tail -3 "$work/apt.log")"
+    dsc="$work/$dsc_name"
+    [ -f "$dsc" ] || die "apt-get source kubernetes fetched no $dsc_name"
     dpkg-source -x "$dsc" "$work/src" >/dev/null 2>"$work/dpkg-source.log" ||
         die "dpkg-source -x failed: $(tail -3 "$work/dpkg-source.log")"
     whats=$(printf 'cmd/%s ' "${bins[@]}")

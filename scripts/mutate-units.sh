@@ -10,8 +10,9 @@
 # (the baseline) and must pass; a failing or skipping baseline stops the
 # check (exit 2), since a test that fails anyway kills every mutation.
 # Then a mutation is killed only when its test ran and failed on a panic
-# on the test's own thread (an assertion, an unwrap of what it waited
-# for); a build error, a run of no test, a timeout (TEST_TIMEOUT seconds)
+# on the test's own thread, raised in the test's own file (an assertion,
+# an unwrap of what it waited for; a panic inside testkit, such as a
+# simulated node that would not boot, is not a verdict); a build error, a run of no test, a timeout (TEST_TIMEOUT seconds)
 # or a SKIPPED line is an error of the check (exit 2), not a kill.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -116,6 +117,7 @@ for m in "${mutations[@]}"; do
   grep -qxF "$line" "$dir/$unit" || { echo "mutation setup: '$line' not found in $unit" >&2; exit 2; }
   grep -vxF "$line" "$dir/$unit" >"$dir/$unit.new" && mv "$dir/$unit.new" "$dir/$unit"
   rc=0
+  panic=""
   NODE_BOOTSTRAP_UNITS_DIR="$dir" run_tests "$work/log" "$test" || rc=$?
   why=$(why_not_a_verdict "$work/log" "$rc" 1)
   if [ -n "$why" ]; then
@@ -126,10 +128,10 @@ for m in "${mutations[@]}"; do
     echo "SURVIVED  $unit without '$line': $test still passes"
     survived=$((survived + 1))
   elif grep -qE "^test node_units::$test[a-z_]* \.\.\. FAILED$" "$work/log" &&
-    panic=$(panic_of "$work/log" "$test") && [ -n "$panic" ]; then
+    panic=$(panic_of "$work/log" "$test") && [[ "$panic" == tests/node/node_units.rs:* ]]; then
     echo "killed    $unit without '$line': $test fails at $panic"
   else
-    echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own"
+    echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own in tests/node/node_units.rs${panic:+ (it panicked at $panic)}"
     tail -n 20 "$work/log" | sed 's/^/    /'
     errors=$((errors + 1))
   fi

@@ -16,7 +16,7 @@ pub(crate) mod fsutil;
 pub(crate) mod http;
 pub mod journal;
 pub(crate) mod logging;
-pub(crate) mod message_ids;
+pub mod message_ids;
 pub(crate) mod openpgp;
 pub mod osrelease;
 pub(crate) mod retry;

@@ -645,15 +645,15 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 return crate::status::main(&cli.config, &opts);
             }
             // `status` reads a node whose config does not load, and says
-            // so; its wait publishes only where a config names the place.
-            let target = load(&cli)
-                .ok()
-                .map(|c| crate::metrics::Target::from_config(&c));
+            // so; its wait publishes where the file still names the place
+            // (as every published command does).
+            let target = match load(&cli) {
+                Ok(c) => crate::metrics::Target::from_config(&c),
+                Err(_) => crate::metrics::Target::from_unloadable_config(&cli.config),
+            };
             crate::metrics::record::begin(crate::metrics::Command::StatusWait, false);
             let outcome = crate::status::main(&cli.config, &opts);
-            if let Some(target) = &target {
-                crate::metrics::finish(target, &outcome);
-            }
+            crate::metrics::finish(&target, &outcome);
             outcome
         }
         Command::Assets(cmd) => assets_command(&cli, cmd),

@@ -4,15 +4,20 @@
 //! [`compatible`] is systemd-sysext's own test (systemd 252,
 //! `extension_release_validate`), a pure function of the host's os-release
 //! and the image's `usr/lib/extension-release.d/extension-release.<name>`:
-//! - the image must carry that file, with an `ID`;
-//! - `ID=_any` matches every OS; otherwise `ID` must equal the host's;
+//! in the order systemd checks:
+//! - `SYSEXT_SCOPE`, when set, must include `system`;
 //! - `ARCHITECTURE`, when set and not `_any`, must be this machine's
-//!   (systemd's names: `x86-64`, `arm64`);
-//! - a host with neither `VERSION_ID` nor `SYSEXT_LEVEL` (a rolling
-//!   release) matches on `ID` alone;
+//!   (systemd's names: `x86-64`, `arm64`), whatever the `ID`;
+//! - the image must carry that file, with an `ID`;
+//! - `ID=_any` matches every OS (no version is compared); otherwise `ID`
+//!   must equal the host's;
 //! - when both host and image declare `SYSEXT_LEVEL`, those must be equal;
-//!   otherwise the image's `VERSION_ID` must equal the host's;
-//! - `SYSEXT_SCOPE`, when set, must include `system`.
+//! - otherwise, when the host has a `VERSION_ID`, the image's must equal
+//!   it; a host without one (a rolling release, or `SYSEXT_LEVEL` alone)
+//!   matches on `ID`.
+//!
+//! `tests/host/kubelet_sysext_checks.rs` holds these rules against the real
+//! systemd-sysext, case by case.
 //!
 //! systemd-sysext itself only logs and skips an image that fails this, and
 //! merges the rest: a node would come up without a kubelet. So the agent
@@ -59,12 +64,25 @@ fn get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// Whether systemd-sysext merges an image with release fields `ext` on a
 /// host with os-release fields `host` and architecture `arch` (module
-/// docs); the error says why not.
+/// docs, in systemd's order); the error says why not.
 pub fn compatible(
     host: &[(String, String)],
     ext: &[(String, String)],
     arch: &str,
 ) -> std::result::Result<(), String> {
+    if let Some(scope) = get(ext, "SYSEXT_SCOPE")
+        && !scope.split_whitespace().any(|s| s == "system")
+    {
+        return Err(format!(
+            "its SYSEXT_SCOPE={scope} does not include \"system\""
+        ));
+    }
+    if let Some(a) = get(ext, "ARCHITECTURE")
+        && a != "_any"
+        && a != arch
+    {
+        return Err(format!("it is for ARCHITECTURE={a}, this node is {arch}"));
+    }
     let Some(id) = get(ext, "ID") else {
         return Err("its extension-release file has no ID".into());
     };
@@ -75,53 +93,31 @@ pub fn compatible(
     if id != host_id {
         return Err(format!("it is for OS ID={id}, this node runs ID={host_id}"));
     }
-    if let Some(a) = get(ext, "ARCHITECTURE")
-        && a != "_any"
-        && a != arch
-    {
-        return Err(format!("it is for ARCHITECTURE={a}, this node is {arch}"));
-    }
-    let host_version = get(host, "VERSION_ID");
     let host_level = get(host, "SYSEXT_LEVEL");
-    if host_version.is_none() && host_level.is_none() {
-        return Ok(());
-    }
-    match (host_level, get(ext, "SYSEXT_LEVEL")) {
-        (Some(h), Some(e)) => {
-            if h != e {
-                return Err(format!(
-                    "it is for SYSEXT_LEVEL={e}, this node has SYSEXT_LEVEL={h}"
-                ));
-            }
-        }
-        _ => {
-            let host_version = host_version.unwrap_or_default();
+    match (
+        host_level,
+        get(ext, "SYSEXT_LEVEL"),
+        get(host, "VERSION_ID"),
+    ) {
+        (Some(h), Some(e), _) if h != e => Err(format!(
+            "it is for SYSEXT_LEVEL={e}, this node has SYSEXT_LEVEL={h}"
+        )),
+        (Some(_), Some(_), _) | (_, _, None) => Ok(()),
+        (_, _, Some(host_version)) => {
+            let host_level = host_level
+                .map(|l| format!(", SYSEXT_LEVEL={l}"))
+                .unwrap_or_default();
             match get(ext, "VERSION_ID") {
-                None => {
-                    return Err(format!(
-                        "it declares neither a SYSEXT_LEVEL this node has nor a VERSION_ID (this node: VERSION_ID={host_version}{})",
-                        host_level
-                            .map(|l| format!(", SYSEXT_LEVEL={l}"))
-                            .unwrap_or_default()
-                    ));
-                }
-                Some(v) if v != host_version => {
-                    return Err(format!(
-                        "it is for VERSION_ID={v}, this node runs VERSION_ID={host_version}"
-                    ));
-                }
-                Some(_) => {}
+                None => Err(format!(
+                    "it declares neither a SYSEXT_LEVEL this node has nor a VERSION_ID (this node: VERSION_ID={host_version}{host_level})"
+                )),
+                Some(v) if v != host_version => Err(format!(
+                    "it is for VERSION_ID={v}, this node runs VERSION_ID={host_version}"
+                )),
+                Some(_) => Ok(()),
             }
         }
     }
-    if let Some(scope) = get(ext, "SYSEXT_SCOPE")
-        && !scope.split_whitespace().any(|s| s == "system")
-    {
-        return Err(format!(
-            "its SYSEXT_SCOPE={scope} does not include \"system\""
-        ));
-    }
-    Ok(())
 }
 
 /// What an image holds.
@@ -302,10 +298,18 @@ mod tests {
             "ID=flatcar\nSYSEXT_LEVEL=1.0\nARCHITECTURE=x86-64\n",
         )
         .unwrap();
-        check(FLATCAR, "ID=_any\nARCHITECTURE=arm64\n").unwrap();
+        check(FLATCAR, "ID=_any\nARCHITECTURE=x86-64\n").unwrap();
+        check(FLATCAR, "ID=_any\nSYSEXT_LEVEL=9\nVERSION_ID=1\n").unwrap();
         check(FLATCAR, "ID=flatcar\nVERSION_ID=3815.2.0\n").unwrap();
         // A host without version information matches on ID alone.
         check("ID=arch\n", "ID=arch\nVERSION_ID=1\n").unwrap();
+        // A host with SYSEXT_LEVEL alone: an image without one matches on
+        // ID (systemd 252 compares VERSION_ID only when the host has one).
+        check(
+            "ID=flatcar\nSYSEXT_LEVEL=1.0\n",
+            "ID=flatcar\nVERSION_ID=7\n",
+        )
+        .unwrap();
     }
 
     #[test]
@@ -334,6 +338,16 @@ mod tests {
             (
                 "ID=flatcar\nSYSEXT_LEVEL=1.0\nSYSEXT_SCOPE=initrd portable\n",
                 "its SYSEXT_SCOPE=initrd portable does not include \"system\"",
+            ),
+            // `_any` spares the OS comparison only, never the scope or
+            // the architecture.
+            (
+                "ID=_any\nARCHITECTURE=arm64\n",
+                "it is for ARCHITECTURE=arm64, this node is x86-64",
+            ),
+            (
+                "ID=_any\nSYSEXT_SCOPE=initrd\n",
+                "its SYSEXT_SCOPE=initrd does not include \"system\"",
             ),
         ] {
             assert_eq!(check(FLATCAR, ext), Err(why.to_string()), "{ext:?}");

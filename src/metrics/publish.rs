@@ -1,8 +1,9 @@
 //! Publishing: under `<state_dir>/metrics.lock`, merge what this process
 //! recorded into `<state_dir>/metrics.json`, then render the textfile from
-//! it and the state journal; both files replaced atomically and durably
-//! (temp file in the same directory, fsync, rename, fsync the directory:
-//! [`crate::fsutil`]). The lock orders publishers (a `run` and a helper at
+//! it and the state journal; both files replaced atomically (temp file in
+//! the same directory, rename: [`crate::fsutil`]). The state is made
+//! durable (fsync) where the caller asks for it; the textfile never is,
+//! since the next publish derives it whole again. The lock orders publishers (a `run` and a helper at
 //! once): each renders what the last one persisted, so the file never
 //! goes back to an older state.
 //!
@@ -252,6 +253,7 @@ mod tests {
                 exit_code: Some(code),
                 started_at: 100.0,
                 ended_at: 101.0,
+                counted: true,
             }),
             ..Default::default()
         }

@@ -119,20 +119,16 @@ pub struct Finished {
     pub exit_code: Option<u8>,
     pub started_at: f64,
     pub ended_at: f64,
+    /// Whether this is the process's first outcome, the one
+    /// `node_bootstrap_runs_total` counts. A later one (a reboot or a
+    /// handover that failed after it was published) only replaces the
+    /// last result: one process, one run.
+    pub counted: bool,
 }
 
 /// The command ended with `result` (see [`Finished`]).
 pub fn finish(result: &'static str, exit_code: Option<u8>) {
-    let mut p = lock();
-    let Some(command) = p.command else { return };
-    let now = unix(SystemTime::now());
-    p.finished = Some(Finished {
-        command,
-        result,
-        exit_code,
-        started_at: p.started_at.unwrap_or(now),
-        ended_at: now,
-    });
+    lock().finish(result, exit_code, unix(SystemTime::now()));
 }
 
 /// What has not been published yet.
@@ -201,6 +197,8 @@ struct Process {
     kubelet_env_at: Option<f64>,
     reboots: u64,
     finished: Option<Finished>,
+    /// [`finish`] was called in this process.
+    finish_recorded: bool,
 }
 
 impl Process {
@@ -213,7 +211,26 @@ impl Process {
             kubelet_env_at: None,
             reboots: 0,
             finished: None,
+            finish_recorded: false,
         }
+    }
+}
+
+impl Process {
+    fn finish(&mut self, result: &'static str, exit_code: Option<u8>, now: f64) {
+        let Some(command) = self.command else { return };
+        // Counted unless an earlier outcome of this process was already
+        // taken for publishing (and so counted).
+        let counted = !std::mem::replace(&mut self.finish_recorded, true)
+            || self.finished.as_ref().is_some_and(|f| f.counted);
+        self.finished = Some(Finished {
+            command,
+            result,
+            exit_code,
+            started_at: self.started_at.unwrap_or(now),
+            ended_at: now,
+            counted,
+        });
     }
 }
 
@@ -225,4 +242,37 @@ fn lock() -> std::sync::MutexGuard<'static, Process> {
 pub fn unix(t: SystemTime) -> f64 {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     (d.as_millis() as f64) / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> Process {
+        let mut p = Process::new();
+        p.command = Some(Command::Run);
+        p.started_at = Some(1.0);
+        p
+    }
+
+    #[test]
+    fn a_process_counts_one_run_whatever_ends_it_last() {
+        // The reboot was published, then asking for it failed.
+        let mut p = run();
+        p.finish("reboot", None, 2.0);
+        let published = p.finished.take().unwrap();
+        assert!(published.counted);
+        p.finish("retryable", Some(3), 3.0);
+        let last = p.finished.take().unwrap();
+        assert_eq!((last.result, last.exit_code), ("retryable", Some(3)));
+        assert!(!last.counted, "the run was counted as a reboot already");
+
+        // Two outcomes before any publish: the last one is counted.
+        let mut p = run();
+        p.finish("handover", None, 2.0);
+        p.finish("internal", Some(6), 3.0);
+        let last = p.finished.take().unwrap();
+        assert_eq!(last.result, "internal");
+        assert!(last.counted);
+    }
 }

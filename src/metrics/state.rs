@@ -104,12 +104,14 @@ impl MetricsState {
         }
         if let Some(f) = &d.finished {
             let command = f.command.name().to_string();
-            *self
-                .runs
-                .entry(command.clone())
-                .or_default()
-                .entry(f.result.to_string())
-                .or_default() += 1;
+            if f.counted {
+                *self
+                    .runs
+                    .entry(command.clone())
+                    .or_default()
+                    .entry(f.result.to_string())
+                    .or_default() += 1;
+            }
             self.last.insert(
                 command,
                 LastRun {
@@ -171,6 +173,7 @@ mod tests {
             exit_code: Some(3),
             started_at: 10.0,
             ended_at: 12.5,
+            counted: true,
         });
         s.apply(&d, None);
         s.apply(&d, None);
@@ -179,6 +182,28 @@ mod tests {
         assert_eq!(s.fetched_bytes["mirror"], 2000);
         assert_eq!(s.reboots_requested, 2);
         assert_eq!(s.runs["run"]["retryable"], 2);
+        assert_eq!(s.last["run"].exit_code, Some(3));
+    }
+
+    #[test]
+    fn an_outcome_that_is_not_counted_only_replaces_the_last_result() {
+        let mut s = MetricsState::default();
+        let finished = |result, exit_code, counted| Deltas {
+            finished: Some(Finished {
+                command: Command::Run,
+                result,
+                exit_code,
+                started_at: 10.0,
+                ended_at: 12.5,
+                counted,
+            }),
+            ..Default::default()
+        };
+        s.apply(&finished("reboot", None, true), None);
+        s.apply(&finished("retryable", Some(3), false), None);
+        assert_eq!(s.runs["run"].values().sum::<u64>(), 1, "{:?}", s.runs);
+        assert_eq!(s.runs["run"]["reboot"], 1);
+        assert_eq!(s.last["run"].result, "retryable");
         assert_eq!(s.last["run"].exit_code, Some(3));
     }
 

@@ -28,10 +28,10 @@ use crate::apiserver::KubeAuth;
 use crate::docker_image::{self, RealDocker};
 use crate::ignition::NodeVars;
 use crate::kube::{ControlPlane, KubeParts, Kubectl, StaticToken};
-use crate::kubelet_sysext::{Kubelet, KubeletMirror, kubelet_image, release};
+use crate::kubelet_sysext::{Kubelet, KubeletMirror, fake_kubelet, kubelet_image, release};
 use crate::simnode::SimNode;
 use crate::torcx_fixtures::{AddonRig, runtime_mappings_yaml};
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use sha2::{Digest, Sha512};
 use std::collections::BTreeMap;
@@ -45,6 +45,11 @@ pub const ASSETS_DIR: &str = "/opt/tectonic";
 /// The workers' seed kubelet image tag: an older release than the
 /// cluster's, of which no node has an image.
 pub const STALE_SEED_TAG: &str = "v1.19.7";
+/// The cluster DNS address and domain the nodes' Ignition configs are
+/// rendered with (not the module's defaults, so a kubelet that runs with
+/// them got them from the rendered drop-in).
+pub const CLUSTER_DNS_IP: &str = "10.3.0.53";
+pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
 
 /// How a node's kubeconfig authenticates.
@@ -120,6 +125,25 @@ pub fn runtime_mappings() -> String {
     runtime_mappings_yaml("1.20", &[docker_image::REFERENCE])
 }
 
+/// `v1.20.2` -> `[v1.20.1, v1.21.0]` (no older patch of a `.0`).
+fn neighbour_versions(version: &str) -> Result<Vec<String>> {
+    let parts: Vec<u32> = version
+        .trim_start_matches('v')
+        .split('.')
+        .map(str::parse)
+        .collect::<std::result::Result<_, _>>()
+        .with_context(|| format!("the cluster's version {version} is not vX.Y.Z"))?;
+    let [major, minor, patch] = parts[..] else {
+        bail!("the cluster's version {version} is not vX.Y.Z");
+    };
+    let mut v = vec![];
+    if patch > 0 {
+        v.push(format!("v{major}.{minor}.{}", patch - 1));
+    }
+    v.push(format!("v{major}.{}.0", minor + 1));
+    Ok(v)
+}
+
 impl ClusterRig {
     /// The parts for a cluster of `nodes` (their tokens are registered with
     /// the control plane): the release, the docker image published in the
@@ -154,7 +178,23 @@ impl ClusterRig {
         let kubelet_images = if nodes.iter().any(|n| n.kubelet_sysext) {
             let mirror = KubeletMirror::start()?;
             let image = kubelet_image(Kubelet::Path(&parts.kubelet()), &release("_any", "1.0"))?;
-            mirror.publish(&[(&parts.version, &image)])?;
+            // Beside the cluster's own kubelet, one of an older patch and
+            // one of the next minor (stand-ins that answer `--version` and
+            // never register): an agent that chose either by a wrong rule
+            // leaves its node NotReady.
+            let others = neighbour_versions(&parts.version)?;
+            let other_images = others
+                .iter()
+                .map(|v| kubelet_image(Kubelet::Bytes(&fake_kubelet(v)), &release("_any", "1.0")))
+                .collect::<Result<Vec<_>>>()?;
+            let mut published = vec![(parts.version.as_str(), image.as_slice())];
+            published.extend(
+                others
+                    .iter()
+                    .map(String::as_str)
+                    .zip(other_images.iter().map(Vec::as_slice)),
+            );
+            mirror.publish(&published)?;
             Some(mirror)
         } else {
             None
@@ -239,6 +279,8 @@ impl ClusterRig {
                     runtime_mappings: runtime_mappings(),
                     keyring: Some(self.mirror.key.public_armored()),
                     kubeconfig: self.kubeconfig(s),
+                    cluster_dns_ip: CLUSTER_DNS_IP.into(),
+                    cluster_domain: CLUSTER_DOMAIN.into(),
                 };
                 (s.name.clone(), v)
             })

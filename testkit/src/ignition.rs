@@ -148,6 +148,10 @@ pub struct NodeVars {
     pub runtime_mappings: String,
     pub keyring: Option<String>,
     pub kubeconfig: String,
+    /// The kubelet's `--cluster-dns` and `--cluster-domain` (the module's
+    /// `cluster_dns_ip` and `cluster_domain`).
+    pub cluster_dns_ip: String,
+    pub cluster_domain: String,
 }
 
 /// Renders each node's Ignition config with `terraform/modules/ignition`
@@ -179,6 +183,8 @@ module "node" {{
   runtime_mappings  = each.value.runtime_mappings
   keyring           = each.value.keyring
   kubeconfig        = each.value.kubeconfig
+  cluster_dns_ip    = each.value.cluster_dns_ip
+  cluster_domain    = each.value.cluster_domain
   units_dir         = "{}"
 }}
 

@@ -235,7 +235,7 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
             "{file}"
         );
         // The journal catalog, verbatim from units/, as a system extension
-        // that merges on any OS (tests/node/journal_catalog.rs runs it).
+        // that merges on any OS (tests/node/metrics_node.rs runs it).
         assert_eq!(
             ignition_file_text(
                 &cfg,

@@ -149,3 +149,103 @@ fn a_good_image_passes_the_checks_and_is_in_place_before_the_merge() {
         Vec::<String>::new()
     );
 }
+
+/// Whether the real systemd-sysext merges an extension whose release file
+/// is `ext` on a root whose os-release is `host`: `systemd-sysext
+/// --root=<dir> merge` in a mount namespace of its own (with a /run of its
+/// own, so nothing of the merge outlives the command or reaches the host).
+fn real_sysext_merges(host: &str, ext: &str) -> bool {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    let release_dir = r.join("var/lib/extensions/kubernetes/usr/lib/extension-release.d");
+    std::fs::create_dir_all(&release_dir).unwrap();
+    std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+    std::fs::write(r.join("usr/lib/os-release"), host).unwrap();
+    std::fs::write(release_dir.join("extension-release.kubernetes"), ext).unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "sh", "-c"])
+        .arg(
+            "mount --make-rprivate / && mount -t tmpfs tmpfs /run && \
+             exec systemd-sysext --root=\"$1\" merge",
+        )
+        .args(["sh", r.to_str().unwrap()])
+        .env("SYSTEMD_LOG_LEVEL", "debug")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged = said.contains("Using extensions 'kubernetes'.");
+    let refused = said.contains("No suitable extensions found");
+    assert!(
+        merged != refused && out.status.success(),
+        "systemd-sysext gave no clear answer for {host:?} / {ext:?} ({}): {said}",
+        out.status
+    );
+    merged
+}
+
+/// The agent's check refuses exactly the images the real systemd-sysext
+/// (Debian 12's, 252, the same as the simulated node's) would skip, for
+/// every pairing of these hosts and release files.
+#[test]
+fn the_release_checks_agree_with_the_real_systemd_sysext() {
+    if testkit::skip_unless_root("systemd-sysext merges in a mount namespace of its own")
+        || testkit::skip_without(&["systemd-sysext", "unshare"])
+    {
+        return;
+    }
+    let hosts = [
+        "ID=flatcar\nVERSION_ID=3815.2.0\nSYSEXT_LEVEL=1.0\n",
+        "ID=flatcar\nVERSION_ID=3815.2.0\n",
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\n",
+        "ID=arch\n",
+    ];
+    let exts = [
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nARCHITECTURE=x86-64\n",
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nARCHITECTURE=_any\n",
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nARCHITECTURE=arm64\n",
+        "ID=flatcar\nSYSEXT_LEVEL=2.0\n",
+        "ID=flatcar\nVERSION_ID=3815.2.0\n",
+        "ID=flatcar\nVERSION_ID=3760.2.0\n",
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nVERSION_ID=3760.2.0\n",
+        "ID=flatcar\n",
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nSYSEXT_SCOPE=portable\n",
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nSYSEXT_SCOPE=initrd system\n",
+        "ID=_any\n",
+        "ID=_any\nARCHITECTURE=arm64\n",
+        "ID=_any\nSYSEXT_SCOPE=initrd\n",
+        "ID=fedora\nSYSEXT_LEVEL=1.0\n",
+        "ID=arch\nVERSION_ID=1\n",
+        "VERSION_ID=3815.2.0\n",
+    ];
+    let parse = node_bootstrap::osrelease::parse_env;
+    let arch = node_bootstrap::kubelet::image::systemd_arch().unwrap();
+    let mut disagree = vec![];
+    let (mut merged, mut refused) = (0, 0);
+    for host in hosts {
+        for ext in exts {
+            let real = real_sysext_merges(host, ext);
+            if real {
+                merged += 1;
+            } else {
+                refused += 1;
+            }
+            let ours = node_bootstrap::kubelet::image::compatible(&parse(host), &parse(ext), arch);
+            if ours.is_ok() != real {
+                disagree.push(format!(
+                    "host {host:?}, image {ext:?}: systemd-sysext {}, the agent {ours:?}",
+                    if real { "merges" } else { "skips" }
+                ));
+            }
+        }
+    }
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+    // Both answers occur, so the comparison compared something.
+    assert!(
+        merged >= 10 && refused >= 10,
+        "{merged} merged, {refused} refused"
+    );
+}

@@ -245,3 +245,51 @@ fn kill_9_at_any_point_of_an_upgrade_leaves_a_working_agent() {
         "the cuts landed before and after the replace"
     );
 }
+
+/// The fleet view of an upgrade that met a failing mirror: the retry is
+/// counted against the mirror, and the bytes fetched from it are at least
+/// the agent's.
+#[test]
+fn a_mirror_retry_and_the_bytes_fetched_show_in_the_textfile() {
+    let r = Rig::new("0.1.0");
+    r.write_config(json!({"attempts": 3}));
+    let config_path = r.path("config.json");
+    let mut config: Value = serde_json::from_slice(&fs::read(&config_path).unwrap()).unwrap();
+    config["metrics"] = json!({"textfile_dir": r.path("textfile")});
+    fs::write(&config_path, config.to_string()).unwrap();
+    r.publish_agents(&["0.2.0"]);
+    let artifact_path = format!("/mirror/agents/{}", artifact("0.2.0"));
+    let size = r.server.get(&artifact_path).unwrap().len() as f64;
+    r.server.fail_next(&artifact_path, Fault::Status(503));
+    ok(&r.upgrade(&[]));
+    assert_eq!(r.version_of(&r.binary()), "0.2.0");
+    let text = fs::read_to_string(r.path("textfile/node_bootstrap.prom")).unwrap();
+    let sample = |series: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(series)?
+                    .strip_prefix(' ')?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    assert_eq!(
+        sample(r#"node_bootstrap_retries_total{cause="mirror"}"#),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(r#"node_bootstrap_retries_total{cause="api_server"}"#),
+        0.0
+    );
+    let fetched = sample(r#"node_bootstrap_fetched_bytes_total{source="mirror"}"#);
+    assert!(
+        fetched >= size,
+        "{fetched} bytes fetched, the agent alone is {size}"
+    );
+    assert_eq!(
+        sample(r#"node_bootstrap_runs_total{command="upgrade",result="success"}"#),
+        1.0
+    );
+}

@@ -207,6 +207,7 @@ fn finished(outcome: Result<u8, Error>, minute: usize) -> Deltas {
             exit_code: Some(outcome.unwrap_or_else(|e| e.exit_code())),
             started_at: minute as f64 * 60.0,
             ended_at: minute as f64 * 60.0 + 1.0,
+            counted: true,
         }),
         ..Default::default()
     }

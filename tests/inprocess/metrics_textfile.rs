@@ -174,3 +174,71 @@ fn without_a_textfile_dir_nothing_is_written() {
     assert!(!n.p("textfile").exists());
     assert!(!n.p("state/metrics.json").exists());
 }
+
+/// The one `node_bootstrap_runs_total` series of `command`: its result
+/// label and count.
+fn runs_of(text: &str, command: &str) -> Vec<(String, f64)> {
+    let prefix = format!("node_bootstrap_runs_total{{command=\"{command}\",result=\"");
+    text.lines()
+        .filter_map(|l| {
+            let (result, count) = l.strip_prefix(&prefix)?.split_once("\"} ")?;
+            Some((result.to_string(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Every command the metrics follow (README "Watching a fleet") leaves its
+/// outcome in the textfile: counted once, with its exit code, whatever
+/// that outcome is.
+#[test]
+fn every_published_command_leaves_its_outcome_and_exit_code() {
+    let n = Node::new(json!({}));
+    // tectonic follows a completed bootkube only.
+    std::fs::write(n.p("assets/bootkube.sh"), "true\n").unwrap();
+    std::fs::write(n.p("assets/tectonic-wrapper.sh"), "true\n").unwrap();
+    let out = n.run(&["helper", "bootkube"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (args, command) in [
+        (&["helper", "tectonic"][..], "helper-tectonic"),
+        (&["status", "--wait", "--timeout", "1"][..], "status-wait"),
+        (&["upgrade"][..], "upgrade"),
+        (&["assets", "pull"][..], "assets-pull"),
+    ] {
+        let out = n.run(args);
+        let code = out.status.code().expect("an exit code");
+        let t = n
+            .textfile()
+            .unwrap_or_else(|| panic!("{args:?} left no textfile: {}", stderr(&out)));
+        let runs = runs_of(&t, command);
+        assert_eq!(runs.len(), 1, "{args:?} (exit {code}): {runs:?}\n{t}");
+        assert_eq!(runs[0].1, 1.0, "{args:?}: {t}");
+        assert_eq!(
+            sample(
+                &t,
+                &format!("node_bootstrap_last_exit_code{{command=\"{command}\"}}")
+            ),
+            Some(f64::from(code)),
+            "{args:?}: {}\n{t}",
+            stderr(&out)
+        );
+        assert_eq!(
+            runs[0].0 == "success",
+            code == 0,
+            "{args:?} exited {code}: {t}"
+        );
+    }
+    // The tectonic helper ran its script: a success.
+    let t = n.textfile().unwrap();
+    assert_eq!(runs_of(&t, "helper-tectonic")[0].0, "success", "{t}");
+
+    // `status --wait` on a node whose config does not load still shows up,
+    // where the file's metrics section says.
+    let broken = Node::new(json!({"role": "no-such-role"}));
+    let out = broken.run(&["status", "--wait", "--timeout", "1"]);
+    let t = broken
+        .textfile()
+        .unwrap_or_else(|| panic!("no textfile: {}", stderr(&out)));
+    assert!(t.contains("node_bootstrap_info{"), "{t}");
+    assert!(t.contains("role=\"unknown\""), "{t}");
+    assert_eq!(runs_of(&t, "status-wait").len(), 1, "{t}");
+}

@@ -17,7 +17,7 @@
 //! mirror of kubelet images.
 
 use std::time::{Duration, Instant};
-use testkit::cluster::{Auth, ClusterRig, NodeSpec, node_docker};
+use testkit::cluster::{Auth, CLUSTER_DNS_IP, CLUSTER_DOMAIN, ClusterRig, NodeSpec, node_docker};
 use testkit::simnode::{BootEnd, SimNode};
 
 const KNB: &str = "k8s-node-bootstrap.service";
@@ -112,6 +112,10 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
 
     // Every node: the kubelet of the cluster's version, on the docker the
     // addon installed (the torcx image's daemon, started through its socket).
+    // The cluster's version is what its API server says it is.
+    let server: serde_json::Value =
+        serde_json::from_str(&rig.kubectl.run(&["get", "--raw", "/version"]).unwrap()).unwrap();
+    assert_eq!(server["gitVersion"], version.as_str(), "{server}");
     let names: Vec<&str> = ready.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["master-1", "worker-1", "worker-2", "worker-sysext"]);
     for n in &nodes[..4] {
@@ -183,6 +187,53 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         "the API server's client certificate at the kubelet"
     );
 
+    // What each kubelet runs with, from its own /configz (through the API
+    // server): the unit's authentication and authorization, no read-only
+    // port, the cgroup driver kubelet.env names, and the cluster DNS and
+    // domain the Ignition config was rendered with.
+    for n in &nodes[..4] {
+        let raw = rig
+            .kubectl
+            .run(&[
+                "get",
+                "--raw",
+                &format!("/api/v1/nodes/{}/proxy/configz", n.name()),
+            ])
+            .unwrap();
+        let c: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        let k = &c["kubeletconfig"];
+        let name = n.name();
+        assert_eq!(
+            k["clusterDNS"],
+            serde_json::json!([CLUSTER_DNS_IP]),
+            "{name}: {k}"
+        );
+        assert_eq!(k["clusterDomain"], CLUSTER_DOMAIN, "{name}: {k}");
+        // 0 is left out of the answer; kubelet's default is 10255.
+        assert_eq!(k.get("readOnlyPort"), None, "{name}: {k}");
+        assert_eq!(
+            k["authentication"]["anonymous"]["enabled"], false,
+            "{name}: {k}"
+        );
+        assert_eq!(
+            k["authentication"]["webhook"]["enabled"], true,
+            "{name}: {k}"
+        );
+        assert_eq!(
+            k["authentication"]["x509"]["clientCAFile"], "/etc/kubernetes/ca.crt",
+            "{name}: {k}"
+        );
+        assert_eq!(k["authorization"]["mode"], "Webhook", "{name}: {k}");
+        let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
+        let driver = env
+            .lines()
+            .find_map(|l| l.strip_prefix("KUBELET_CGROUP_DRIVER="))
+            .expect("kubelet.env names the cgroup driver");
+        assert_eq!(k["cgroupDriver"], driver, "{name}: {k}");
+        // The lock file that keeps a second kubelet from starting.
+        assert!(n.exists("/var/run/lock/kubelet.lock"), "{name}");
+    }
+
     // The workers' agents started before the API server existed: they
     // failed, were restarted by systemd, and joined once it answered.
     // (The journal of both boots: systemd's restart counter starts again
@@ -209,20 +260,18 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         String::from_utf8_lossy(&exe.stdout).trim(),
         "/usr/bin/kubelet"
     );
-    let merged = sysext.exec(&["systemd-sysext", "list"]).unwrap();
-    assert!(
-        String::from_utf8_lossy(&merged.stdout).contains("kubernetes"),
-        "{}",
-        String::from_utf8_lossy(&merged.stdout)
-    );
-    let link = sysext
-        .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
+    // The image merged is the cluster's version, chosen exactly, although
+    // the mirror also offers an older patch and the next minor.
+    let out = sysext
+        .exec(&["/opt/bin/node-bootstrap", "status", "--json"])
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&link.stdout).contains(&version),
-        "{}",
-        String::from_utf8_lossy(&link.stdout)
-    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["kubelet_sysext"]["merged"], true, "{s}");
+    assert_eq!(s["kubelet_sysext"]["version"], version.as_str(), "{s}");
+    let j = testkit::agentnode::state_journal(sysext).expect("the state journal");
+    let chosen = &j["steps"]["kubelet-sysext"]["result"];
+    assert_eq!(chosen["version"], version.as_str(), "{chosen}");
+    assert_eq!(chosen["rule"], "exact", "{chosen}");
 
     // The master's power cut: bootkube ran again and completed, once.
     let master = &nodes[0];

@@ -7,6 +7,7 @@
 //! by `journalctl --update-catalog` and `journalctl -x` shows it beside a
 //! real failure's log line.
 
+use node_bootstrap::message_ids as ids;
 use serde_json::Value;
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, SystemTime};
@@ -195,6 +196,53 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
         (took - (env - first)).abs() < 0.01,
         "{took} vs {env} - {first}"
     );
+
+    // The same bootstrap in the journal, found by MESSAGE_ID as an operator
+    // finds it (both boots: the node's journal is persistent).
+    let by_id = |id: &str| n.journal_json(&[&format!("MESSAGE_ID={id}")]);
+    let field = |e: &Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
+    let started = by_id(ids::RUN_STARTED);
+    assert!(started.len() >= 3, "a run per start: {started:?}");
+    assert!(
+        started
+            .iter()
+            .all(|e| field(e, "VERSION") == env!("CARGO_PKG_VERSION")),
+        "{started:?}"
+    );
+    let failed = by_id(ids::STEP_FAILED);
+    assert!(
+        failed.iter().any(|e| field(e, "STEP") == "cluster-version"
+            && field(e, "ERROR_CLASS") == "retryable"
+            && field(e, "ERROR").contains("503")),
+        "{failed:?}"
+    );
+    let done: Vec<String> = by_id(ids::STEP_DONE)
+        .iter()
+        .map(|e| field(e, "STEP"))
+        .collect();
+    for step in [
+        "assets",
+        "cluster-version",
+        "os-update",
+        "reboot",
+        "kubelet-env",
+    ] {
+        assert!(done.iter().any(|s| s == step), "{step} not in {done:?}");
+    }
+    let reboots = by_id(ids::REBOOT_REQUESTED);
+    assert_eq!(reboots.len(), 1, "{reboots:?}");
+    assert!(
+        field(&reboots[0], "REASON").contains("1576.4.0"),
+        "{reboots:?}"
+    );
+    assert_eq!(
+        field(&reboots[0], "WIPE_DOCKER_DATADIR"),
+        "false",
+        "{reboots:?}"
+    );
+    let bootstrapped = by_id(ids::NODE_BOOTSTRAPPED);
+    assert_eq!(bootstrapped.len(), 1, "{bootstrapped:?}");
+    assert!(by_id(ids::PACKAGE_REFUSED).is_empty());
 
     // promtool takes the scrape as a whole (node_exporter's own metrics too).
     let mut p = std::process::Command::new("promtool")
