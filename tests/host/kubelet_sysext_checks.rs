@@ -5,6 +5,8 @@
 //! `node-bootstrap kubelet ensure` on a node laid out in a temp dir; a
 //! `systemd-sysext` guard on its PATH fails if anything got as far as a
 //! merge on this host (the merge itself: `tests/node/kubelet_sysext_node.rs`).
+//! The release rules themselves are held against the real systemd-sysext
+//! (`--root` merges in a private mount namespace), pair by pair.
 
 use testkit::cli::{code, stderr};
 use testkit::kubelet_sysext::{
