@@ -187,19 +187,26 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         "the API server's client certificate at the kubelet"
     );
 
-    // What each kubelet runs with, from its own /configz (through the API
-    // server): the unit's authentication and authorization, no read-only
-    // port, the cgroup driver kubelet.env names, and the cluster DNS and
-    // domain the Ignition config was rendered with.
+    // What each kubelet runs with, from its own /configz (asked as the API
+    // server asks a kubelet, with its client certificate): the unit's
+    // authentication and authorization, no read-only port, the cgroup
+    // driver kubelet.env names, and the cluster DNS and domain the
+    // Ignition config was rendered with.
     for n in &nodes[..4] {
-        let raw = rig
-            .kubectl
-            .run(&[
-                "get",
-                "--raw",
-                &format!("/api/v1/nodes/{}/proxy/configz", n.name()),
-            ])
+        let port = rig.kubelet_port(n.name()).unwrap();
+        let out = std::process::Command::new("curl")
+            .args(["-sSfk", "--cert", cert.to_str().unwrap()])
+            .args(["--key", key.to_str().unwrap()])
+            .arg(format!("https://127.0.0.1:{port}/configz"))
+            .output()
             .unwrap();
+        let raw = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: /configz: {}",
+            n.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let c: serde_json::Value = serde_json::from_str(&raw).unwrap();
         let k = &c["kubeletconfig"];
         let name = n.name();
@@ -228,10 +235,15 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         let driver = env
             .lines()
             .find_map(|l| l.strip_prefix("KUBELET_CGROUP_DRIVER="))
-            .expect("kubelet.env names the cgroup driver");
+            .expect("kubelet.env names the cgroup driver")
+            .trim_matches('"');
         assert_eq!(k["cgroupDriver"], driver, "{name}: {k}");
-        // The lock file that keeps a second kubelet from starting.
-        assert!(n.exists("/var/run/lock/kubelet.lock"), "{name}");
+        // The lock file that keeps a second kubelet from starting (on the
+        // node's own /run).
+        let lock = n
+            .exec(&["test", "-f", "/var/run/lock/kubelet.lock"])
+            .unwrap();
+        assert!(lock.status.success(), "{name}: no kubelet lock file");
     }
 
     // The workers' agents started before the API server existed: they
