@@ -3,9 +3,9 @@
 //! it and the state journal; both files replaced atomically (temp file in
 //! the same directory, rename: [`crate::fsutil`]). The state is made
 //! durable (fsync) where the caller asks for it; the textfile never is,
-//! since the next publish derives it whole again. The lock orders publishers (a `run` and a helper at
-//! once): each renders what the last one persisted, so the file never
-//! goes back to an older state.
+//! since the next publish derives it whole again. The lock orders
+//! publishers (a `run` and a helper at once): each renders what the last
+//! one persisted, so the file never goes back to an older state.
 //!
 //! Publishing never fails a command: errors come back for a warning, and
 //! what was not persisted is kept for the next attempt.

@@ -214,9 +214,7 @@ impl Process {
             finish_recorded: false,
         }
     }
-}
 
-impl Process {
     fn finish(&mut self, result: &'static str, exit_code: Option<u8>, now: f64) {
         let Some(command) = self.command else { return };
         // Counted unless an earlier outcome of this process was already

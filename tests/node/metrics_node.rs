@@ -16,6 +16,14 @@ use testkit::apiserver::{ApiServerOptions, Fault};
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
 const T: Duration = Duration::from_secs(90);
+/// The steps a worker's first boot with an OS update goes through.
+const FLOW_STEPS: [&str; 5] = [
+    "assets",
+    "cluster-version",
+    "os-update",
+    "reboot",
+    "kubelet-env",
+];
 const KNB: &str = "k8s-node-bootstrap.service";
 /// Where the Ignition module points the agent and node_exporter.
 const TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile_collector";
@@ -139,13 +147,7 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
         ),
         1.0
     );
-    for step in [
-        "assets",
-        "cluster-version",
-        "os-update",
-        "reboot",
-        "kubelet-env",
-    ] {
+    for step in FLOW_STEPS {
         assert_eq!(
             v(
                 "node_bootstrap_step_state",
@@ -220,13 +222,7 @@ fn node_exporter_serves_a_first_boot_that_retried_and_rebooted() {
         .iter()
         .map(|e| field(e, "STEP"))
         .collect();
-    for step in [
-        "assets",
-        "cluster-version",
-        "os-update",
-        "reboot",
-        "kubelet-env",
-    ] {
+    for step in FLOW_STEPS {
         assert!(done.iter().any(|s| s == step), "{step} not in {done:?}");
     }
     let reboots = by_id(ids::REBOOT_REQUESTED);
