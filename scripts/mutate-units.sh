@@ -12,8 +12,9 @@
 # Then a mutation is killed only when its test ran and failed on a panic
 # on the test's own thread, raised in the test's own file (an assertion,
 # an unwrap of what it waited for; a panic inside testkit, such as a
-# simulated node that would not boot, is not a verdict); a build error, a run of no test, a timeout (TEST_TIMEOUT seconds)
-# or a SKIPPED line is an error of the check (exit 2), not a kill.
+# simulated node that would not boot, is not a verdict); a build error, a
+# run of no test, a timeout (TEST_TIMEOUT seconds) or a SKIPPED line is an
+# error of the check (exit 2), not a kill.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --tests -q

@@ -110,12 +110,12 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         .unwrap();
     eprintln!("all nodes Ready after {:?}", t0.elapsed());
 
-    // Every node: the kubelet of the cluster's version, on the docker the
-    // addon installed (the torcx image's daemon, started through its socket).
     // The cluster's version is what its API server says it is.
     let server: serde_json::Value =
         serde_json::from_str(&rig.kubectl.run(&["get", "--raw", "/version"]).unwrap()).unwrap();
     assert_eq!(server["gitVersion"], version.as_str(), "{server}");
+    // Every node: the kubelet of the cluster's version, on the docker the
+    // addon installed (the torcx image's daemon, started through its socket).
     let names: Vec<&str> = ready.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["master-1", "worker-1", "worker-2", "worker-sysext"]);
     for n in &nodes[..4] {
