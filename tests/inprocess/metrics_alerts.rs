@@ -66,7 +66,7 @@ fn the_rules_load_and_their_hand_written_cases_pass() {
         &monitoring(),
         None,
     );
-    assert!(ok && out.contains("SUCCESS: 3 rules found"), "{out}");
+    assert!(ok && out.contains("SUCCESS: 4 rules found"), "{out}");
     let (ok, out) = promtool(
         &["test", "rules", "node-bootstrap.rules.test.yml"],
         &monitoring(),
