@@ -407,10 +407,7 @@ fn published(
     let config = load(cli);
     let kubelet_env_present = config.as_ref().is_ok_and(|c| c.paths.kubelet_env.exists());
     record::begin(command, kubelet_env_present);
-    let target = match &config {
-        Ok(c) => Target::from_config(c),
-        Err(_) => Target::from_unloadable_config(&cli.config),
-    };
+    let target = Target::for_command(&config, &cli.config);
     let outcome = config.and_then(|c| {
         let _periodic = periodic.then(|| Periodic::start(target.clone()));
         f(&c)
@@ -647,10 +644,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             // `status` reads a node whose config does not load, and says
             // so; its wait publishes where the file still names the place
             // (as every published command does).
-            let target = match load(&cli) {
-                Ok(c) => crate::metrics::Target::from_config(&c),
-                Err(_) => crate::metrics::Target::from_unloadable_config(&cli.config),
-            };
+            let target = crate::metrics::Target::for_command(&load(&cli), &cli.config);
             crate::metrics::record::begin(crate::metrics::Command::StatusWait, false);
             let outcome = crate::status::main(&cli.config, &opts);
             crate::metrics::finish(&target, &outcome);

@@ -56,6 +56,15 @@ impl Target {
         }
     }
 
+    /// Where a command publishes: its config's places, or, when the file
+    /// at `path` did not load, [`Target::from_unloadable_config`].
+    pub fn for_command(config: &Result<Config>, path: &Path) -> Target {
+        match config {
+            Ok(c) => Target::from_config(c),
+            Err(_) => Target::from_unloadable_config(path),
+        }
+    }
+
     /// For a command whose config file did not load: the `metrics` section
     /// and the paths it can still read from the file, defaults for the
     /// rest, so a node with a broken config still shows up failing.

@@ -1,9 +1,11 @@
 //! The textfile the agent binary leaves (`node_bootstrap.prom`), as a
 //! child process against temp dirs: a long step shows up while it runs, a
 //! crash-looping unit's runs keep counting from one process to the next
-//! (the bootstrap's start stays the first run's), and without
-//! `metrics.textfile_dir` nothing is written.
+//! (the bootstrap's start stays the first run's), every published command
+//! leaves its outcome and exit code, an upgrade's mirror retry and bytes
+//! are counted, and without `metrics.textfile_dir` nothing is written.
 
+use crate::agent_mirror;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::Output;
@@ -175,8 +177,8 @@ fn without_a_textfile_dir_nothing_is_written() {
     assert!(!n.p("state/metrics.json").exists());
 }
 
-/// The one `node_bootstrap_runs_total` series of `command`: its result
-/// label and count.
+/// The `node_bootstrap_runs_total` series of `command`: result label and
+/// count of each.
 fn runs_of(text: &str, command: &str) -> Vec<(String, f64)> {
     let prefix = format!("node_bootstrap_runs_total{{command=\"{command}\",result=\"");
     text.lines()
@@ -241,4 +243,46 @@ fn every_published_command_leaves_its_outcome_and_exit_code() {
     assert!(t.contains("node_bootstrap_info{"), "{t}");
     assert!(t.contains("role=\"unknown\""), "{t}");
     assert_eq!(runs_of(&t, "status-wait").len(), 1, "{t}");
+}
+
+/// The fleet view of an upgrade that met a failing mirror: the retry is
+/// counted against the mirror, and the bytes fetched from it are at least
+/// the agent's.
+#[test]
+fn a_mirror_retry_and_the_bytes_fetched_show_in_the_textfile() {
+    let r = agent_mirror::Rig::new("0.1.0");
+    r.write_config(json!({"attempts": 3}));
+    let config_path = r.path("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["metrics"] = json!({"textfile_dir": r.path("textfile")});
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    r.publish_agents(&["0.2.0"]);
+    let artifact_path = format!("/mirror/agents/{}", agent_mirror::artifact("0.2.0"));
+    let size = r.server.get(&artifact_path).unwrap().len() as f64;
+    r.server
+        .fail_next(&artifact_path, testkit::pkgserver::Fault::Status(503));
+    agent_mirror::ok(&r.upgrade(&[]));
+    assert_eq!(r.version_of(&r.binary()), "0.2.0");
+    let text = std::fs::read_to_string(r.path("textfile/node_bootstrap.prom")).unwrap();
+    let sample =
+        |series: &str| sample(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    assert_eq!(
+        sample(r#"node_bootstrap_retries_total{cause="mirror"}"#),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(r#"node_bootstrap_retries_total{cause="api_server"}"#),
+        0.0
+    );
+    let fetched = sample(r#"node_bootstrap_fetched_bytes_total{source="mirror"}"#);
+    assert!(
+        fetched >= size,
+        "{fetched} bytes fetched, the agent alone is {size}"
+    );
+    assert_eq!(
+        sample(r#"node_bootstrap_runs_total{command="upgrade",result="success"}"#),
+        1.0
+    );
 }
