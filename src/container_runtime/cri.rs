@@ -53,6 +53,13 @@ impl CriApi {
             CriApi::V1alpha2 => "/runtime.v1alpha2.RuntimeService/Version",
         }
     }
+
+    fn status_path(self) -> &'static str {
+        match self {
+            CriApi::V1 => "/runtime.v1.RuntimeService/Status",
+            CriApi::V1alpha2 => "/runtime.v1alpha2.RuntimeService/Status",
+        }
+    }
 }
 
 /// What the runtime answered to `Version`.
@@ -81,6 +88,40 @@ pub struct RuntimeAnswer {
     pub version: RuntimeVersion,
     /// Every API version that answered, newest first.
     pub apis: Vec<CriApi>,
+    /// The configuration the runtime runs with, as its verbose `Status`
+    /// reports it (containerd's CRI plugin does; `None` for a runtime that
+    /// does not say).
+    pub config: Option<ConfigSeen>,
+}
+
+/// What containerd's CRI plugin says it runs with (the `config` entry of
+/// a verbose `Status`: its CRI configuration as JSON). Each is `None`
+/// where the answer did not say.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ConfigSeen {
+    /// The default runtime's `SystemdCgroup` option: whether runc places
+    /// containers through systemd (the kubelet's cgroup driver must agree).
+    pub systemd_cgroup: Option<bool>,
+    pub sandbox_image: Option<String>,
+    pub snapshotter: Option<String>,
+    pub cni_conf_dir: Option<String>,
+}
+
+impl ConfigSeen {
+    /// Reads containerd's JSON; `None` when it is not JSON.
+    fn from_json(text: &str) -> Option<ConfigSeen> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let str_at = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).map(str::to_string);
+        let default_runtime =
+            str_at("/containerd/defaultRuntimeName").unwrap_or_else(|| "runc".into());
+        let options = format!("/containerd/runtimes/{default_runtime}/options/SystemdCgroup");
+        Some(ConfigSeen {
+            systemd_cgroup: v.pointer(&options).and_then(|x| x.as_bool()),
+            sandbox_image: str_at("/sandboxImage"),
+            snapshotter: str_at("/containerd/snapshotter"),
+            cni_conf_dir: str_at("/cni/confDir"),
+        })
+    }
 }
 
 impl RuntimeAnswer {
@@ -108,6 +149,7 @@ pub async fn ask(socket: &Path, timeout: Duration) -> Result<RuntimeAnswer> {
             ))
         })?;
     let answers = asked.map_err(|e| e.context(at()))?;
+    let (answers, config) = answers;
     let mut apis = Vec::new();
     let mut version = None;
     for (api, answer) in answers {
@@ -117,7 +159,11 @@ pub async fn ask(socket: &Path, timeout: Duration) -> Result<RuntimeAnswer> {
         }
     }
     match version {
-        Some(version) => Ok(RuntimeAnswer { version, apis }),
+        Some(version) => Ok(RuntimeAnswer {
+            version,
+            apis,
+            config,
+        }),
         None => Err(Error::refused(format!(
             "{} serves no CRI API the kubelet speaks (neither runtime.v1 nor runtime.v1alpha2 answers Version)",
             at()
@@ -125,7 +171,9 @@ pub async fn ask(socket: &Path, timeout: Duration) -> Result<RuntimeAnswer> {
     }
 }
 
-async fn ask_all(socket: &Path) -> Result<Vec<(CriApi, Option<RuntimeVersion>)>> {
+type Answers = (Vec<(CriApi, Option<RuntimeVersion>)>, Option<ConfigSeen>);
+
+async fn ask_all(socket: &Path) -> Result<Answers> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
         .map_err(|e| Error::retryable(format!("cannot connect: {e}")))?;
@@ -136,20 +184,36 @@ async fn ask_all(socket: &Path) -> Result<Vec<(CriApi, Option<RuntimeVersion>)>>
         // Ends with an error when the client side is dropped; nothing to report.
         let _ = connection.await;
     });
+    let result = ask_on(client).await;
+    conn.abort();
+    result
+}
+
+async fn ask_on(client: h2::client::SendRequest<Bytes>) -> Result<Answers> {
     let mut out = Vec::new();
     for api in CriApi::ALL {
-        let answer = call(client.clone(), api).await;
-        match answer {
+        match call(client.clone(), api).await {
             Ok(v) => out.push((api, Some(v))),
             Err(CallError::Unimplemented) => out.push((api, None)),
             Err(CallError::Failed(e)) => {
-                conn.abort();
                 return Err(e.context(format!("CRI {} Version", api.name())));
             }
         }
     }
-    conn.abort();
-    Ok(out)
+    let Some(api) = out.iter().find(|(_, v)| v.is_some()).map(|(api, _)| *api) else {
+        return Ok((out, None));
+    };
+    let status = match unary(client, api.status_path(), STATUS_VERBOSE).await {
+        Ok(message) => message,
+        Err(CallError::Unimplemented) => return Ok((out, None)),
+        Err(CallError::Failed(e)) => return Err(e.context(format!("CRI {} Status", api.name()))),
+    };
+    let info = decode_status_info(&status)?;
+    let config = info
+        .iter()
+        .find(|(k, _)| k == "config")
+        .and_then(|(_, v)| ConfigSeen::from_json(v));
+    Ok((out, config))
 }
 
 enum CallError {
@@ -168,16 +232,26 @@ async fn call(
     client: h2::client::SendRequest<Bytes>,
     api: CriApi,
 ) -> Result<RuntimeVersion, CallError> {
+    let message = unary(client, api.version_path(), &encode_request(REQUEST_VERSION)).await?;
+    decode_response(&message).map_err(CallError::Failed)
+}
+
+/// One gRPC call: the request message in, the answer's message out.
+async fn unary(
+    client: h2::client::SendRequest<Bytes>,
+    path: &str,
+    message: &[u8],
+) -> Result<Bytes, CallError> {
     let mut client = client.ready().await?;
     let request = http::Request::builder()
         .method("POST")
-        .uri(format!("http://localhost{}", api.version_path()))
+        .uri(format!("http://localhost{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(())
         .map_err(|e| CallError::Failed(Error::internal(format!("building a gRPC request: {e}"))))?;
     let (response, mut body) = client.send_request(request, false)?;
-    body.send_data(grpc_frame(&encode_request(REQUEST_VERSION)), true)?;
+    body.send_data(grpc_frame(message), true)?;
     let response = response.await?;
     let (head, mut recv) = response.into_parts();
     if head.status != http::StatusCode::OK {
@@ -197,7 +271,7 @@ async fn call(
         data.extend_from_slice(&chunk);
         if data.len() > MAX_MESSAGE {
             return Err(CallError::Failed(Error::retryable(format!(
-                "Version answer longer than {MAX_MESSAGE} bytes"
+                "answer to {path} longer than {MAX_MESSAGE} bytes"
             ))));
         }
     }
@@ -211,12 +285,12 @@ async fn call(
             )));
         }
     }
-    let message = unframe(data.freeze()).map_err(CallError::Failed)?;
-    decode_response(&message).map_err(CallError::Failed)
+    unframe(data.freeze()).map_err(CallError::Failed)
 }
 
-/// No Version answer is anywhere near this; a longer one is not CRI.
-const MAX_MESSAGE: usize = 64 * 1024;
+/// No Version or Status answer is anywhere near this (containerd's
+/// verbose Status is about 10 KiB); a longer one is not CRI.
+const MAX_MESSAGE: usize = 1024 * 1024;
 
 fn grpc_status(headers: &http::HeaderMap) -> Option<u32> {
     headers
@@ -325,11 +399,12 @@ fn get_varint(buf: &mut &[u8]) -> Option<u64> {
     None
 }
 
-/// Reads the four string fields of `VersionResponse`; fields it does not
-/// know (a newer runtime's) are skipped, as protobuf readers do.
-fn decode_response(mut buf: &[u8]) -> Result<RuntimeVersion> {
-    let bad = |what: &str| Error::retryable(format!("malformed CRI VersionResponse: {what}"));
-    let mut out = RuntimeVersion::default();
+/// The length-delimited fields (strings, messages) of a protobuf message,
+/// in order; fields of other wire types are skipped, as protobuf readers
+/// skip what they do not know. `what` names the message in errors.
+fn delimited_fields<'a>(mut buf: &'a [u8], what: &str) -> Result<Vec<(u64, &'a [u8])>> {
+    let bad = |why: &str| Error::retryable(format!("malformed CRI {what}: {why}"));
+    let mut out = Vec::new();
     while !buf.is_empty() {
         let key = get_varint(&mut buf).ok_or_else(|| bad("truncated field key"))?;
         let (field, wire) = (key >> 3, key & 7);
@@ -345,23 +420,65 @@ fn decode_response(mut buf: &[u8]) -> Result<RuntimeVersion> {
                 let len = get_varint(&mut buf).ok_or_else(|| bad("truncated length"))? as usize;
                 let bytes = buf.get(..len).ok_or_else(|| bad("truncated string"))?;
                 buf = &buf[len..];
-                let slot = match field {
-                    1 => &mut out.version,
-                    2 => &mut out.runtime_name,
-                    3 => &mut out.runtime_version,
-                    4 => &mut out.runtime_api_version,
-                    _ => continue,
-                };
-                *slot =
-                    String::from_utf8(bytes.to_vec()).map_err(|_| bad("a string is not UTF-8"))?;
+                out.push((field, bytes));
             }
             other => return Err(bad(&format!("wire type {other}"))),
         }
     }
+    Ok(out)
+}
+
+fn utf8(bytes: &[u8], what: &str) -> Result<String> {
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| Error::retryable(format!("malformed CRI {what}: a string is not UTF-8")))
+}
+
+/// Reads the four string fields of `VersionResponse`.
+fn decode_response(buf: &[u8]) -> Result<RuntimeVersion> {
+    const WHAT: &str = "VersionResponse";
+    let mut out = RuntimeVersion::default();
+    for (field, bytes) in delimited_fields(buf, WHAT)? {
+        let slot = match field {
+            1 => &mut out.version,
+            2 => &mut out.runtime_name,
+            3 => &mut out.runtime_version,
+            4 => &mut out.runtime_api_version,
+            _ => continue,
+        };
+        *slot = utf8(bytes, WHAT)?;
+    }
     if out.runtime_name.is_empty() {
-        return Err(bad("no runtime_name"));
+        return Err(Error::retryable(format!(
+            "malformed CRI {WHAT}: no runtime_name"
+        )));
     }
     Ok(out)
+}
+
+/// `StatusRequest { verbose = true }`.
+const STATUS_VERBOSE: &[u8] = &[1 << 3, 1];
+
+/// The `info` map of `StatusResponse { RuntimeStatus status = 1;
+/// map<string, string> info = 2; }` (a map is repeated entries
+/// `{ key = 1; value = 2; }`).
+fn decode_status_info(buf: &[u8]) -> Result<Vec<(String, String)>> {
+    const WHAT: &str = "StatusResponse";
+    let mut info = Vec::new();
+    for (field, entry) in delimited_fields(buf, WHAT)? {
+        if field != 2 {
+            continue;
+        }
+        let (mut key, mut value) = (String::new(), String::new());
+        for (f, bytes) in delimited_fields(entry, WHAT)? {
+            match f {
+                1 => key = utf8(bytes, WHAT)?,
+                2 => value = utf8(bytes, WHAT)?,
+                _ => {}
+            }
+        }
+        info.push((key, value));
+    }
+    Ok(info)
 }
 
 #[cfg(test)]

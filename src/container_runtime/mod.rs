@@ -3,4 +3,6 @@
 //! containerd through CRI from 1.24), containerd's configuration as the
 //! agent writes it, and what a CRI runtime says of itself over its socket.
 
+pub mod choice;
+pub mod containerd;
 pub mod cri;

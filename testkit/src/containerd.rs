@@ -38,7 +38,7 @@ pub fn skip_unless_possible() -> bool {
 impl PrivateContainerd {
     /// Starts containerd with `extra` (top-level keys first, then any tables)
     /// inside a config that gives it
-    /// its own root, state and socket; waits (up to 30 s) for the socket.
+    /// its own root, state and socket; waits (up to 30 s) until it accepts on its socket.
     pub fn start(extra: &str) -> Result<PrivateContainerd> {
         can_run()?;
         // Short path: a unix socket path has a 108-byte limit.
@@ -69,13 +69,17 @@ impl PrivateContainerd {
             child: Some(child),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !me.socket().exists() {
+        // The socket file appears before containerd accepts on it.
+        while std::os::unix::net::UnixStream::connect(me.socket()).is_err() {
             if let Some(st) = me.child.as_mut().unwrap().try_wait()? {
                 me.child = None;
                 bail!("containerd exited at start ({st}): {}", me.log());
             }
             if Instant::now() > deadline {
-                bail!("containerd made no socket within 30s: {}", me.log());
+                bail!(
+                    "containerd did not accept on its socket within 30s: {}",
+                    me.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -16,7 +16,21 @@ fn containerd_answers_with_its_version_on_both_cri_apis() {
     if containerd::skip_unless_possible() {
         return;
     }
-    let ctr = PrivateContainerd::start("").unwrap();
+    let ctr = PrivateContainerd::start(
+        r#"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  snapshotter = "native"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = true
+[plugins."io.containerd.grpc.v1.cri".cni]
+  conf_dir = "/etc/kubernetes/cni/net.d"
+"#,
+    )
+    .unwrap();
     let answer = testkit::runtime()
         .block_on(cri::ask(&ctr.socket(), WITHIN))
         .unwrap_or_else(|e| panic!("{e}\n{}", ctr.log()));
@@ -35,6 +49,32 @@ fn containerd_answers_with_its_version_on_both_cri_apis() {
         answer.version.as_node_reports(),
         format!("containerd://{}", containerd::version().unwrap())
     );
+    // What its verbose Status says it runs with: the config it was given.
+    let seen = answer.config.expect("containerd's CRI reports its config");
+    assert_eq!(seen.systemd_cgroup, Some(true));
+    assert_eq!(
+        seen.sandbox_image.as_deref(),
+        Some("registry.k8s.io/pause:3.10")
+    );
+    assert_eq!(seen.snapshotter.as_deref(), Some("native"));
+    assert_eq!(
+        seen.cni_conf_dir.as_deref(),
+        Some("/etc/kubernetes/cni/net.d")
+    );
+}
+
+#[test]
+fn containerd_reports_cgroupfs_when_its_runc_is_not_told_systemd() {
+    if containerd::skip_unless_possible() {
+        return;
+    }
+    let ctr = PrivateContainerd::start("").unwrap();
+    let answer = testkit::runtime()
+        .block_on(cri::ask(&ctr.socket(), WITHIN))
+        .unwrap_or_else(|e| panic!("{e}\n{}", ctr.log()));
+    let seen = answer.config.expect("containerd's CRI reports its config");
+    assert_ne!(seen.systemd_cgroup, Some(true), "{seen:?}");
+    assert_eq!(seen.snapshotter.as_deref(), Some("overlayfs"));
 }
 
 #[test]
