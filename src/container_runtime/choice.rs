@@ -145,6 +145,7 @@ mod tests {
                 ..Default::default()
             },
             apis: apis.to_vec(),
+            config: None,
         }
     }
 
