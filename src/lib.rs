@@ -28,6 +28,7 @@ pub mod cluster;
 pub mod container_runtime;
 pub mod flow;
 pub(crate) mod helper;
+pub mod join;
 pub mod kubelet;
 pub mod kubelet_config;
 pub mod kubeletenv;
