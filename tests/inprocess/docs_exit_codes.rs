@@ -268,8 +268,11 @@ fn readme_systemd_column_is_what_the_bootstrap_unit_does() {
         } else {
             Restart::Restarts
         };
+        let row = rows
+            .get(&code)
+            .unwrap_or_else(|| panic!("README \"Exit codes\" has no row for exit {code}"));
         assert_eq!(
-            readme_restart(&rows[&code]),
+            readme_restart(row),
             Some(want),
             "README's systemd column for exit {code} ({}) contradicts \
              RestartPreventExitStatus={prevented:?} with Restart=on-failure",
