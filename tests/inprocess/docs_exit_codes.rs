@@ -72,12 +72,12 @@ fn help_epilog() -> BTreeMap<u8, String> {
     assert_eq!(testkit::cli::code(&out), 0, "--help exits 0");
     let text = testkit::cli::stdout(&out);
     let epilog = text
-        .split("Exit codes")
-        .nth(1)
-        .unwrap_or_else(|| panic!("--help has no exit codes epilog:\n{text}"));
+        .lines()
+        .skip_while(|l| !l.starts_with("Exit codes"))
+        .skip(1);
     let mut codes: BTreeMap<u8, String> = BTreeMap::new();
     let mut last = None;
-    for line in epilog.lines().skip(1) {
+    for line in epilog {
         let line = line.trim();
         let (first, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
         match first.parse::<u8>() {
