@@ -33,6 +33,8 @@ mod agent_upgrade_node;
 mod addon_node;
 // A real cluster: a bootkube master and workers joining it, Ready.
 mod cluster_join;
+// The real kubelet on containerd through CRI: Node Ready, a pod Running, logs and exec.
+mod containerd_pod;
 // The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.
