@@ -24,6 +24,8 @@ const NODE: &str = "containerd-worker";
 /// Where the configuration below has containerd look for CNI networks.
 const CNI_CONF_DIR: &str = "/etc/kubernetes/cni/net.d";
 const T: Duration = Duration::from_secs(180);
+/// A pod on a Ready node runs in about a second here.
+const POD: Duration = Duration::from_secs(60);
 
 /// containerd's configuration as the agent will write it (hand-written
 /// here until it does): Flatcar's layout (version 2, runc through the v2
@@ -166,7 +168,7 @@ fn a_kubelet_on_containerd_runs_a_pod_that_kubectl_logs_and_exec_reach() {
         &pods::busybox_pod("hello", NODE, &busybox.tag, "hello-from-containerd", true),
     )
     .unwrap();
-    let pod = pods::wait_pod_running(kubectl, "hello", T)
+    let pod = pods::wait_pod_running(kubectl, "hello", POD)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", n.journal("containerd.service")));
     let pod_running = t1.elapsed();
     assert_eq!(pod.node, NODE);
