@@ -130,15 +130,35 @@ pub fn containerd_version() -> Result<String> {
 }
 
 /// How a kubelet shows a runtime's version in the Node's
-/// `containerRuntimeVersion` (`containerd://<this>`): the kubelet parses the
-/// version the runtime reports as a generic version and prints its dotted
-/// numbers alone, so Debian's `1.6.20~ds1` shows as `1.6.20`.
+/// `containerRuntimeVersion` (`containerd://<this>`): the kubelet parses
+/// the version the runtime reports as a semantic version
+/// (`MAJOR.MINOR.PATCH[-pre][+build]`, shown whole: docker's
+/// `20.10.24+dfsg1`) or, failing that, as a generic one, of which it shows
+/// the dotted numbers alone (Debian's containerd `1.6.20~ds1` shows as
+/// `1.6.20`): k8s.io/apimachinery's `ParseSemantic` / `ParseGeneric`.
 pub fn kubelet_shown_version(runtime_version: &str) -> String {
-    let v = runtime_version.trim_start_matches('v');
+    let v = runtime_version.trim().trim_start_matches('v');
     let end = v
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(v.len());
-    v[..end].trim_end_matches('.').to_string()
+    let (numbers, extra) = v.split_at(end);
+    let three = numbers.split('.').count() == 3 && numbers.split('.').all(|p| !p.is_empty());
+    // `-ident(.ident)*` and/or `+ident(.ident)*`, ident = [0-9A-Za-z-]+.
+    let idents = |s: &str| {
+        s.split('.')
+            .all(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+    };
+    let (pre, build) = match extra.split_once('+') {
+        Some((pre, build)) => (pre, Some(build)),
+        None => (extra, None),
+    };
+    let pre_ok = pre.is_empty() || pre.strip_prefix('-').is_some_and(idents);
+    let build_ok = build.is_none_or(idents);
+    if three && pre_ok && build_ok {
+        v.to_string()
+    } else {
+        numbers.trim_end_matches('.').to_string()
+    }
 }
 
 /// Where [`install_runc_shim`] puts the shim on a node: a directory of its
@@ -204,21 +224,27 @@ pub fn containerd_test_parts(n: &SimNode) -> Result<()> {
     )
 }
 
-/// Enables the OS's containerd.service (Debian's, in the node's lower dir:
-/// `systemctl --root` sees only the node's upper dir) for
-/// multi-user.target, before boot: what a node whose containerd starts at
-/// boot has.
-pub fn enable_os_containerd(n: &SimNode) -> Result<()> {
-    let unit = "/lib/systemd/system/containerd.service";
-    if !std::path::Path::new(unit).exists() {
-        bail!("{unit} is missing (Debian's containerd; scripts/setup.sh installs it)");
+/// Enables a unit of the OS (`/lib/systemd/system/<unit>`, the host's:
+/// `systemctl --root` sees only the node's upper dir, not the lower dir
+/// where it lives) for `target` (`multi-user.target`, `sockets.target`),
+/// before boot: Debian's containerd.service, docker.service, docker.socket.
+pub fn enable_os_unit(n: &SimNode, unit: &str, target: &str) -> Result<()> {
+    let path = format!("/lib/systemd/system/{unit}");
+    if !std::path::Path::new(&path).exists() {
+        bail!("{path} is missing (scripts/setup.sh installs the package that has it)");
     }
-    let link = n.path("/etc/systemd/system/multi-user.target.wants/containerd.service");
+    let link = n.path(&format!("/etc/systemd/system/{target}.wants/{unit}"));
     std::fs::create_dir_all(link.parent().unwrap())?;
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(unit, &link)
-        .with_context(|| format!("linking {} to {unit}", link.display()))
+    std::os::unix::fs::symlink(&path, &link)
+        .with_context(|| format!("linking {} to {path}", link.display()))
 }
+
+/// dockerd's options that make the runc shim its default runtime (a test
+/// part: see the module doc; with [`install_runc_shim`]). A runtime added
+/// this way is run by docker's containerd through the runc v2 shim with the
+/// shim as its binary, as `runc` is otherwise.
+pub const DOCKER_RUNC_SHIM_OPTS: &str = "--add-runtime=nb-test-runc=/usr/lib/node-bootstrap-test/runc-shim/runc --default-runtime=nb-test-runc";
 
 /// Imports `image` into the containerd of a running node, in the
 /// namespace the CRI plugin uses (`k8s.io`), through the socket `socket`
@@ -275,6 +301,19 @@ pub fn wait_containerd(n: &SimNode, socket: &str, timeout: Duration) -> Result<S
             .lines()
             .find_map(|l| l.trim().strip_prefix("Version:"))
             .map(|v| v.trim().to_string())
+    })
+}
+
+/// Waits until the docker of a running node answers its CLI `docker`
+/// (Debian's `/usr/bin/docker`, or `/run/torcx/bin/docker` on a node of
+/// the docker addon), starting it through its socket; returns its version.
+pub fn wait_docker(n: &SimNode, docker: &str, timeout: Duration) -> Result<String> {
+    n.wait_for("docker to answer on its socket", timeout, |n| {
+        let out = n
+            .exec(&[docker, "version", "--format", "{{.Server.Version}}"])
+            .ok()
+            .filter(|o| o.status.success())?;
+        Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
     })
 }
 
@@ -417,9 +456,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_kubelet_shows_the_dotted_numbers_of_a_runtime_version() {
+    fn the_kubelet_shows_a_semantic_version_whole_and_else_its_dotted_numbers() {
         assert_eq!(kubelet_shown_version("1.6.20~ds1"), "1.6.20");
         assert_eq!(kubelet_shown_version("v1.7.2"), "1.7.2");
-        assert_eq!(kubelet_shown_version("20.10.24+dfsg1"), "20.10.24");
+        assert_eq!(kubelet_shown_version("20.10.24+dfsg1"), "20.10.24+dfsg1");
+        assert_eq!(kubelet_shown_version("1.7.0-rc.1"), "1.7.0-rc.1");
+        assert_eq!(kubelet_shown_version("1.6"), "1.6");
+        assert_eq!(kubelet_shown_version("1.6.20-1~deb12"), "1.6.20");
     }
 }
