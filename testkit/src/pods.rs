@@ -331,9 +331,11 @@ pub fn cni_loopback_conflist() -> String {
 
 /// A CNI network giving each pod an address of its own: Debian's bridge
 /// plugin on bridge `bridge` (created on first use) with host-local IPAM
-/// from `subnet` (e.g. `10.244.1.0/24`), the bridge as the pods' gateway
-/// and masquerading out of it. For a node with a network namespace of its
-/// own (a VM), never a simulated node.
+/// from `subnet` (e.g. `10.88.0.0/24`), the bridge as the pods' gateway.
+/// No masquerading and no port maps, so no iptables is needed: pods are
+/// reached from their node (and the API server reaches them through the
+/// kubelet). For a node with a network namespace of its own (a VM), never
+/// a simulated node (a bridge there would be the host's).
 pub fn cni_bridge_conflist(bridge: &str, subnet: &str) -> String {
     json!({
         "cniVersion": "0.4.0",
@@ -342,14 +344,14 @@ pub fn cni_bridge_conflist(bridge: &str, subnet: &str) -> String {
             "type": "bridge",
             "bridge": bridge,
             "isGateway": true,
-            "ipMasq": true,
+            "ipMasq": false,
             "hairpinMode": true,
             "ipam": {
                 "type": "host-local",
                 "ranges": [[{"subnet": subnet}]],
                 "routes": [{"dst": "0.0.0.0/0"}],
             },
-        }, {"type": "portmap", "capabilities": {"portMappings": true}}],
+        }],
     })
     .to_string()
 }
