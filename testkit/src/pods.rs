@@ -17,13 +17,20 @@
 //!   runc. VMs have the capability and run the real runc untouched.
 //! - containerd on a simulated node ([`containerd_test_parts`]): the shim
 //!   first on containerd's `PATH` (runc's default binary name is looked up
-//!   there) and a disk for `/var/lib/containerd` that is not the node's
-//!   overlay root, so containerd's default `overlayfs` snapshotter works
-//!   (overlayfs cannot have its upper dir on overlayfs). Both are outside
-//!   containerd's configuration: containerd 1.6 replaces the whole
-//!   `plugins."io.containerd.grpc.v1.cri"` table of the main config with an
-//!   imported file's, so a conf.d fragment cannot change one CRI setting
-//!   without dropping the others (see [`CRI_IMPORT_REPLACES_TABLE`]).
+//!   there) and a tmpfs for `/var/lib/containerd`, not the node's overlay
+//!   root, so containerd's default `overlayfs` snapshotter works (overlayfs
+//!   cannot have its upper dir on overlayfs). Both are outside containerd's
+//!   configuration, which stays the product's: a conf.d fragment cannot
+//!   change one CRI setting. What containerd 1.6.20 does with `imports`
+//!   (checked with Debian's, `containerd --config … config dump`, and on a
+//!   node): an imported file's non-zero top-level settings override the
+//!   main file's (zero, `false` and `""` do not), its lists are appended,
+//!   and a plugin's table is taken whole from the import: a fragment that
+//!   sets only `plugins."io.containerd.grpc.v1.cri".containerd.snapshotter`
+//!   leaves the CRI plugin with defaults for everything else (the main
+//!   file's `sandbox_image`, CNI directories, `runtime_type` and
+//!   `SystemdCgroup` are gone; the node stays NotReady without its CNI
+//!   network).
 //! - CNI ([`cni_loopback_conflist`], [`cni_bridge_conflist`]): simulated
 //!   nodes share the host's network namespace, so their pods use
 //!   `hostNetwork` and the runtime only needs a network config to report
@@ -175,16 +182,6 @@ pub const RUNC_SHIM_LOG: &str = "/run/nb-test-runc.log";
 pub fn install_runc_shim(n: &SimNode) -> Result<()> {
     n.install_file(&crate::standin("nb-test-runc"), RUNC_SHIM, 0o755)
 }
-
-/// What containerd 1.6.20 does with `imports`, as checked with Debian's
-/// containerd (`containerd --config … config dump`): top-level settings
-/// of an imported file override the main file's, but a plugin's table is
-/// taken whole from the import. A fragment that sets only
-/// `plugins."io.containerd.grpc.v1.cri".containerd.snapshotter` leaves the
-/// CRI plugin with that and defaults for everything else: the main file's
-/// `sandbox_image`, CNI directories, `runtime_type` and `SystemdCgroup` are
-/// gone. So the tests change containerd on a node without a fragment.
-pub const CRI_IMPORT_REPLACES_TABLE: &str = "an imported file's plugins.\"io.containerd.grpc.v1.cri\" table replaces the main config's whole";
 
 /// The unit that gives a simulated node's `/var/lib/containerd` a file
 /// system of its own.

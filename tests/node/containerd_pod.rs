@@ -38,8 +38,7 @@ const POD: Duration = Duration::from_secs(60);
 /// layout (version 2, runc through the v2 shim, containerd's own OOM score,
 /// the socket the kubelet names), the cgroup driver of the node, the
 /// sandbox image, the CNI directories, and a conf.d for additions (which
-/// cannot change one CRI setting alone: see
-/// testkit::pods::CRI_IMPORT_REPLACES_TABLE).
+/// cannot change one CRI setting alone: see testkit::pods).
 fn containerd_config(cgroup_driver: &str, sandbox_image: &str) -> String {
     format!(
         r#"version = 2
