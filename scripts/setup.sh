@@ -64,6 +64,15 @@ command -v etcd >/dev/null || need_apt+=(etcd-server)
 # `prometheus`) checks the agent's .prom file and the alert rules; Debian's
 # node_exporter serves the file in the tests.
 command -v promtool >/dev/null || need_apt+=(prometheus)
+# Pods on the tests' nodes: Debian's containerd (1.6, CRI plugin built in)
+# and runc, the CNI plugins (bridge, host-local, loopback under
+# /usr/lib/cni), gcc and a static libc for the pause image
+# (scripts/build-pause.sh). Debian 12 has no crictl (cri-tools).
+command -v containerd >/dev/null || need_apt+=(containerd)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need_apt+=(runc)
+[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
+command -v gcc >/dev/null || need_apt+=(gcc)
+dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'ok installed' || need_apt+=(libc6-dev)
 command -v prometheus-node-exporter >/dev/null || need_apt+=(prometheus-node-exporter)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
@@ -84,10 +93,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         trap - EXIT
     fi
 fi
-# docker.io, etcd-server and prometheus enable their own services; the
-# tests start private ones.
+# docker.io, containerd, etcd-server and prometheus enable their own
+# services; the tests start private ones.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
-    systemctl disable --now docker.service docker.socket etcd.service \
+    systemctl disable --now docker.service docker.socket containerd.service etcd.service \
         prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
 fi
 
@@ -109,11 +118,16 @@ fi
 # from Debian's kubernetes source (cached by the source package; 7.5
 # minutes on a quiet 2-core machine when it is not).
 "$(dirname "$0")/build-kubernetes.sh" >/dev/null
+# The pod sandbox image (pause, from the same source package, kept by
+# scripts/kubernetes-source.sh) and the pods' busybox image, as
+# docker-archive tars (cached; seconds).
+"$(dirname "$0")/build-pause.sh" >/dev/null
+"$(dirname "$0")/build-busybox-image.sh" >/dev/null
 # The VM tier's OS image, built from Debian packages (cached by its inputs;
 # 2-4 minutes when they change, see the script).
 "$(dirname "$0")/vm-image.sh" >/dev/null
 
-for tool in dockerd ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save; do
+for tool in dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save; do
     command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 echo "setup: ok"

@@ -18,6 +18,7 @@ pub mod ignition;
 pub mod kube;
 pub mod kubelet_sysext;
 pub mod pkgserver;
+pub mod pods;
 pub mod powerloss;
 pub mod s3;
 pub mod simnode;

@@ -9,13 +9,13 @@
 //! and conditions (with the agent stub), the real agent's `run` through an
 //! OS update, the docker addon and its reboot (applied by the real
 //! `torcx-generator`, or by `systemd-sysext`), pull mode from moto,
-//! `status` against systemd, and power cuts at every stage of a first
-//! boot.
+//! `status` against systemd, power cuts at every stage of a first
+//! boot, and pods running on containerd (CRI) and docker (dockershim).
 //!
 //! What it needs: root (namespaces, overlay mounts), systemd, util-linux
 //! (`unshare`, `nsenter`), the real torcx (`scripts/build-torcx.sh`) and
-//! `moto_server`, `prometheus-node-exporter` and `promtool`
-//! (scripts/setup.sh). Elsewhere each test says
+//! `moto_server`, `prometheus-node-exporter` and `promtool`, containerd,
+//! the CNI plugins and the pods' images (scripts/setup.sh). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //! `scripts/mutate-units.sh` runs `node_units::` against mutated units.
 //!
@@ -33,6 +33,8 @@ mod agent_upgrade_node;
 mod addon_node;
 // A real cluster: a bootkube master and workers joining it, Ready.
 mod cluster_join;
+// The real kubelet on containerd through CRI: Node Ready, a pod Running, logs and exec.
+mod containerd_pod;
 // The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.
