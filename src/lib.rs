@@ -21,6 +21,7 @@ pub(crate) mod openpgp;
 pub mod osrelease;
 pub(crate) mod retry;
 pub(crate) mod runtime;
+pub mod settings;
 
 pub mod addon;
 pub mod assets;

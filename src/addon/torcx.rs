@@ -15,9 +15,9 @@
 
 use super::fetch::{Fetcher, Source, Staged, sha512_file};
 use super::manifest::{Choice, Sha512};
-use crate::config::Paths;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
+use crate::settings::Paths;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;

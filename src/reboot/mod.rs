@@ -28,7 +28,7 @@ use tracing::{info, warn};
 pub const CLEANUP_UNIT: &str = "node-bootstrap-docker-cleanup.service";
 
 /// The persistent "wipe still owed" marker.
-pub fn wipe_marker(paths: &crate::config::Paths) -> std::path::PathBuf {
+pub fn wipe_marker(paths: &crate::settings::Paths) -> std::path::PathBuf {
     paths.state_dir.join("docker-datadir-wipe-pending")
 }
 

@@ -4,8 +4,9 @@
 //! "could not reach X: why" in `unreachable` instead of failing.
 
 use super::facts::*;
-use crate::config::{Config, Role};
+use crate::config::Config;
 use crate::journal::JournalFile;
+use crate::settings::Role;
 use crate::systemd::units::{UnitState, Units};
 use std::path::Path;
 use std::time::Duration;
