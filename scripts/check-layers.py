@@ -11,6 +11,7 @@ exits 1. docs/DEVELOPING.md ("Layers") gives the order the graph keeps.
     scripts/check-layers.py            # check; prints the layers when clean
     scripts/check-layers.py --graph    # the module graph: modules, edges, cycles
     scripts/check-layers.py --files    # also the file-level circles
+    scripts/check-layers.py --graph --src DIR   # of another tree's src/
 """
 
 import os
@@ -116,7 +117,10 @@ def collect():
         top, mp = module_of(rel)
         if top:
             modpaths[tuple(mp)] = rel
-    refs = []  # (from file, line, to module path)
+    # (from file, line, to module path, whether it is a `crate::` path).
+    # `super::` paths count for the file graph only (an inline `mod tests`
+    # adds a level this reading does not track).
+    refs = []
     for rel, text in files.items():
         top, mp = module_of(rel)
         if not top:
@@ -126,7 +130,7 @@ def collect():
             paths, _ = parse_tree(text, m.end())
             for p in paths:
                 if p and p[0] not in ("*", "self"):
-                    refs.append((rel, line, p))
+                    refs.append((rel, line, p, True))
         # super:: within the module's own files (file-level graph only).
         for m in re.finditer(r"(?<![\w:])((?:super\s*::\s*)+)", text):
             ups = m.group(1).count("super")
@@ -135,7 +139,7 @@ def collect():
             base = mp[: len(mp) - ups] if ups <= len(mp) else []
             for p in paths:
                 if p and p[0] != "*":
-                    refs.append((rel, line, base + p))
+                    refs.append((rel, line, base + p, False))
     return files, modpaths, refs
 
 
@@ -216,17 +220,20 @@ def layers(nodes, edges):
 
 
 def main(argv):
+    global ROOT
+    if "--src" in argv:
+        ROOT = argv[argv.index("--src") + 1]
     files, modpaths, refs = collect()
     tops = sorted({module_of(r)[0] for r in files if module_of(r)[0]})
     edges, why = defaultdict(set), {}
     fedges = defaultdict(set)
-    for rel, line, path in refs:
+    for rel, line, path, absolute in refs:
         src_top = module_of(rel)[0]
         dst_file = resolve(modpaths, path)
         if dst_file and dst_file != rel:
             fedges[rel].add(dst_file)
         dst_top = path[0]
-        if dst_top in tops and dst_top != src_top and (path[0],) in modpaths:
+        if absolute and dst_top in tops and dst_top != src_top and (path[0],) in modpaths:
             edges[src_top].add(dst_top)
             why.setdefault((src_top, dst_top), f"src/{rel}:{line}")
     comps = [c for c in sccs(tops, edges) if len(c) > 1]

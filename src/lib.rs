@@ -35,5 +35,6 @@ pub mod metrics;
 pub(crate) mod reboot;
 pub(crate) mod status;
 pub(crate) mod systemd;
+pub mod textfile;
 pub mod updater;
 pub(crate) mod upgrade;

@@ -27,11 +27,11 @@
 //! must carry a sha512 (the store reuses packages by it) and is verified by
 //! size and every hash the metadata gives before it gets its final name.
 
+use super::Inputs;
 use super::config::Backend;
 use super::fetch::{self, Staged};
 use super::manifest::{self, Choice, Sha512};
 use super::version::DockerVersion;
-use crate::config::Config;
 use crate::error::{Error, ErrorClass, Result};
 use crate::metadata::config::SourcesSettings;
 use crate::metadata::format::VersionMatch;
@@ -167,13 +167,13 @@ fn log_found(found: &Found, purpose: &str) {
 
 /// The docker package for `series` and `board`: see module docs.
 pub async fn choose(
-    config: &Config,
+    config: &Inputs<'_>,
     preferences: &[String],
     board: &str,
     series: &str,
 ) -> Result<Choice> {
     let qs = queries(
-        &config.sources,
+        config.sources,
         preferences,
         config.addon.backend,
         series,
@@ -185,7 +185,7 @@ pub async fn choose(
             preferences.join(", ")
         )));
     }
-    let found = metadata::find_first(config, &qs).await.map_err(|e| {
+    let found = metadata::find_first(&config.metadata(), &qs).await.map_err(|e| {
         e.context(format!(
             "no docker package for OS {series} on {board} in the metadata search path (addon.package_source \"metadata\")"
         ))
@@ -198,19 +198,19 @@ pub async fn choose(
 /// when the search path has it; `Ok(None)` when none does. Tampered
 /// metadata is still an error.
 pub async fn same_version_for(
-    config: &Config,
+    config: &Inputs<'_>,
     version: &str,
     board: &str,
     series: &str,
 ) -> Result<Option<Choice>> {
     let q = ArtifactQuery::new(
-        &config.sources,
+        config.sources,
         product_name(config.addon.backend),
         series,
         board,
         VersionMatch::Exact(version.to_string()),
     );
-    match metadata::find(config, &q).await {
+    match metadata::find(&config.metadata(), &q).await {
         Ok(found) => {
             log_found(&found, "running OS (rollback)");
             choice_from_found(found, &[version.to_string()]).map(Some)
@@ -228,14 +228,14 @@ pub async fn same_version_for(
 /// hashes, by [`metadata::fetch_item`]) under its hidden partial name, and
 /// returns it staged.
 pub async fn fetch_staged(
-    config: &Config,
+    config: &Inputs<'_>,
     item: &MetadataItem,
     dir: &Path,
     final_name: &str,
     hash: &Sha512,
 ) -> Result<Staged> {
     fetch_found_staged(
-        config,
+        &config.metadata(),
         &item.0,
         dir,
         final_name,
@@ -249,7 +249,7 @@ pub async fn fetch_staged(
 /// [`fetch_staged`] for any artifact the search path found: refused when
 /// larger than `limit` (the setting's name and value), logged as `step`.
 pub(crate) async fn fetch_found_staged(
-    config: &Config,
+    meta: &metadata::Inputs<'_>,
     found: &Found,
     dir: &Path,
     final_name: &str,
@@ -268,7 +268,7 @@ pub(crate) async fn fetch_found_staged(
     let partial = fetch::partial_path(dir, final_name, hash);
     fetch::remove_other_partials(dir, final_name, &partial);
     let started = std::time::Instant::now();
-    metadata::fetch_item(config, found, &partial)
+    metadata::fetch_item(meta, found, &partial)
         .await
         .map_err(|e| {
             if e.class() == ErrorClass::Verification {
@@ -316,18 +316,17 @@ mod tests {
             metadata::generate(&d, None).unwrap();
             d
         }
-        fn config(&self, backend: &str) -> Config {
-            let text = serde_json::json!({
-                "addon": {"enabled": true, "package_source": "metadata", "backend": backend},
-                "sources": {
+        fn config(&self, backend: &str) -> super::super::OwnedInputs {
+            super::super::OwnedInputs::parse(
+                serde_json::json!({"enabled": true, "package_source": "metadata", "backend": backend}),
+                serde_json::json!({
                     "local_dir": self.path("local"),
                     "url": format!("file://{}", self.path("url").display()),
                     "use_default": false,
                     "keyring": self.path("no-keyring.asc"),
                     "allow_unsigned": ["local", "url"],
-                }
-            });
-            Config::from_json(&text.to_string(), Path::new("/test/config.json")).unwrap()
+                }),
+            )
         }
     }
 
@@ -382,9 +381,14 @@ mod tests {
                 &torcx("17.06.0", OS, BOARD),
             ],
         );
-        let c = choose(&m.config("torcx"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("torcx").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         assert_eq!(c.version, "17.03.2", "the largest build of 17.03");
         assert_eq!(c.preference, "17.03");
         assert_eq!(c.archive_name(), "docker:17.03.2.torcx.tgz");
@@ -414,9 +418,14 @@ mod tests {
             "url",
             &[&torcx("1.12.7", OS, BOARD), &torcx("17.06.0", OS, BOARD)],
         );
-        let c = choose(&m.config("torcx"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("torcx").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         // No location has 17.03; 1.12 comes from the first that has it,
         // even though a later one has a larger 1.12 build.
         assert_eq!(
@@ -441,17 +450,27 @@ mod tests {
                 &torcx("1.12", OS, BOARD),
             ],
         );
-        let c = choose(&m.config("torcx"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("torcx").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         assert_eq!(c.version, "1.12");
-        let c = choose(&m.config("sysext"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("sysext").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         assert_eq!(c.version, "17.03.2");
         assert_eq!(c.origin.as_ref().unwrap().0.item.ftype, "raw");
         let err = choose(
-            &m.config("torcx"),
+            &m.config("torcx").inputs(),
             &prefs(&["17.03"]),
             "arm64-usr",
             "1688.0.0",
@@ -488,7 +507,7 @@ mod tests {
             .unwrap();
         item.as_object_mut().unwrap().remove("sha512");
         fs::write(&products, doc.to_string()).unwrap();
-        let err = choose(&m.config("torcx"), &prefs(&["17.03"]), BOARD, OS)
+        let err = choose(&m.config("torcx").inputs(), &prefs(&["17.03"]), BOARD, OS)
             .await
             .unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
@@ -505,7 +524,8 @@ mod tests {
                 &torcx("17.03.1", "1576.5.0", BOARD),
             ],
         );
-        let c = m.config("torcx");
+        let owned = m.config("torcx");
+        let c = owned.inputs();
         let got = same_version_for(&c, "17.03.2", BOARD, OS).await.unwrap();
         assert_eq!(got.unwrap().version, "17.03.2");
         // Exactly that version: another build of 17.03 does not do.

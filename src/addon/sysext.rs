@@ -15,9 +15,9 @@
 //! installed and in which boot (an image installed in an earlier boot is the
 //! one merged now).
 
+use super::Inputs;
 use super::fetch::{Fetcher, Source, Staged, sha512_file};
 use super::manifest::Choice;
-use crate::config::Config;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ pub const RECORD_FILE: &str = "addon-sysext.json";
 pub const SYSEXT_UNIT: &str = "systemd-sysext.service";
 
 /// `/etc/extensions/docker.raw`.
-pub fn image_path(config: &Config) -> PathBuf {
+pub fn image_path(config: &Inputs<'_>) -> PathBuf {
     config
         .paths
         .extensions_dir
@@ -50,11 +50,11 @@ pub struct SysextRecord {
     pub previous: Option<String>,
 }
 
-pub fn record_path(config: &Config) -> PathBuf {
+pub fn record_path(config: &Inputs<'_>) -> PathBuf {
     config.paths.state_dir.join(RECORD_FILE)
 }
 
-pub fn read_record(config: &Config) -> Option<SysextRecord> {
+pub fn read_record(config: &Inputs<'_>) -> Option<SysextRecord> {
     let p = record_path(config);
     let text = fs::read_to_string(&p).ok()?;
     match serde_json::from_str(&text) {
@@ -66,7 +66,7 @@ pub fn read_record(config: &Config) -> Option<SysextRecord> {
     }
 }
 
-pub fn write_record(config: &Config, rec: &SysextRecord) -> Result<PathBuf> {
+pub fn write_record(config: &Inputs<'_>, rec: &SysextRecord) -> Result<PathBuf> {
     let p = record_path(config);
     let mut text = serde_json::to_string_pretty(rec).expect("records serialize");
     text.push('\n');
@@ -75,7 +75,7 @@ pub fn write_record(config: &Config, rec: &SysextRecord) -> Result<PathBuf> {
 }
 
 /// The merged extension's release fields, when docker's extension is merged.
-pub fn merged_release(config: &Config) -> Option<Vec<(String, String)>> {
+pub fn merged_release(config: &Inputs<'_>) -> Option<Vec<(String, String)>> {
     let p = config
         .addon
         .sysext_release_dir
@@ -86,7 +86,7 @@ pub fn merged_release(config: &Config) -> Option<Vec<(String, String)>> {
 
 /// What the merged extension says about the docker running now, without
 /// asking docker: `(version, source)`.
-pub fn running_from_sysext(config: &Config, boot_id: &str) -> Option<(String, &'static str)> {
+pub fn running_from_sysext(config: &Inputs<'_>, boot_id: &str) -> Option<(String, &'static str)> {
     let release = merged_release(config)?;
     if let Some((_, v)) = release
         .iter()
@@ -103,7 +103,7 @@ pub fn running_from_sysext(config: &Config, boot_id: &str) -> Option<(String, &'
 }
 
 /// Whether `/etc/extensions/docker.raw` already is the chosen image.
-pub fn image_in_place(config: &Config, choice: &Choice) -> Result<bool> {
+pub fn image_in_place(config: &Inputs<'_>, choice: &Choice) -> Result<bool> {
     let p = image_path(config);
     match fs::symlink_metadata(&p) {
         Ok(m) if m.file_type().is_file() => {
@@ -122,7 +122,11 @@ pub fn image_in_place(config: &Config, choice: &Choice) -> Result<bool> {
 }
 
 /// Downloads and verifies the chosen image next to its target.
-pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) -> Result<Staged> {
+pub async fn prepare_image(
+    config: &Inputs<'_>,
+    fetcher: &Fetcher,
+    choice: &Choice,
+) -> Result<Staged> {
     let name = format!("{EXTENSION_NAME}.raw");
     let dir = &config.paths.extensions_dir;
     if let Some(item) = &choice.origin {
@@ -158,7 +162,7 @@ pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) 
 
 /// Points `<extensions_dir>/<name>.raw` at /dev/null for each masked
 /// extension (atomically). Returns the links written.
-pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
+pub fn ensure_masks(config: &Inputs<'_>) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for name in &config.addon.sysext_mask {
         let link = config.paths.extensions_dir.join(format!("{name}.raw"));
@@ -174,7 +178,7 @@ pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
 
 /// Enables `systemd-sysext.service` (a `sysinit.target.wants` link) unless
 /// it already is, by the admin or the OS vendor.
-pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
+pub fn ensure_unit_enabled(config: &Inputs<'_>) -> Result<Option<PathBuf>> {
     ensure_sysext_unit_enabled(
         &config.addon.systemd_config_dir,
         "docker-addon",

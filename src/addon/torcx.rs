@@ -340,7 +340,7 @@ pub enum PackagePlan {
 /// another OS version in this run), or downloaded. Nothing gets a final
 /// name here.
 pub async fn prepare_package(
-    config: &crate::config::Config,
+    config: &super::Inputs<'_>,
     tp: &TorcxPaths,
     fetcher: &Fetcher,
     os_version: &str,
@@ -705,7 +705,7 @@ mod tests {
 
     #[test]
     fn store_order_skips_the_vendor_store_of_another_os() {
-        let tp = TorcxPaths::new(&crate::config::Config::defaults().paths);
+        let tp = TorcxPaths::new(&crate::settings::Paths::defaults());
         let same: Vec<String> = tp
             .store_paths("1632.3.0", "1632.3.0")
             .iter()

@@ -6,6 +6,9 @@
 //! (`run`, `status --wait`, `helper`, `upgrade`, `assets pull`) publish
 //! their outcome to the metrics when they end ([`published`]).
 
+mod addon;
+mod kubelet;
+
 use crate::config::{Config, DEFAULT_CONFIG_PATH};
 use crate::error::{Error, Result, exit};
 use crate::logging::{self, LogFormat};
@@ -295,7 +298,7 @@ fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
     }
     let rt = runtime()?;
     let out = if args.rollback {
-        rt.block_on(upgrade::rollback(config))?
+        rt.block_on(upgrade::rollback(&config.upgrade_inputs()))?
     } else {
         let reach = match (&args.to, args.patch, args.major) {
             (Some(v), _, _) => Reach::To(crate::upgrade::choice::parse(v).ok_or_else(|| {
@@ -305,7 +308,11 @@ fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
             (None, _, true) => Reach::Major,
             (None, false, false) => Reach::Minor,
         };
-        rt.block_on(upgrade::upgrade(config, &reach, args.dry_run))?
+        rt.block_on(upgrade::upgrade(
+            &config.upgrade_inputs(),
+            &reach,
+            args.dry_run,
+        ))?
     };
     if args.json {
         println!("{}", serde_json::to_string(&out).expect("serializes"));
@@ -340,8 +347,8 @@ fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
 }
 
 /// The addon subcommand as the addon subsystem takes it.
-fn addon_action(cmd: &AddonCommand) -> crate::addon::command::AddonAction {
-    use crate::addon::command::AddonAction;
+fn addon_action(cmd: &AddonCommand) -> addon::AddonAction {
+    use addon::AddonAction;
     match cmd {
         AddonCommand::Ensure(a) => AddonAction::Ensure(crate::addon::AddonRequest {
             cluster_version: a.cluster_version.clone(),
@@ -396,14 +403,15 @@ fn load(cli: &Cli) -> Result<Config> {
 /// Runs a command the metrics follow: records its start, publishes while
 /// it runs if it is long (`periodic`) and when it ends, whatever the
 /// outcome, a config that does not load included (then to the places the
-/// file still names: [`crate::metrics::Target::from_unloadable_config`]).
+/// file still names: [`crate::textfile::Target::from_unloadable_config`]).
 fn published(
     cli: &Cli,
     command: crate::metrics::Command,
     periodic: bool,
     f: impl FnOnce(&Config) -> Result<u8>,
 ) -> Result<u8> {
-    use crate::metrics::{Periodic, Target, record};
+    use crate::metrics::record;
+    use crate::textfile::{Periodic, Target};
     let config = load(cli);
     let kubelet_env_present = config.as_ref().is_ok_and(|c| c.paths.kubelet_env.exists());
     record::begin(command, kubelet_env_present);
@@ -412,7 +420,7 @@ fn published(
         let _periodic = periodic.then(|| Periodic::start(target.clone()));
         f(&c)
     });
-    crate::metrics::finish(&target, &outcome);
+    crate::textfile::finish(&target, &outcome);
     outcome
 }
 
@@ -432,7 +440,7 @@ fn assets_command(cli: &Cli, cmd: &AssetsCommand) -> Result<u8> {
 }
 
 fn assets_pull(config: &Config, json: bool) -> Result<u8> {
-    let report = runtime()?.block_on(crate::assets::pull(config))?;
+    let report = runtime()?.block_on(crate::assets::pull(&config.assets_inputs()))?;
     if json {
         println!(
             "{}",
@@ -455,7 +463,7 @@ fn assets_pull(config: &Config, json: bool) -> Result<u8> {
 }
 
 fn assets_check(config: &Config, json: bool) -> Result<u8> {
-    let r = crate::assets::readiness(config);
+    let r = crate::assets::readiness(&config.assets_inputs());
     if json {
         println!(
             "{}",
@@ -518,8 +526,12 @@ fn metadata_validate(cli: &Cli, args: &ValidateArgs) -> Result<u8> {
     if let Some(k) = &args.keyring {
         config.sources.keyring = Some(k.clone());
     }
-    let loc = metadata::parse_validate_location(&config, &args.location)?;
-    let r = runtime()?.block_on(metadata::validate(&config, &loc, args.allow_unsigned))?;
+    let loc = metadata::parse_validate_location(&config.metadata_inputs(), &args.location)?;
+    let r = runtime()?.block_on(metadata::validate(
+        &config.metadata_inputs(),
+        &loc,
+        args.allow_unsigned,
+    ))?;
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serializes"));
     } else {
@@ -571,9 +583,13 @@ fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
         _ => unreachable!("clap requires --product-id or --name, --series and --arch"),
     };
     let rt = runtime()?;
-    let found = rt.block_on(metadata::find(&config, &query))?;
+    let found = rt.block_on(metadata::find(&config.metadata_inputs(), &query))?;
     if let Some(dest) = &args.fetch {
-        rt.block_on(metadata::fetch_item(&config, &found, dest))?;
+        rt.block_on(metadata::fetch_item(
+            &config.metadata_inputs(),
+            &found,
+            dest,
+        ))?;
     }
     if args.json {
         println!(
@@ -644,10 +660,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             // `status` reads a node whose config does not load, and says
             // so; its wait publishes where the file still names the place
             // (as every published command does).
-            let target = crate::metrics::Target::for_command(&load(&cli), &cli.config);
+            let target = crate::textfile::Target::for_command(&load(&cli), &cli.config);
             crate::metrics::record::begin(crate::metrics::Command::StatusWait, false);
             let outcome = crate::status::main(&cli.config, &opts);
-            crate::metrics::finish(&target, &outcome);
+            crate::textfile::finish(&target, &outcome);
             outcome
         }
         Command::Assets(cmd) => assets_command(&cli, cmd),
@@ -663,18 +679,18 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 ),
             };
             published(&cli, command, true, |config| {
-                crate::helper::main(config, step)
+                crate::helper::main(&config.helper_inputs(), step)
             })
         }
-        Command::Addon(cmd) => crate::addon::command::dispatch(&load(&cli)?, addon_action(cmd)),
+        Command::Addon(cmd) => addon::dispatch(&load(&cli)?, addon_action(cmd)),
         Command::Kubelet(KubeletCommand::Choose {
             cluster_version,
             json,
-        }) => crate::kubelet::command::choose(&load(&cli)?, cluster_version, *json),
+        }) => kubelet::choose(&load(&cli)?, cluster_version, *json),
         Command::Kubelet(KubeletCommand::Ensure {
             cluster_version,
             json,
-        }) => crate::kubelet::command::ensure(&load(&cli)?, cluster_version, *json),
+        }) => kubelet::ensure(&load(&cli)?, cluster_version, *json),
         Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }
 }

@@ -137,5 +137,73 @@ impl Config {
     }
 }
 
+/// What each subsystem reads of the config: its own section, and the
+/// paths, role and neighbouring settings it needs. Subsystems take these,
+/// never the whole [`Config`].
+impl Config {
+    pub fn metadata_inputs(&self) -> crate::metadata::Inputs<'_> {
+        crate::metadata::Inputs {
+            paths: &self.paths,
+            sources: &self.sources,
+            s3: self.assets.s3.as_ref(),
+        }
+    }
+
+    pub fn addon_inputs(&self) -> crate::addon::Inputs<'_> {
+        crate::addon::Inputs {
+            paths: &self.paths,
+            addon: &self.addon,
+            sources: &self.sources,
+            s3: self.assets.s3.as_ref(),
+        }
+    }
+
+    pub fn kubelet_inputs(&self) -> crate::kubelet::Inputs<'_> {
+        crate::kubelet::Inputs {
+            paths: &self.paths,
+            kubelet: &self.kubelet,
+            sysext_release_dir: &self.addon.sysext_release_dir,
+            systemd_config_dir: &self.addon.systemd_config_dir,
+            metadata: self.metadata_inputs(),
+        }
+    }
+
+    pub fn upgrade_inputs(&self) -> crate::upgrade::Inputs<'_> {
+        crate::upgrade::Inputs {
+            agent: &self.agent,
+            metadata: self.metadata_inputs(),
+        }
+    }
+
+    pub fn cluster_inputs(&self) -> crate::cluster::Inputs<'_> {
+        crate::cluster::Inputs {
+            role: self.role,
+            paths: &self.paths,
+            cluster: &self.cluster,
+        }
+    }
+
+    pub fn assets_inputs(&self) -> crate::assets::Inputs<'_> {
+        crate::assets::Inputs {
+            paths: &self.paths,
+            assets: &self.assets,
+        }
+    }
+
+    pub fn helper_inputs(&self) -> crate::helper::Inputs<'_> {
+        crate::helper::Inputs {
+            paths: &self.paths,
+            helpers: &self.helpers,
+        }
+    }
+
+    pub fn reboot_inputs(&self) -> crate::reboot::Inputs<'_> {
+        crate::reboot::Inputs {
+            paths: &self.paths,
+            reboot: &self.reboot,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -51,7 +51,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     preflight::first_failure(preflight::run_checks_on(config, &bus).await)?;
     let bus = bus?;
     let boot_id = crate::boot::id(&config.paths.run_dir)?;
-    if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
+    if crate::reboot::finish_pending_wipe(&config.reboot_inputs(), &boot_id).await? {
         info!(step = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
     }
     let seams = NodeSeams::new(config, &boot_id, bus, notifier);
@@ -68,7 +68,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
         RunOutcome::Complete => Ok(()),
         RunOutcome::Handover { binary } => {
             // exec ends this process's metrics: publish them first.
-            crate::metrics::publish_before_exit(config, "handover");
+            crate::textfile::publish_before_exit(config, "handover");
             Err(hand_over(&binary))
         }
     }

@@ -49,7 +49,8 @@ impl<'a> NodeSeams<'a> {
 
 impl Seams for NodeSeams<'_> {
     fn progress(&self, progress: Progress) {
-        use crate::metrics::{self, record};
+        use crate::metrics::record;
+        use crate::textfile;
         match progress {
             Progress::Step(step) => self.notifier.status(&format!("step {step}")),
             Progress::KubeletEnvInPlace => {
@@ -61,7 +62,7 @@ impl Seams for NodeSeams<'_> {
             Progress::RebootRequested => {
                 // The shutdown ends this process: publish now.
                 record::reboot_requested();
-                metrics::publish_before_exit(self.config, "reboot");
+                textfile::publish_before_exit(self.config, "reboot");
             }
         }
     }
@@ -77,7 +78,7 @@ impl Seams for NodeSeams<'_> {
             AutoUpgrade::Minor => Reach::Minor,
             AutoUpgrade::Off => unreachable!("the plan skips the step when agent.upgrade is off"),
         };
-        crate::upgrade::upgrade(self.config, &reach, false).await
+        crate::upgrade::upgrade(&self.config.upgrade_inputs(), &reach, false).await
     }
 
     async fn check_assets(&self) -> Result<AssetsRecord> {
@@ -103,7 +104,7 @@ impl Seams for NodeSeams<'_> {
         if !pulled && !self.config.role.is_bootkube_master() {
             return Ok(record("none pushed to this role".into()));
         }
-        let assets = match crate::assets::readiness(self.config) {
+        let assets = match crate::assets::readiness(&self.config.assets_inputs()) {
             crate::assets::AssetsReadiness::Ready { path } => {
                 format!("complete at {}", path.display())
             }
@@ -119,7 +120,11 @@ impl Seams for NodeSeams<'_> {
 
     async fn discover_version(&self) -> Result<ClusterVersion> {
         let seed = kubeletenv::read_seed(&self.config.paths.seed_kubelet_env())?;
-        crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await
+        crate::cluster::discover(
+            &self.config.cluster_inputs(),
+            seed.get(kubeletenv::IMAGE_TAG),
+        )
+        .await
     }
 
     async fn os_update(&self) -> Result<OsUpdateRecord> {
@@ -192,27 +197,33 @@ impl Seams for NodeSeams<'_> {
             cluster_version: cluster_version.to_string(),
             next_os_version: next_os_version.map(str::to_string),
         };
-        crate::addon::ensure(self.config, &req).await
+        crate::addon::ensure(&self.config.addon_inputs(), &req).await
     }
 
     async fn addon_confirm(&self, intended: &AddonOutcome) -> Result<bool> {
-        crate::addon::confirm_active(self.config, intended)
+        crate::addon::confirm_active(&self.config.addon_inputs(), intended)
     }
 
     async fn owe_docker_wipe(&self) -> Result<()> {
-        crate::reboot::owe_wipe(self.config, &self.boot_id)
+        crate::reboot::owe_wipe(&self.config.reboot_inputs(), &self.boot_id)
     }
 
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
         let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
-        crate::reboot::reboot(self.config, &systemd, reason, wipe_docker_datadir).await
+        crate::reboot::reboot(
+            &self.config.reboot_inputs(),
+            &systemd,
+            reason,
+            wipe_docker_datadir,
+        )
+        .await
     }
 
     async fn kubelet_sysext(
         &self,
         cluster_version: &str,
     ) -> Result<crate::kubelet::KubeletSysextRecord> {
-        crate::kubelet::ensure(self.config, cluster_version).await
+        crate::kubelet::ensure(&self.config.kubelet_inputs(), cluster_version).await
     }
 
     async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord> {

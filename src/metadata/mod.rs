@@ -34,7 +34,6 @@ pub mod format;
 pub(crate) mod location;
 pub mod sign;
 
-use crate::config::Config;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
 use config::{LocationKind, UserLocation};
@@ -42,6 +41,16 @@ use format::{Artifact, Index, Products, VersionMatch};
 use location::{FetchError, Location};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// What the metadata search reads of the agent's config: the `sources`
+/// section, the node's paths (the keyring's default place) and the cluster
+/// bucket's connection (`assets.s3`, for the bucket location).
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub sources: &'a config::SourcesSettings,
+    pub s3: Option<&'a crate::assets::config::S3Settings>,
+}
 
 /// What to look for: a product, by its full id, and which version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -110,7 +119,7 @@ pub struct Found {
 }
 
 /// The locations of the search path, in order.
-pub fn search_path(config: &Config) -> Vec<(LocationKind, Location)> {
+pub fn search_path(config: &Inputs<'_>) -> Vec<(LocationKind, Location)> {
     let s = &config.sources;
     let mut v = Vec::new();
     if let Some(d) = &s.dev_dir {
@@ -123,7 +132,7 @@ pub fn search_path(config: &Config) -> Vec<(LocationKind, Location)> {
         None => {}
     }
     if s.use_cluster_bucket
-        && let Some(s3) = &config.assets.s3
+        && let Some(s3) = config.s3
     {
         let mut b = s3.clone();
         b.key = s.bucket_prefix.clone();
@@ -154,7 +163,7 @@ struct Loaded {
 
 /// How a location is read: where, with which settings and keys.
 struct Reader<'a> {
-    config: &'a Config,
+    config: &'a Inputs<'a>,
     kind: LocationKind,
     loc: &'a Location,
     keyring: &'a std::result::Result<crate::openpgp::Keyring, String>,
@@ -162,7 +171,7 @@ struct Reader<'a> {
 
 /// Reads a location's metadata (signed first), see module docs.
 async fn load_location(
-    config: &Config,
+    config: &Inputs<'_>,
     kind: LocationKind,
     loc: &Location,
     keyring: &std::result::Result<crate::openpgp::Keyring, String>,
@@ -311,13 +320,13 @@ impl Reader<'_> {
     }
 }
 
-fn load_keyring(config: &Config) -> std::result::Result<crate::openpgp::Keyring, String> {
-    let path = config.sources.keyring_path(&config.paths);
+fn load_keyring(config: &Inputs<'_>) -> std::result::Result<crate::openpgp::Keyring, String> {
+    let path = config.sources.keyring_path(config.paths);
     crate::openpgp::Keyring::load(&path).map_err(|e| e.to_string())
 }
 
 /// Searches the search path for `query` (see module docs).
-pub async fn find(config: &Config, query: &ArtifactQuery) -> Result<Found> {
+pub async fn find(config: &Inputs<'_>, query: &ArtifactQuery) -> Result<Found> {
     find_first(config, std::slice::from_ref(query)).await
 }
 
@@ -327,7 +336,7 @@ pub async fn find(config: &Config, query: &ArtifactQuery) -> Result<Found> {
 /// metadata is read once per product, however many queries ask.
 /// `Found.skipped` lists, for every query tried, the locations that did
 /// not serve it and why (the reasons name the version asked for).
-pub async fn find_first(config: &Config, queries: &[ArtifactQuery]) -> Result<Found> {
+pub async fn find_first(config: &Inputs<'_>, queries: &[ArtifactQuery]) -> Result<Found> {
     let keyring = load_keyring(config);
     let path = search_path(config);
     let mut cache: std::collections::HashMap<(usize, String), std::result::Result<Loaded, Miss>> =
@@ -460,7 +469,7 @@ pub struct Offers {
 }
 
 /// [`Offers`] of `product_id`; an error when no location offers any item.
-pub async fn find_all(config: &Config, product_id: &str) -> Result<Offers> {
+pub async fn find_all(config: &Inputs<'_>, product_id: &str) -> Result<Offers> {
     let keyring = load_keyring(config);
     let mut offers = Offers::default();
     let (mut tampered, mut unreachable) = (false, false);
@@ -594,7 +603,7 @@ pub fn verify_file(path: &Path, item: &Artifact, what: &str) -> Result<()> {
 /// Downloads the item `found` names to `dest`, verifying size and hashes
 /// before it appears there ([`fsutil::AtomicFile`]); a bad download is
 /// removed.
-pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<()> {
+pub async fn fetch_item(config: &Inputs<'_>, found: &Found, dest: &Path) -> Result<()> {
     let mut out = fsutil::AtomicFile::create(dest, fsutil::MODE_PUBLIC)
         .ctx(ErrorClass::Internal, || {
             format!("failed to create a file beside {}", dest.display())
@@ -608,7 +617,7 @@ pub async fn fetch_item(config: &Config, found: &Found, dest: &Path) -> Result<(
 /// Downloads the item `found` names into `out` and verifies its size and
 /// hashes; `out` stays under its temp name for the caller to commit.
 pub async fn fetch_into(
-    config: &Config,
+    config: &Inputs<'_>,
     found: &Found,
     out: &mut fsutil::AtomicFile,
 ) -> Result<()> {
@@ -839,13 +848,13 @@ pub struct ValidateReport {
 /// Parses a location for `metadata validate`: a path, `file://`,
 /// `http(s)://`, or `s3://bucket/prefix` (S3 connection settings from
 /// `assets.s3`, if any, else the standard AWS chain).
-pub fn parse_validate_location(config: &Config, s: &str) -> Result<Location> {
+pub fn parse_validate_location(config: &Inputs<'_>, s: &str) -> Result<Location> {
     if let Some(rest) = s.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
             return Err(Error::bad_input(format!("{s:?} names no bucket")));
         }
-        let s3 = match &config.assets.s3 {
+        let s3 = match config.s3 {
             // The cluster's connection settings (endpoint, region), this bucket.
             Some(s3) => {
                 let mut s3 = s3.clone();
@@ -869,17 +878,21 @@ pub fn parse_validate_location(config: &Config, s: &str) -> Result<Location> {
 /// (signed first; unsigned only with `allow_unsigned`), then downloads and
 /// checks every item. Problems are collected, not stopped at.
 pub async fn validate(
-    config: &Config,
+    config: &Inputs<'_>,
     loc: &Location,
     allow_unsigned: bool,
 ) -> Result<ValidateReport> {
     let keyring = load_keyring(config);
-    let mut c = config.clone();
+    let mut sources = config.sources.clone();
     if allow_unsigned {
-        c.sources.allow_unsigned = vec![LocationKind::Url];
+        sources.allow_unsigned = vec![LocationKind::Url];
     } else {
-        c.sources.allow_unsigned.clear();
+        sources.allow_unsigned.clear();
     }
+    let c = Inputs {
+        sources: &sources,
+        ..*config
+    };
     let loaded = match load_location(&c, LocationKind::Url, loc, &keyring, None).await {
         Ok(l) => l,
         Err(Miss::Tampered(r)) => return Err(Error::verification(format!("{loc}: {r}"))),
@@ -962,12 +975,20 @@ mod tests {
 
     #[test]
     fn default_search_path_order() {
-        let c = Config::from_json(
-            r#"{"assets":{"s3":{"bucket":"b","key":"k"}},
-                "sources":{"url":"https://mirror.internal/x","dev_dir":"/home/dev/out","use_default":true}}"#,
-            Path::new("/c.json"),
+        let sources: config::RawSources = serde_json::from_str(
+            r#"{"url":"https://mirror.internal/x","dev_dir":"/home/dev/out","use_default":true}"#,
         )
         .unwrap();
+        let sources = sources.validate().unwrap();
+        let assets: crate::assets::config::RawAssets =
+            serde_json::from_str(r#"{"s3":{"bucket":"b","key":"k"}}"#).unwrap();
+        let assets = assets.validate().unwrap();
+        let paths = crate::settings::Paths::defaults();
+        let c = Inputs {
+            paths: &paths,
+            sources: &sources,
+            s3: assets.s3.as_ref(),
+        };
         let p: Vec<(LocationKind, String)> = search_path(&c)
             .into_iter()
             .map(|(k, l)| (k, l.to_string()))

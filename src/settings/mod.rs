@@ -76,6 +76,18 @@ pub fn seconds_in(field: &str, secs: u64, min: u64, max: u64) -> FieldResult<Dur
     in_range(field, secs, min, max, " seconds").map(Duration::from_secs)
 }
 
+/// For unit tests of a subsystem: section `name` of a config file's JSON
+/// (its defaults when the file has none), not yet validated.
+#[cfg(test)]
+pub(crate) fn section<R: serde::de::DeserializeOwned + Default>(
+    file: &serde_json::Value,
+    name: &str,
+) -> R {
+    file.get(name)
+        .map(|v| serde_json::from_value(v.clone()).unwrap())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

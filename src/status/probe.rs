@@ -337,7 +337,7 @@ fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<Kubelet
     if config.kubelet.backend != Backend::Sysext {
         return None;
     }
-    let image = install::linked_image(config);
+    let image = install::linked_image(&config.kubelet_inputs());
     let record = steps
         .into_iter()
         .flatten()
@@ -347,9 +347,11 @@ fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<Kubelet
         .filter(|r| Some(&r.image) == image.as_ref())
         .map(|r| r.version.clone());
     Some(KubeletSysext {
-        link: install::link_path(config).display().to_string(),
+        link: install::link_path(&config.kubelet_inputs())
+            .display()
+            .to_string(),
         image: image.map(|p| p.display().to_string()),
-        merged: install::merged_release(config).is_some(),
+        merged: install::merged_release(&config.kubelet_inputs()).is_some(),
         version,
     })
 }

@@ -1,6 +1,6 @@
 //! The `addon` subcommands: `ensure`, `confirm`, `pre-reboot-hook`, `gc`.
 
-use super::{AddonOutcome, AddonRequest};
+use crate::addon::{self, AddonOutcome, AddonRequest};
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
 
@@ -48,7 +48,7 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
     match action {
         AddonAction::Ensure(req) => {
             require_enabled(config)?;
-            let out = runtime()?.block_on(super::ensure(config, &req))?;
+            let out = runtime()?.block_on(addon::ensure(&config.addon_inputs(), &req))?;
             print_json(&out);
             Ok(exit::SUCCESS)
         }
@@ -66,7 +66,7 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
                 profile: None,
                 note: None,
             };
-            if super::confirm_active(config, &intended)? {
+            if addon::confirm_active(&config.addon_inputs(), &intended)? {
                 println!("docker {docker_next} is active");
                 Ok(exit::SUCCESS)
             } else {
@@ -86,22 +86,22 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
             let rt = runtime()?;
             let cluster_version = match cluster_version {
                 Some(v) => v,
-                None => super::cluster_version_from_kubelet_env(config)?,
+                None => addon::cluster_version_from_kubelet_env(&config.addon_inputs())?,
             };
             let next_os_version = match next_os_version {
                 Some(v) => Some(v),
-                None => rt.block_on(super::next_os_from_update_engine())?,
+                None => rt.block_on(addon::next_os_from_update_engine())?,
             };
             let req = AddonRequest {
                 cluster_version,
                 next_os_version,
             };
-            let out = rt.block_on(super::pre_reboot_hook(config, &req))?;
+            let out = rt.block_on(addon::pre_reboot_hook(&config.addon_inputs(), &req))?;
             print_json(&out);
             Ok(exit::SUCCESS)
         }
         AddonAction::Gc => {
-            let removed = super::gc(config)?;
+            let removed = addon::gc(&config.addon_inputs())?;
             print_json(&serde_json::json!({ "removed": removed }));
             Ok(exit::SUCCESS)
         }
