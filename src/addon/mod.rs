@@ -715,17 +715,17 @@ pub fn gc(config: &Inputs<'_>) -> Result<Vec<PathBuf>> {
 pub fn cluster_version_from_kubelet_env(config: &Inputs<'_>) -> Result<String> {
     let p = &config.paths.kubelet_env;
     let text = crate::fsutil::read_input("kubelet.env", p)?;
-    let env = crate::kubeletenv::EnvFile::parse(&text, p)?;
+    let env = crate::kubelet_env::EnvFile::parse(&text, p)?;
     let tag = env
         .get("KUBELET_IMAGE_TAG")
         .ok_or_else(|| Error::bad_input(format!("{} has no KUBELET_IMAGE_TAG", p.display())))?;
-    Ok(crate::kubeletenv::version_from_tag(tag))
+    Ok(crate::kubelet_env::version_from_tag(tag))
 }
 
 /// The OS version update_engine has staged for the next boot, if an update
 /// waits for a reboot (`UPDATE_STATUS_UPDATED_NEED_REBOOT`).
 pub async fn next_os_from_update_engine() -> Result<Option<String>> {
     let bus = crate::systemd::agent_bus().await?;
-    let engine = crate::updater::UpdateEngine::new(&bus).await?;
-    crate::updater::pending_reboot(&engine).await
+    let engine = crate::os_update::UpdateEngine::new(&bus).await?;
+    crate::os_update::pending_reboot(&engine).await
 }

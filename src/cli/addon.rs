@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, exit};
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    crate::runtime::current_thread()
+    crate::async_runtime::current_thread()
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {

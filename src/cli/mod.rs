@@ -7,7 +7,7 @@
 //! their outcome to the metrics when they end ([`published`]).
 
 mod addon;
-mod kubelet;
+mod kubelet_sysext;
 
 use crate::config::{Config, DEFAULT_CONFIG_PATH};
 use crate::error::{Error, Result, exit};
@@ -32,7 +32,7 @@ Exit codes:
 
 /// Takes a fresh Container Linux / Flatcar node to a running kubelet.
 #[derive(Debug, Parser)]
-#[command(name = "node-bootstrap", version = crate::upgrade::identity::version(), after_long_help = EXIT_CODES_HELP)]
+#[command(name = "node-bootstrap", version = crate::agent_upgrade::identity::version(), after_long_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// Configuration file.
     #[arg(long, global = true, env = "NODE_BOOTSTRAP_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
@@ -288,7 +288,7 @@ pub struct FindArgs {
 }
 
 fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
-    use crate::upgrade::{self, UpgradeAction, choice::Reach};
+    use crate::agent_upgrade::{self, UpgradeAction, choice::Reach};
     // Not beside a running `run` (which may be upgrading the agent itself).
     let _lock =
         crate::fsutil::RunLock::acquire(&config.paths.run_lock(), crate::flow::command::LOCK_WAIT)?;
@@ -298,18 +298,20 @@ fn upgrade_command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
     }
     let rt = runtime()?;
     let out = if args.rollback {
-        rt.block_on(upgrade::rollback(&config.upgrade_inputs()))?
+        rt.block_on(agent_upgrade::rollback(&config.agent_upgrade_inputs()))?
     } else {
         let reach = match (&args.to, args.patch, args.major) {
-            (Some(v), _, _) => Reach::To(crate::upgrade::choice::parse(v).ok_or_else(|| {
-                Error::bad_input(format!("--to {v:?} is not a semantic version like 1.4.2"))
-            })?),
+            (Some(v), _, _) => {
+                Reach::To(crate::agent_upgrade::choice::parse(v).ok_or_else(|| {
+                    Error::bad_input(format!("--to {v:?} is not a semantic version like 1.4.2"))
+                })?)
+            }
             (None, true, _) => Reach::Patch,
             (None, _, true) => Reach::Major,
             (None, false, false) => Reach::Minor,
         };
-        rt.block_on(upgrade::upgrade(
-            &config.upgrade_inputs(),
+        rt.block_on(agent_upgrade::upgrade(
+            &config.agent_upgrade_inputs(),
             &reach,
             args.dry_run,
         ))?
@@ -425,7 +427,7 @@ fn published(
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    crate::runtime::multi_thread()
+    crate::async_runtime::multi_thread()
 }
 
 fn assets_command(cli: &Cli, cmd: &AssetsCommand) -> Result<u8> {
@@ -616,7 +618,7 @@ fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
 fn dispatch(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::Version { json } => {
-            let info = crate::upgrade::identity::info();
+            let info = crate::agent_upgrade::identity::info();
             if *json {
                 println!("{}", serde_json::to_string(&info).expect("serializes"));
             } else {
@@ -686,11 +688,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Kubelet(KubeletCommand::Choose {
             cluster_version,
             json,
-        }) => kubelet::choose(&load(&cli)?, cluster_version, *json),
+        }) => kubelet_sysext::choose(&load(&cli)?, cluster_version, *json),
         Command::Kubelet(KubeletCommand::Ensure {
             cluster_version,
             json,
-        }) => kubelet::ensure(&load(&cli)?, cluster_version, *json),
+        }) => kubelet_sysext::ensure(&load(&cli)?, cluster_version, *json),
         Command::Metadata(cmd) => metadata_command(&cli, cmd),
     }
 }

@@ -32,7 +32,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub cluster: crate::cluster::config::RawCluster,
     #[serde(default)]
-    pub os_update: crate::updater::config::RawOsUpdate,
+    pub os_update: crate::os_update::config::RawOsUpdate,
     #[serde(default)]
     pub addon: crate::addon::config::RawAddon,
     #[serde(default)]
@@ -46,9 +46,9 @@ pub struct RawConfig {
     #[serde(default)]
     pub reboot: crate::reboot::config::RawReboot,
     #[serde(default)]
-    pub agent: crate::upgrade::config::RawAgent,
+    pub agent: crate::agent_upgrade::config::RawAgent,
     #[serde(default)]
-    pub kubelet: crate::kubelet::config::RawKubelet,
+    pub kubelet: crate::kubelet_sysext::config::RawKubelet,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -59,15 +59,15 @@ pub struct Config {
     pub role: Role,
     pub paths: Paths,
     pub cluster: crate::cluster::config::ClusterSettings,
-    pub os_update: crate::updater::config::OsUpdateSettings,
+    pub os_update: crate::os_update::config::OsUpdateSettings,
     pub addon: crate::addon::config::AddonSettings,
     pub assets: crate::assets::config::AssetsSettings,
     pub sources: crate::metadata::config::SourcesSettings,
     pub helpers: crate::helper::config::HelpersSettings,
     pub metrics: crate::metrics::config::MetricsSettings,
     pub reboot: crate::reboot::config::RebootSettings,
-    pub agent: crate::upgrade::config::AgentSettings,
-    pub kubelet: crate::kubelet::config::KubeletSettings,
+    pub agent: crate::agent_upgrade::config::AgentSettings,
+    pub kubelet: crate::kubelet_sysext::config::KubeletSettings,
 }
 
 impl RawConfig {
@@ -158,8 +158,8 @@ impl Config {
         }
     }
 
-    pub fn kubelet_inputs(&self) -> crate::kubelet::Inputs<'_> {
-        crate::kubelet::Inputs {
+    pub fn kubelet_sysext_inputs(&self) -> crate::kubelet_sysext::Inputs<'_> {
+        crate::kubelet_sysext::Inputs {
             paths: &self.paths,
             kubelet: &self.kubelet,
             sysext_release_dir: &self.addon.sysext_release_dir,
@@ -168,8 +168,8 @@ impl Config {
         }
     }
 
-    pub fn upgrade_inputs(&self) -> crate::upgrade::Inputs<'_> {
-        crate::upgrade::Inputs {
+    pub fn agent_upgrade_inputs(&self) -> crate::agent_upgrade::Inputs<'_> {
+        crate::agent_upgrade::Inputs {
             agent: &self.agent,
             metadata: self.metadata_inputs(),
         }

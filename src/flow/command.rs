@@ -22,7 +22,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     info!(
         message_id = crate::message_ids::RUN_STARTED,
         step = "run",
-        version = crate::upgrade::identity::version(),
+        version = crate::agent_upgrade::identity::version(),
         "node-bootstrap run started"
     );
     if config.paths.kubelet_env.exists() {
@@ -59,10 +59,12 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
         seams: &seams,
         journal: JournalFile::new(config.paths.state_journal()),
         boot_id,
-        agent_upgrade_enabled: config.agent.upgrade != crate::upgrade::config::AutoUpgrade::Off,
+        agent_upgrade_enabled: config.agent.upgrade
+            != crate::agent_upgrade::config::AutoUpgrade::Off,
         os_update_enabled: config.os_update.enabled,
         addon_enabled: config.addon.enabled,
-        kubelet_sysext_enabled: config.kubelet.backend == crate::kubelet::config::Backend::Sysext,
+        kubelet_sysext_enabled: config.kubelet.backend
+            == crate::kubelet_sysext::config::Backend::Sysext,
     };
     match driver.run().await? {
         RunOutcome::Complete => Ok(()),

@@ -340,7 +340,7 @@ async fn stop_signal() {
 /// Entry point for the CLI: runs the step on a runtime of its own and
 /// returns the exit code.
 pub fn main(config: &Inputs<'_>, step: Helper) -> Result<u8> {
-    let rt = crate::runtime::current_thread()?;
+    let rt = crate::async_runtime::current_thread()?;
     rt.block_on(run(config, step))?;
     Ok(crate::error::exit::SUCCESS)
 }

@@ -138,7 +138,7 @@ pub fn publish_with(target: &Target, deltas: &Deltas, durability: Durability) ->
         durability,
     )?;
     let text = render(&Snapshot {
-        version: crate::upgrade::identity::version(),
+        version: crate::agent_upgrade::identity::version(),
         role: &target.role,
         state: &st,
         journal: journal.as_ref(),

@@ -1,4 +1,4 @@
-//! The config file's `agent` section ([`crate::upgrade::config`]), read as the
+//! The config file's `agent` section ([`crate::agent_upgrade::config`]), read as the
 //! agent reads it: through [`crate::config::Config`], errors named by file and field.
 
 use crate::config::Config;
@@ -7,7 +7,10 @@ use std::path::Path;
 #[test]
 fn defaults_and_errors_name_the_field() {
     let c = Config::from_json("{}", Path::new("/c.json")).unwrap();
-    assert_eq!(c.agent.upgrade, crate::upgrade::config::AutoUpgrade::Off);
+    assert_eq!(
+        c.agent.upgrade,
+        crate::agent_upgrade::config::AutoUpgrade::Off
+    );
     assert_eq!(
         c.agent.previous_binary(),
         Path::new("/opt/bin/node-bootstrap.previous")

@@ -1,4 +1,4 @@
-//! The config file's `kubelet` section ([`crate::kubelet::config`]), read as the
+//! The config file's `kubelet` section ([`crate::kubelet_sysext::config`]), read as the
 //! agent reads it: through [`crate::config::Config`], errors named by file and field.
 
 use crate::config::Config;
@@ -14,7 +14,7 @@ fn load(kubelet: &str) -> crate::error::Result<Config> {
 #[test]
 fn defaults_keep_kubelet_wrapper_and_the_bakery_layout() {
     let k = load("{}").unwrap().kubelet;
-    assert_eq!(k.backend, crate::kubelet::config::Backend::Wrapper);
+    assert_eq!(k.backend, crate::kubelet_sysext::config::Backend::Wrapper);
     assert_eq!(k.extension_name, "kubernetes");
     assert_eq!(k.images_dir, Path::new("/opt/extensions/kubernetes"));
     assert_eq!(k.max_minor_lag, 0);
@@ -24,7 +24,7 @@ fn defaults_keep_kubelet_wrapper_and_the_bakery_layout() {
         .kubelet;
     assert_eq!(
         (k.backend, k.max_minor_lag),
-        (crate::kubelet::config::Backend::Sysext, 3)
+        (crate::kubelet_sysext::config::Backend::Sysext, 3)
     );
 }
 

@@ -1,4 +1,4 @@
-//! The config file's `os_update` section ([`crate::updater::config`]), read as the
+//! The config file's `os_update` section ([`crate::os_update::config`]), read as the
 //! agent reads it: through [`crate::config::Config`], errors named by file and field.
 
 use crate::config::Config;

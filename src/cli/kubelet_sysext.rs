@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, exit};
 
 fn require_sysext(config: &Config) -> Result<()> {
-    if config.kubelet.backend != crate::kubelet::config::Backend::Sysext {
+    if config.kubelet.backend != crate::kubelet_sysext::config::Backend::Sysext {
         return Err(Error::config(format!(
             "kubelet.backend is not \"sysext\" in {}: kubelet-wrapper runs the kubelet kubelet.env names",
             config.source.display()
@@ -15,12 +15,12 @@ fn require_sysext(config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Runs [`crate::kubelet::choose`] for `cluster_version`: what `ensure` would take,
+/// Runs [`crate::kubelet_sysext::choose`] for `cluster_version`: what `ensure` would take,
 /// installing nothing; prints it (JSON) or one line.
 pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> {
     require_sysext(config)?;
-    let c = crate::runtime::current_thread()?.block_on(crate::kubelet::choose(
-        &config.kubelet_inputs(),
+    let c = crate::async_runtime::current_thread()?.block_on(crate::kubelet_sysext::choose(
+        &config.kubelet_sysext_inputs(),
         cluster_version,
     ))?;
     if json {
@@ -42,12 +42,12 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
     Ok(exit::SUCCESS)
 }
 
-/// Runs [`crate::kubelet::ensure`] for `cluster_version`; prints the record (JSON)
+/// Runs [`crate::kubelet_sysext::ensure`] for `cluster_version`; prints the record (JSON)
 /// or one line.
 pub fn ensure(config: &Config, cluster_version: &str, json: bool) -> Result<u8> {
     require_sysext(config)?;
-    let rec = crate::runtime::current_thread()?.block_on(crate::kubelet::ensure(
-        &config.kubelet_inputs(),
+    let rec = crate::async_runtime::current_thread()?.block_on(crate::kubelet_sysext::ensure(
+        &config.kubelet_sysext_inputs(),
         cluster_version,
     ))?;
     if json {

@@ -15,7 +15,7 @@
 //!   the image kubelet.env names, nothing else is done) or `sysext` (today's
 //!   Flatcar: the `kubelet-sysext` step puts a kubernetes system extension
 //!   image of the cluster's version in place and merges it, see
-//!   [`crate::kubelet`]);
+//!   [`crate::kubelet_sysext`]);
 //! - `extension_name`: the extension's name, so `/etc/extensions/<name>.raw`
 //!   and the image's `usr/lib/extension-release.d/extension-release.<name>`
 //!   (`kubernetes`, as Flatcar's sysext-bakery builds it);
