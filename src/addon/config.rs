@@ -190,26 +190,6 @@ impl Default for AddonSettings {
     }
 }
 
-/// A torcx profile or sysext name: one path component, no surprises.
-pub(crate) fn check_name(field: &str, name: &str) -> FieldResult<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !name.starts_with('.');
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::new(
-            field,
-            format!(
-                "must be 1-64 characters of [A-Za-z0-9._-] not starting with '.', got {name:?}"
-            ),
-        ))
-    }
-}
-
 fn check_template(field: &str, t: &str, need_scheme: bool) -> FieldResult<()> {
     let rendered = t
         .replace("{board}", "amd64-usr")
@@ -283,7 +263,7 @@ impl RawAddon {
         let profile_name = self
             .profile_name
             .unwrap_or_else(|| DEFAULT_PROFILE_NAME.to_string());
-        check_name("addon.profile_name", &profile_name)?;
+        crate::sysext::check_name("addon.profile_name", &profile_name)?;
         if profile_name == "vendor" || profile_name == "oem" {
             return Err(FieldError::new(
                 "addon.profile_name",
@@ -311,8 +291,8 @@ impl RawAddon {
             ]
         });
         for (i, name) in sysext_mask.iter().enumerate() {
-            check_name(&format!("addon.sysext_mask[{i}]"), name)?;
-            if name == crate::addon::sysext::EXTENSION_NAME {
+            crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
+            if name == crate::sysext::DOCKER_EXTENSION {
                 return Err(FieldError::new(
                     format!("addon.sysext_mask[{i}]"),
                     "must not mask the extension this agent installs",
@@ -384,13 +364,13 @@ impl RawAddon {
             sysext_release_dir: absolute_path(
                 "addon.sysext_release_dir",
                 self.sysext_release_dir
-                    .unwrap_or_else(|| PathBuf::from("/usr/lib/extension-release.d")),
+                    .unwrap_or_else(|| PathBuf::from(crate::sysext::DEFAULT_RELEASE_DIR)),
             )?,
             sysext_mask,
             systemd_config_dir: absolute_path(
                 "addon.systemd_config_dir",
                 self.systemd_config_dir
-                    .unwrap_or_else(|| PathBuf::from("/etc/systemd/system")),
+                    .unwrap_or_else(|| PathBuf::from(crate::sysext::DEFAULT_SYSTEMD_CONFIG_DIR)),
             )?,
         })
     }

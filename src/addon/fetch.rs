@@ -11,129 +11,19 @@
 //! final name. A partial that fails verification is deleted.
 
 use super::config::AddonSettings;
-use super::manifest::Sha512;
+use crate::digest::{Sha512, sha512_file};
 use crate::error::{Context as _, Error, ErrorClass, Result};
+use crate::fsutil::staged::{Staged, ensure_dir, partial_path, remove_other_partials};
 use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
-use sha2::Digest;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// Largest manifest or signature accepted.
 pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
-
-const PART_MARK: &str = ".part-";
-
-/// A verified file under its temporary name, renamed into place by
-/// [`Staged::commit`]; dropped uncommitted, it is deleted.
-#[derive(Debug)]
-pub struct Staged {
-    partial: PathBuf,
-    target: PathBuf,
-    committed: bool,
-}
-
-impl Staged {
-    /// A verified file at `partial`, to be renamed to `target`.
-    pub(crate) fn new(partial: PathBuf, target: PathBuf) -> Staged {
-        Staged {
-            partial,
-            target,
-            committed: false,
-        }
-    }
-
-    pub fn target(&self) -> &Path {
-        &self.target
-    }
-
-    /// The verified file under its temporary name.
-    pub fn partial(&self) -> &Path {
-        &self.partial
-    }
-
-    /// Gives it its final name ([`crate::fsutil::publish`]: fsync, mode
-    /// 0644, rename over the target, fsync the directory).
-    pub fn commit(mut self) -> Result<PathBuf> {
-        crate::fsutil::publish(
-            &self.partial,
-            &self.target,
-            crate::fsutil::MODE_PUBLIC,
-            crate::fsutil::Durability::Durable,
-        )
-        .ctx(ErrorClass::Internal, || {
-            format!(
-                "failed to move {} into place at {}",
-                self.partial.display(),
-                self.target.display()
-            )
-        })?;
-        self.committed = true;
-        Ok(self.target.clone())
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.partial);
-        }
-    }
-}
-
-fn parent(p: &Path) -> &Path {
-    p.parent().unwrap_or(Path::new("/"))
-}
-
-/// The partial file for `final_name` with `hash` in `dir`.
-pub fn partial_path(dir: &Path, final_name: &str, hash: &Sha512) -> PathBuf {
-    dir.join(format!(".{final_name}{PART_MARK}{}", &hash.to_hex()[..16]))
-}
-
-/// Removes partials of `final_name` for other hashes (left by earlier runs
-/// that wanted another build).
-pub(crate) fn remove_other_partials(dir: &Path, final_name: &str, keep: &Path) {
-    let prefix = format!(".{final_name}{PART_MARK}");
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(&prefix) && e.path() != keep {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-}
-
-/// Creates a store directory (and makes its entry durable) if missing.
-pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
-            format!("failed to create {}", dir.display())
-        })?;
-        // Make the new directory's own entry durable too.
-        let _ = crate::fsutil::fsync_dir(parent(dir));
-    }
-    Ok(())
-}
-
-/// sha512 of a whole file.
-pub fn sha512_file(path: &Path) -> io::Result<Sha512> {
-    let mut f = File::open(path)?;
-    let mut h = sha2::Sha512::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(Sha512(h.finalize().into()))
-}
 
 /// Where a document or package comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,11 +188,7 @@ impl Fetcher {
             }
             return Err(e);
         }
-        let staged = Staged {
-            partial: partial.clone(),
-            target,
-            committed: false,
-        };
+        let staged = Staged::new(partial.clone(), target);
         let got = sha512_file(&partial).ctx(ErrorClass::Internal, || {
             format!("failed to read back {}", partial.display())
         })?;

@@ -19,9 +19,9 @@
 //! `amd64-usr`).
 
 use super::version::DockerVersion;
+use crate::digest::Sha512;
 use crate::error::{Error, Result};
 use serde::Deserialize;
-use std::fmt;
 use std::path::PathBuf;
 
 pub const KIND: &str = "torcx-package-list-v0";
@@ -73,37 +73,6 @@ pub struct PackageManifest {
     /// Where it came from (URL or file), for messages.
     pub source: String,
     pub packages: Vec<Package>,
-}
-
-/// A sha512 digest as the manifest spells it: `sha512-<128 hex digits>`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sha512(pub [u8; 64]);
-
-impl Sha512 {
-    pub fn parse_manifest_hash(s: &str) -> Option<Sha512> {
-        let hex_part = s.strip_prefix("sha512-")?;
-        if hex_part.len() != 128 {
-            return None;
-        }
-        let mut out = [0u8; 64];
-        hex::decode_to_slice(hex_part.to_ascii_lowercase(), &mut out).ok()?;
-        Some(Sha512(out))
-    }
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
-    }
-}
-
-impl fmt::Display for Sha512 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha512-{}", self.to_hex())
-    }
-}
-
-impl fmt::Debug for Sha512 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha512-{}…", &self.to_hex()[..16])
-    }
 }
 
 /// The package chosen for the node.

@@ -29,10 +29,11 @@
 
 use super::Inputs;
 use super::config::Backend;
-use super::fetch::{self, Staged};
-use super::manifest::{self, Choice, Sha512};
+use super::manifest::{self, Choice};
 use super::version::DockerVersion;
+use crate::digest::Sha512;
 use crate::error::{Error, ErrorClass, Result};
+use crate::fsutil::staged::Staged;
 use crate::metadata::config::SourcesSettings;
 use crate::metadata::format::VersionMatch;
 use crate::metadata::{self, ArtifactQuery, Found};
@@ -234,7 +235,7 @@ pub async fn fetch_staged(
     final_name: &str,
     hash: &Sha512,
 ) -> Result<Staged> {
-    fetch_found_staged(
+    metadata::fetch_staged(
         &config.metadata(),
         &item.0,
         dir,
@@ -244,44 +245,6 @@ pub async fn fetch_staged(
         "docker-addon",
     )
     .await
-}
-
-/// [`fetch_staged`] for any artifact the search path found: refused when
-/// larger than `limit` (the setting's name and value), logged as `step`.
-pub(crate) async fn fetch_found_staged(
-    meta: &metadata::Inputs<'_>,
-    found: &Found,
-    dir: &Path,
-    final_name: &str,
-    hash: &Sha512,
-    limit: (&str, u64),
-    step: &'static str,
-) -> Result<Staged> {
-    let (setting, max) = limit;
-    if found.item.size > max {
-        return Err(Error::bad_input(format!(
-            "{} is {} bytes, more than {setting} ({max})",
-            found.url, found.item.size
-        )));
-    }
-    fetch::ensure_dir(dir)?;
-    let partial = fetch::partial_path(dir, final_name, hash);
-    fetch::remove_other_partials(dir, final_name, &partial);
-    let started = std::time::Instant::now();
-    metadata::fetch_item(meta, found, &partial)
-        .await
-        .map_err(|e| {
-            if e.class() == ErrorClass::Verification {
-                e.context("nothing was installed")
-            } else {
-                e
-            }
-        })?;
-    let staged = Staged::new(partial, dir.join(final_name));
-    info!(step, source = "metadata", url = %found.url, location = %found.location,
-        path = %staged.target().display(), bytes = found.item.size,
-        elapsed_ms = started.elapsed().as_millis() as u64, "package fetched and verified");
-    Ok(staged)
 }
 
 #[cfg(test)]

@@ -52,9 +52,10 @@ pub(crate) mod torcx_image;
 pub(crate) mod version;
 
 use crate::error::{Error, Result, ResultExt as _};
+use crate::fsutil::staged::Staged;
 use crate::osrelease::{OsIdentity, OsVersion};
 use config::{Backend, PackageSource};
-use fetch::{Fetcher, Source, Staged};
+use fetch::{Fetcher, Source};
 use manifest::{Choice, PackageManifest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -254,7 +255,7 @@ async fn ensure_torcx(
     }
     // Stage everything before anything gets a final name.
     let mut created_dirs = Vec::new();
-    let mut staged: Vec<(manifest::Sha512, Staged)> = Vec::new();
+    let mut staged: Vec<(crate::digest::Sha512, Staged)> = Vec::new();
     let mut os_versions = Vec::new();
     for (osv, c) in &plans {
         let dir = tp.user_store_for(osv);

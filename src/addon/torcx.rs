@@ -13,10 +13,13 @@
 //! - After boot: `/run/torcx/profile.json` (the merged images applied) and
 //!   `/run/metadata/torcx`.
 
-use super::fetch::{Fetcher, Source, Staged, sha512_file};
-use super::manifest::{Choice, Sha512};
+use super::fetch::{Fetcher, Source};
+use super::manifest::Choice;
+use crate::digest::Sha512;
+use crate::digest::sha512_file;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
+use crate::fsutil::staged::Staged;
 use crate::settings::Paths;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -94,8 +94,8 @@ impl RawKubelet {
         let extension_name = self
             .extension_name
             .unwrap_or_else(|| "kubernetes".to_string());
-        crate::addon::config::check_name("kubelet.extension_name", &extension_name)?;
-        if extension_name == crate::addon::sysext::EXTENSION_NAME {
+        crate::sysext::check_name("kubelet.extension_name", &extension_name)?;
+        if extension_name == crate::sysext::DOCKER_EXTENSION {
             return Err(FieldError::new(
                 "kubelet.extension_name",
                 "is the docker addon's extension; choose another name",

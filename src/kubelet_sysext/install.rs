@@ -60,17 +60,13 @@ pub fn link_to(config: &Inputs<'_>, image: &Path) -> Result<bool> {
     if linked_image(config).as_deref() == Some(image) {
         return Ok(false);
     }
-    crate::addon::sysext::atomic_symlink(image, &link_path(config))?;
+    crate::sysext::atomic_symlink(image, &link_path(config))?;
     Ok(true)
 }
 
 /// The release file of the merged extension, when it is merged.
 pub fn merged_release(config: &Inputs<'_>) -> Option<String> {
-    let p = config.sysext_release_dir.join(format!(
-        "extension-release.{}",
-        config.kubelet.extension_name
-    ));
-    std::fs::read_to_string(p).ok()
+    crate::sysext::merged_release(config.sysext_release_dir, &config.kubelet.extension_name)
 }
 
 /// Removes versioned images of this extension other than `keep` (the

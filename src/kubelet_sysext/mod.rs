@@ -40,9 +40,8 @@ pub mod config;
 pub mod image;
 pub mod install;
 
-use crate::addon::fetch::sha512_file;
-use crate::addon::manifest::Sha512;
 use crate::cluster::version::KubeVersion;
+use crate::digest::{Sha512, sha512_file};
 use crate::error::{Error, ErrorClass, Result};
 use crate::metadata::{self, ArtifactQuery, Found, format::VersionMatch};
 use choice::{Decision, Rule};
@@ -79,12 +78,11 @@ pub(crate) struct OwnedInputs {
 #[cfg(test)]
 impl OwnedInputs {
     pub fn defaults() -> OwnedInputs {
-        let addon = crate::addon::config::AddonSettings::default();
         OwnedInputs {
             paths: crate::settings::Paths::defaults(),
             kubelet: config::KubeletSettings::default(),
-            sysext_release_dir: addon.sysext_release_dir,
-            systemd_config_dir: addon.systemd_config_dir,
+            sysext_release_dir: crate::sysext::DEFAULT_RELEASE_DIR.into(),
+            systemd_config_dir: crate::sysext::DEFAULT_SYSTEMD_CONFIG_DIR.into(),
             sources: crate::metadata::config::SourcesSettings::default(),
         }
     }
@@ -263,7 +261,7 @@ pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<Kubele
         None
     } else {
         Some(
-            crate::addon::metasource::fetch_found_staged(
+            metadata::fetch_staged(
                 &config.metadata,
                 found,
                 &k.images_dir,
@@ -287,7 +285,7 @@ pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<Kubele
     }
     let before = install::linked_image(config);
     let relinked = install::link_to(config, &image_path)?;
-    crate::addon::sysext::ensure_sysext_unit_enabled(
+    crate::sysext::ensure_unit_enabled(
         config.systemd_config_dir,
         STEP,
         "set kubelet.backend to \"wrapper\"",

@@ -614,6 +614,44 @@ pub async fn fetch_item(config: &Inputs<'_>, found: &Found, dest: &Path) -> Resu
     })
 }
 
+/// Fetches the artifact `found` names into `dir` as `final_name`,
+/// verified (size and hashes, by [`fetch_item`]) under its hidden partial
+/// name ([`fsutil::staged`]), and returns it staged: refused when larger
+/// than `limit` (the setting's name and value), logged as `step`.
+pub(crate) async fn fetch_staged(
+    config: &Inputs<'_>,
+    found: &Found,
+    dir: &Path,
+    final_name: &str,
+    hash: &crate::digest::Sha512,
+    limit: (&str, u64),
+    step: &'static str,
+) -> Result<fsutil::staged::Staged> {
+    let (setting, max) = limit;
+    if found.item.size > max {
+        return Err(Error::bad_input(format!(
+            "{} is {} bytes, more than {setting} ({max})",
+            found.url, found.item.size
+        )));
+    }
+    fsutil::staged::ensure_dir(dir)?;
+    let partial = fsutil::staged::partial_path(dir, final_name, hash);
+    fsutil::staged::remove_other_partials(dir, final_name, &partial);
+    let started = std::time::Instant::now();
+    fetch_item(config, found, &partial).await.map_err(|e| {
+        if e.class() == ErrorClass::Verification {
+            e.context("nothing was installed")
+        } else {
+            e
+        }
+    })?;
+    let staged = fsutil::staged::Staged::new(partial, dir.join(final_name));
+    tracing::info!(step, source = "metadata", url = %found.url, location = %found.location,
+        path = %staged.target().display(), bytes = found.item.size,
+        elapsed_ms = started.elapsed().as_millis() as u64, "package fetched and verified");
+    Ok(staged)
+}
+
 /// Downloads the item `found` names into `out` and verifies its size and
 /// hashes; `out` stays under its temp name for the caller to commit.
 pub async fn fetch_into(
