@@ -220,56 +220,8 @@ fn check_template(field: &str, t: &str, need_scheme: bool) -> FieldResult<()> {
 
 impl RawAddon {
     pub fn validate(self) -> FieldResult<AddonSettings> {
-        if let Some(u) = &self.manifest_url {
-            check_template("addon.manifest_url", u, true)?;
-        }
-        if let Some(f) = &self.manifest_file {
-            check_template("addon.manifest_file", f, false)?;
-        }
-        if self.package_source == PackageSource::Metadata {
-            for (field, set, instead) in [
-                (
-                    "addon.manifest_url",
-                    self.manifest_url.is_some(),
-                    "sources.url",
-                ),
-                (
-                    "addon.manifest_file",
-                    self.manifest_file.is_some(),
-                    "sources.local_dir or sources.url",
-                ),
-                ("addon.keyring", self.keyring.is_some(), "sources.keyring"),
-                (
-                    "addon.allow_unsigned",
-                    self.allow_unsigned,
-                    "sources.allow_unsigned",
-                ),
-            ] {
-                if set {
-                    return Err(FieldError::new(
-                        field,
-                        format!(
-                            "belongs to addon.package_source \"torcx-manifest\" and is not used with \"metadata\"; set {instead} instead (or remove it)"
-                        ),
-                    ));
-                }
-            }
-        } else if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
-            return Err(FieldError::new(
-                "addon.manifest_url",
-                "required when addon.enabled is true (or set addon.manifest_file, or addon.package_source \"metadata\")",
-            ));
-        }
-        let profile_name = self
-            .profile_name
-            .unwrap_or_else(|| DEFAULT_PROFILE_NAME.to_string());
-        crate::sysext::check_name("addon.profile_name", &profile_name)?;
-        if profile_name == "vendor" || profile_name == "oem" {
-            return Err(FieldError::new(
-                "addon.profile_name",
-                format!("{profile_name:?} is torcx's own lower profile; choose another name"),
-            ));
-        }
+        self.check_package_source()?;
+        let profile_name = profile_name(self.profile_name)?;
         let attempts = in_range(
             "addon.download_attempts",
             self.download_attempts.unwrap_or(5),
@@ -284,39 +236,9 @@ impl RawAddon {
                 "must be greater than 0",
             ));
         }
-        let sysext_mask = self.sysext_mask.unwrap_or_else(|| {
-            vec![
-                "docker-flatcar".to_string(),
-                "containerd-flatcar".to_string(),
-            ]
-        });
-        for (i, name) in sysext_mask.iter().enumerate() {
-            crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
-            if name == crate::sysext::DOCKER_EXTENSION {
-                return Err(FieldError::new(
-                    format!("addon.sysext_mask[{i}]"),
-                    "must not mask the extension this agent installs",
-                ));
-            }
-        }
-        let backoff = seconds_in(
-            "addon.download_backoff_secs",
-            self.download_backoff_secs.unwrap_or(1),
-            0,
-            60,
-        )?;
-        let backoff_max = seconds_in(
-            "addon.download_backoff_max_secs",
-            self.download_backoff_max_secs.unwrap_or(30),
-            0,
-            600,
-        )?;
-        if backoff_max < backoff {
-            return Err(FieldError::new(
-                "addon.download_backoff_max_secs",
-                "must not be smaller than addon.download_backoff_secs",
-            ));
-        }
+        let sysext_mask = sysext_mask(self.sysext_mask)?;
+        let (backoff, backoff_max) =
+            backoffs(self.download_backoff_secs, self.download_backoff_max_secs)?;
         Ok(AddonSettings {
             enabled: self.enabled,
             backend: self.backend,
@@ -374,4 +296,103 @@ impl RawAddon {
             )?,
         })
     }
+}
+
+impl RawAddon {
+    /// Where packages are found: the manifest templates, and the settings
+    /// of the other package source left unset.
+    fn check_package_source(&self) -> FieldResult<()> {
+        if let Some(u) = &self.manifest_url {
+            check_template("addon.manifest_url", u, true)?;
+        }
+        if let Some(f) = &self.manifest_file {
+            check_template("addon.manifest_file", f, false)?;
+        }
+        if self.package_source == PackageSource::Metadata {
+            for (field, set, instead) in [
+                (
+                    "addon.manifest_url",
+                    self.manifest_url.is_some(),
+                    "sources.url",
+                ),
+                (
+                    "addon.manifest_file",
+                    self.manifest_file.is_some(),
+                    "sources.local_dir or sources.url",
+                ),
+                ("addon.keyring", self.keyring.is_some(), "sources.keyring"),
+                (
+                    "addon.allow_unsigned",
+                    self.allow_unsigned,
+                    "sources.allow_unsigned",
+                ),
+            ] {
+                if set {
+                    return Err(FieldError::new(
+                        field,
+                        format!(
+                            "belongs to addon.package_source \"torcx-manifest\" and is not used with \"metadata\"; set {instead} instead (or remove it)"
+                        ),
+                    ));
+                }
+            }
+        } else if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
+            return Err(FieldError::new(
+                "addon.manifest_url",
+                "required when addon.enabled is true (or set addon.manifest_file, or addon.package_source \"metadata\")",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The torcx profile's name: a plain name, not one of torcx's own.
+fn profile_name(name: Option<String>) -> FieldResult<String> {
+    let profile_name = name.unwrap_or_else(|| DEFAULT_PROFILE_NAME.to_string());
+    crate::sysext::check_name("addon.profile_name", &profile_name)?;
+    if profile_name == "vendor" || profile_name == "oem" {
+        return Err(FieldError::new(
+            "addon.profile_name",
+            format!("{profile_name:?} is torcx's own lower profile; choose another name"),
+        ));
+    }
+    Ok(profile_name)
+}
+
+/// The built-in extensions to mask: plain names, never the docker addon's.
+fn sysext_mask(mask: Option<Vec<String>>) -> FieldResult<Vec<String>> {
+    let sysext_mask = mask.unwrap_or_else(|| {
+        vec![
+            "docker-flatcar".to_string(),
+            "containerd-flatcar".to_string(),
+        ]
+    });
+    for (i, name) in sysext_mask.iter().enumerate() {
+        crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
+        if name == crate::sysext::DOCKER_EXTENSION {
+            return Err(FieldError::new(
+                format!("addon.sysext_mask[{i}]"),
+                "must not mask the extension this agent installs",
+            ));
+        }
+    }
+    Ok(sysext_mask)
+}
+
+/// The download backoff and its cap, the cap not below the backoff.
+fn backoffs(secs: Option<u64>, max_secs: Option<u64>) -> FieldResult<(Duration, Duration)> {
+    let backoff = seconds_in("addon.download_backoff_secs", secs.unwrap_or(1), 0, 60)?;
+    let backoff_max = seconds_in(
+        "addon.download_backoff_max_secs",
+        max_secs.unwrap_or(30),
+        0,
+        600,
+    )?;
+    if backoff_max < backoff {
+        return Err(FieldError::new(
+            "addon.download_backoff_max_secs",
+            "must not be smaller than addon.download_backoff_secs",
+        ));
+    }
+    Ok((backoff, backoff_max))
 }

@@ -14,6 +14,7 @@ use super::config::AddonSettings;
 use crate::digest::{Sha512, sha512_file};
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil::staged::{Staged, ensure_dir, partial_path, remove_other_partials};
+use crate::http::{BodyError, read_body};
 use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use std::fs::{self, File, OpenOptions};
@@ -78,11 +79,8 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(s: &AddonSettings) -> Result<Fetcher> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(s.connect_timeout)
+        let client = crate::http::client_builder(s.connect_timeout)
             .read_timeout(s.read_timeout)
-            .user_agent(concat!("node-bootstrap/", env!("CARGO_PKG_VERSION")))
-            .redirect(crate::http::redirect_policy())
             .build()
             .map_err(|e| Error::internal(format!("failed to set up the HTTP client: {e}")))?;
         Ok(Fetcher {
@@ -143,18 +141,20 @@ impl Fetcher {
                         }
                         let mut resp = resp;
                         let mut body = Vec::new();
-                        while let Some(chunk) =
-                            resp.chunk().await.map_err(|e| transport(&u, what, e))?
-                        {
-                            crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
-                            body.extend_from_slice(&chunk);
-                            if body.len() > MAX_DOCUMENT_BYTES {
-                                return Err(Attempt::Fail(Error::bad_input(format!(
-                                    "{what} at {u} is larger than the {MAX_DOCUMENT_BYTES} bytes allowed"
-                                ))));
-                            }
+                        let read = read_body(&mut resp, Remote::Mirror, 0, MAX_DOCUMENT_BYTES as u64, |c| {
+                            body.extend_from_slice(c);
+                            Ok(())
+                        });
+                        match read.await {
+                            Ok(_) => Ok(Some(body)),
+                            Err((_, BodyError::TooLarge)) => Err(Attempt::Fail(Error::bad_input(format!(
+                                "{what} at {u} is larger than the {MAX_DOCUMENT_BYTES} bytes allowed"
+                            )))),
+                            Err((_, BodyError::BrokeOff(e))) => Err(transport(&u, what, e)),
+                            Err((_, BodyError::Write(e))) => Err(Attempt::Fail(Error::internal(format!(
+                                "failed to hold {what} from {u}: {e}"
+                            )))),
                         }
-                        Ok(Some(body))
                     }
                 })
                 .await
@@ -278,40 +278,10 @@ impl Fetcher {
             }
             info!(step = "docker-addon", url = %u, attempt, resume_from = have, "downloading package");
             let mut resp = req.send().await.map_err(|e| transport(u, "package", e))?;
-            let status = resp.status().as_u16();
-            match status {
-                206 => {
-                    let start = content_range_start(&resp);
-                    if start != Some(have) {
-                        warn!(step = "docker-addon", url = %u, "server resumed at the wrong offset; starting over");
-                        file.set_len(0).map_err(local_io)?;
-                        return Err(Attempt::retry(Error::retryable(format!(
-                            "{u} answered a range other than the one asked for"
-                        ))));
-                    }
-                }
-                200 => {
-                    if have > 0 {
-                        debug!(step = "docker-addon", url = %u, "server ignored the range; starting over");
-                    }
-                    file.set_len(0).map_err(local_io)?;
-                    file.seek(SeekFrom::Start(0)).map_err(local_io)?;
-                    have = 0;
-                }
-                416 => {
-                    // What we have is not a prefix the server can continue.
-                    file.set_len(0).map_err(local_io)?;
-                    return Err(Attempt::retry(Error::retryable(format!(
-                        "{u} cannot resume at byte {have}"
-                    ))));
-                }
-                _ => {
-                    check_status(&resp, u, "package")?;
-                    return Err(Attempt::Fail(Error::bad_input(format!(
-                        "{u} answered HTTP {status} to a package download"
-                    ))));
-                }
-            }
+            let have = where_resumed(&resp, &mut file, have, u).map_err(|e| match e {
+                Resumed::Io(e) => local_io(e),
+                Resumed::Not(a) => a,
+            })?;
             if let Some(len) = resp.content_length()
                 && have + len > max
             {
@@ -321,34 +291,28 @@ impl Fetcher {
                 ))));
             }
             let expected = resp.content_length().map(|l| have + l);
-            let mut got = have;
-            loop {
-                let chunk = match resp.chunk().await {
-                    Ok(Some(c)) => c,
-                    Ok(None) => break,
-                    Err(e) => {
-                        let _ = file.sync_data();
-                        if let Some(exp) = expected
-                            && got < exp
-                        {
-                            // Resumed from here by the next attempt.
-                            return Err(Attempt::retry(Error::retryable(format!(
-                                "download of {u} broke off at byte {got} of the {exp} announced: {}",
-                                error_chain(&e)
-                            ))));
-                        }
-                        return Err(transport(u, "package", e));
-                    }
-                };
-                got += chunk.len() as u64;
-                crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
-                if got > max {
+            let got = match read_body(&mut resp, Remote::Mirror, have, max, |c| file.write_all(c)).await {
+                Ok(got) => got,
+                Err((_, BodyError::TooLarge)) => {
                     return Err(Attempt::Fail(Error::bad_input(format!(
                         "package {u} is more than addon.max_package_bytes ({max})"
                     ))));
                 }
-                file.write_all(&chunk).map_err(local_io)?;
-            }
+                Err((_, BodyError::Write(e))) => return Err(local_io(e)),
+                Err((got, BodyError::BrokeOff(e))) => {
+                    let _ = file.sync_data();
+                    if let Some(exp) = expected
+                        && got < exp
+                    {
+                        // Resumed from here by the next attempt.
+                        return Err(Attempt::retry(Error::retryable(format!(
+                            "download of {u} broke off at byte {got} of the {exp} announced: {}",
+                            error_chain(&e)
+                        ))));
+                    }
+                    return Err(transport(u, "package", e));
+                }
+            };
             file.sync_all().map_err(local_io)?;
             if let Some(exp) = expected
                 && got < exp
@@ -361,6 +325,58 @@ impl Fetcher {
         })
         .await
     }
+}
+
+/// Why a download did not resume.
+enum Resumed {
+    Io(io::Error),
+    Not(Attempt),
+}
+
+/// Where the answer to a download that asked for `bytes=<have>-` goes on
+/// in `file`: at `have` (206 at that offset), or from the start (200: the
+/// server ignored the range); anything else is retried or fails.
+fn where_resumed(
+    resp: &reqwest::Response,
+    file: &mut File,
+    have: u64,
+    u: &url::Url,
+) -> Result<u64, Resumed> {
+    let status = resp.status().as_u16();
+    match status {
+        206 => {
+            let start = content_range_start(resp);
+            if start != Some(have) {
+                warn!(step = "docker-addon", url = %u, "server resumed at the wrong offset; starting over");
+                file.set_len(0).map_err(Resumed::Io)?;
+                return Err(Resumed::Not(Attempt::retry(Error::retryable(format!(
+                    "{u} answered a range other than the one asked for"
+                )))));
+            }
+        }
+        200 => {
+            if have > 0 {
+                debug!(step = "docker-addon", url = %u, "server ignored the range; starting over");
+            }
+            file.set_len(0).map_err(Resumed::Io)?;
+            file.seek(SeekFrom::Start(0)).map_err(Resumed::Io)?;
+            return Ok(0);
+        }
+        416 => {
+            // What we have is not a prefix the server can continue.
+            file.set_len(0).map_err(Resumed::Io)?;
+            return Err(Resumed::Not(Attempt::retry(Error::retryable(format!(
+                "{u} cannot resume at byte {have}"
+            )))));
+        }
+        _ => {
+            check_status(resp, u, "package").map_err(Resumed::Not)?;
+            return Err(Resumed::Not(Attempt::Fail(Error::bad_input(format!(
+                "{u} answered HTTP {status} to a package download"
+            )))));
+        }
+    }
+    Ok(have)
 }
 
 fn content_range_start(resp: &reqwest::Response) -> Option<u64> {

@@ -242,30 +242,7 @@ impl RawS3 {
         let region = non_empty("assets.s3.region", self.region)?;
         let endpoint = non_empty("assets.s3.endpoint", self.endpoint)?;
         if let Some(e) = &endpoint {
-            let u = url::Url::parse(e).map_err(|err| {
-                FieldError::new("assets.s3.endpoint", format!("is not a URL ({err}): {e:?}"))
-            })?;
-            if !matches!(u.scheme(), "http" | "https") {
-                return Err(FieldError::new(
-                    "assets.s3.endpoint",
-                    format!("must be http:// or https://, got {e:?}"),
-                ));
-            }
-            // The bundle holds private keys: plain http only on loopback.
-            let loopback = match u.host() {
-                Some(url::Host::Ipv4(a)) => a.is_loopback(),
-                Some(url::Host::Ipv6(a)) => a.is_loopback(),
-                Some(url::Host::Domain(d)) => d == "localhost",
-                None => false,
-            };
-            if u.scheme() == "http" && !loopback {
-                return Err(FieldError::new(
-                    "assets.s3.endpoint",
-                    format!(
-                        "must be https:// (plain http only for a loopback endpoint: the bundle holds private keys), got {e:?}"
-                    ),
-                ));
-            }
+            check_endpoint(e)?;
         }
         let mut checksums = Vec::new();
         if let Some(h) = &self.checksum_sha256 {
@@ -337,6 +314,36 @@ impl RawS3 {
             )?,
         })
     }
+}
+
+/// An S3 endpoint: an http(s) URL, plain http only on loopback (the bundle
+/// holds private keys).
+fn check_endpoint(e: &str) -> FieldResult<()> {
+    let u = url::Url::parse(e).map_err(|err| {
+        FieldError::new("assets.s3.endpoint", format!("is not a URL ({err}): {e:?}"))
+    })?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(FieldError::new(
+            "assets.s3.endpoint",
+            format!("must be http:// or https://, got {e:?}"),
+        ));
+    }
+    // The bundle holds private keys: plain http only on loopback.
+    let loopback = match u.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => false,
+    };
+    if u.scheme() == "http" && !loopback {
+        return Err(FieldError::new(
+            "assets.s3.endpoint",
+            format!(
+                "must be https:// (plain http only for a loopback endpoint: the bundle holds private keys), got {e:?}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl RawLimits {
