@@ -3,6 +3,64 @@
 use crate::addon::{self, AddonOutcome, AddonRequest};
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub enum AddonCommand {
+    /// Before an OS-update reboot: make sure the addon for the next OS
+    /// version is in the store, then remove stores of older OS versions.
+    PreRebootHook(AddonHookArgs),
+    /// Remove store directories of OS versions older than the running one.
+    Gc,
+    /// Put the docker the cluster needs in place for the next boot (the
+    /// docker-addon step of `run`) and print the outcome as JSON.
+    Ensure(AddonEnsureArgs),
+    /// Check that this boot applied the given docker version (exit 0), or
+    /// not (exit 7).
+    Confirm {
+        /// The docker version expected, e.g. 17.03.
+        #[arg(long)]
+        docker_next: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddonHookArgs {
+    /// Cluster version (default: KUBELET_IMAGE_TAG of kubelet.env).
+    #[arg(long)]
+    pub cluster_version: Option<String>,
+    /// OS version the node reboots into (default: asked of update_engine).
+    #[arg(long)]
+    pub next_os_version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AddonEnsureArgs {
+    /// Cluster version, e.g. v1.9.6+coreos.0.
+    #[arg(long)]
+    pub cluster_version: String,
+    /// OS version a pending update boots next.
+    #[arg(long)]
+    pub next_os_version: Option<String>,
+}
+
+/// The addon subcommand as the addon subsystem takes it.
+pub(super) fn action(cmd: &AddonCommand) -> AddonAction {
+    match cmd {
+        AddonCommand::Ensure(a) => AddonAction::Ensure(AddonRequest {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        }),
+        AddonCommand::Confirm { docker_next } => AddonAction::Confirm {
+            docker_next: docker_next.clone(),
+        },
+        AddonCommand::PreRebootHook(a) => AddonAction::PreRebootHook {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        },
+        AddonCommand::Gc => AddonAction::Gc,
+    }
+}
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
     crate::async_runtime::current_thread()

@@ -4,6 +4,33 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum KubeletCommand {
+    /// Which kubelet image `ensure` would take for the cluster version, and
+    /// from where; installs nothing.
+    Choose {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print the choice as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The kubelet-sysext step of `run`, alone: choose the kubelet image
+    /// for the cluster version from the metadata search path, verify and
+    /// check it, install it in /etc/extensions and merge it
+    /// (systemd-sysext refresh). Does not restart a running kubelet.
+    Ensure {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print what was done as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 fn require_sysext(config: &Config) -> Result<()> {
     if config.kubelet.backend != crate::kubelet_sysext::config::Backend::Sysext {
