@@ -370,7 +370,7 @@ fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     off
 }
 
-/// update_engine's `GetStatus` (docs/formats.md §7) through the updater's client.
+/// update_engine's `GetStatus` (docs/formats.md §7) through os_update's client.
 pub async fn update_engine_status(
     conn: &zbus::Connection,
     timeout: Duration,
