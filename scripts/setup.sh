@@ -3,6 +3,30 @@
 # (root): the Debian packages and PyPI tools below. Idempotent; fails loudly.
 set -euo pipefail
 
+# --- prereqs: what this script does not install (README, "Before you
+# start"). Each one missing is named in one line, then setup stops before
+# installing anything.
+prereqs() {
+    local missing=0 v
+    say() { echo "setup: missing: $*" >&2; missing=1; }
+    at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+    v=$(rustc --version 2>/dev/null | awk '{print $2}') || true
+    at_least "${v:-0}" 1.95 || say "Rust 1.95 or newer (found ${v:-none}): install it with rustup (https://rustup.rs), then open a new shell"
+    v=$(terraform version 2>/dev/null | sed -n '1s/^Terraform v//p') || true
+    at_least "${v:-0}" 1.9 || say "terraform 1.9 or newer (found ${v:-none}): HashiCorp's release zip or apt repository (not in Debian)"
+    if ! python3 -c 'import moto.server, hcl2' 2>/dev/null || ! command -v aws >/dev/null || ! command -v sstream-query >/dev/null; then
+        if ! python3 -m pip --version >/dev/null 2>&1; then
+            say "a pip for python3 to install the PyPI tools with (Debian 12's python3 has none): a python3 of your own first on PATH (e.g. pyenv), or apt-get install python3-pip with PIP_BREAK_SYSTEM_PACKAGES=1"
+        elif [ -z "${PIP_BREAK_SYSTEM_PACKAGES:-}" ] && python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+            say "a pip that may install system-wide ($(command -v python3) is EXTERNALLY-MANAGED): a python3 of your own first on PATH (e.g. pyenv), or PIP_BREAK_SYSTEM_PACKAGES=1"
+        fi
+    fi
+    v=$("$(dirname "$0")/build-torcx.sh" --check 2>&1) || say "the torcx sources: ${v#build-torcx: }"
+    [ "$missing" = 0 ] || exit 1
+}
+prereqs
+# --- end of prereqs
+
 need_apt=()
 command -v dockerd >/dev/null || need_apt+=(docker.io)
 command -v ignition-validate >/dev/null || need_apt+=(ignition)
