@@ -296,9 +296,7 @@ impl RawAddon {
             )?,
         })
     }
-}
 
-impl RawAddon {
     /// Where packages are found: the manifest templates, and the settings
     /// of the other package source left unset.
     fn check_package_source(&self) -> FieldResult<()> {
