@@ -75,6 +75,22 @@ pub struct PackageManifest {
     pub packages: Vec<Package>,
 }
 
+/// The metadata item a [`Choice`] came from (compared by what it names).
+#[derive(Debug, Clone)]
+pub struct MetadataItem(pub Box<crate::metadata::Found>);
+
+impl PartialEq for MetadataItem {
+    fn eq(&self, o: &Self) -> bool {
+        let (a, b) = (&self.0, &o.0);
+        a.location == b.location
+            && a.product_id == b.product_id
+            && a.version == b.version
+            && a.item_name == b.item_name
+            && a.item == b.item
+    }
+}
+impl Eq for MetadataItem {}
+
 /// The package chosen for the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choice {
@@ -90,7 +106,7 @@ pub struct Choice {
     /// Set when the package comes from the artifact metadata search path
     /// (`addon.package_source = "metadata"`): fetched from there, verified
     /// by the metadata's size and hashes. `None`: from `urls`/`paths`.
-    pub origin: Option<super::metasource::MetadataItem>,
+    pub origin: Option<MetadataItem>,
 }
 
 impl Choice {

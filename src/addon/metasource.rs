@@ -29,7 +29,7 @@
 
 use super::Inputs;
 use super::config::Backend;
-use super::manifest::{self, Choice};
+use super::manifest::{self, Choice, MetadataItem};
 use super::version::DockerVersion;
 use crate::digest::Sha512;
 use crate::error::{Error, ErrorClass, Result};
@@ -44,22 +44,6 @@ use tracing::{info, warn};
 pub const TORCX_PRODUCT: &str = "docker-torcx";
 /// Product name of docker sysext images in the metadata.
 pub const SYSEXT_PRODUCT: &str = "docker-sysext";
-
-/// The metadata item a [`Choice`] came from (compared by what it names).
-#[derive(Debug, Clone)]
-pub struct MetadataItem(pub Box<Found>);
-
-impl PartialEq for MetadataItem {
-    fn eq(&self, o: &Self) -> bool {
-        let (a, b) = (&self.0, &o.0);
-        a.location == b.location
-            && a.product_id == b.product_id
-            && a.version == b.version
-            && a.item_name == b.item_name
-            && a.item == b.item
-    }
-}
-impl Eq for MetadataItem {}
 
 /// The product name for a backend.
 pub fn product_name(backend: Backend) -> &'static str {
