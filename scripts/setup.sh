@@ -60,7 +60,7 @@ command -v dpkg-source >/dev/null || need_apt+=(dpkg-dev)
 command -v make >/dev/null || need_apt+=(make)
 command -v rsync >/dev/null || need_apt+=(rsync)
 command -v etcd >/dev/null || need_apt+=(etcd-server)
-# Fleet metrics (tests of src/metrics and monitoring/): promtool (Debian
+# Fleet metrics (tests of src/textfile and monitoring/): promtool (Debian
 # `prometheus`) checks the agent's .prom file and the alert rules; Debian's
 # node_exporter serves the file in the tests.
 command -v promtool >/dev/null || need_apt+=(prometheus)

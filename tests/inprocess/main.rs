@@ -20,9 +20,6 @@
 //! Run it: `cargo test --test inprocess`; one file: `cargo test --test
 //! inprocess assets_s3::`.
 
-// The signed mirror of stamped agents the upgrade tests install from (shared with the node tier).
-#[path = "../shared/agent_mirror.rs"]
-mod agent_mirror;
 // `node-bootstrap upgrade`: choice, verification, replace, rollback, kill -9.
 mod agent_upgrade;
 // `node-bootstrap addon ensure/confirm` (torcx backend) on a node laid out in a temp dir.

@@ -22,11 +22,6 @@
 //! Run it: `sudo -E cargo test --test node`; one file: `cargo test --test
 //! node addon_node::`. `SIMNODE_KEEP=1` keeps a node's files.
 
-// The signed mirror of stamped agents (shared with the inprocess tier; this
-// tier uses only part of it).
-#[path = "../shared/agent_mirror.rs"]
-#[allow(dead_code)]
-mod agent_mirror;
 // `run` with `agent.upgrade`: the agent upgrades itself, then completes the first boot.
 mod agent_upgrade_node;
 // The docker addon's subcommands run inside a node, rebooted when they say so.

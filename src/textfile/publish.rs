@@ -10,14 +10,14 @@
 //! Publishing never fails a command: errors come back for a warning, and
 //! what was not persisted is kept for the next attempt.
 
-use super::config::MetricsSettings;
-use super::record::{self, Deltas};
 use super::render::{Snapshot, render};
 use super::state::{self, MetricsState};
 use crate::config::Config;
 use crate::error::{Context as _, ErrorClass, Result};
 use crate::fsutil::{self, Durability, RunLock};
 use crate::journal::JournalFile;
+use crate::metrics::config::MetricsSettings;
+use crate::metrics::record::{self, Deltas};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -78,7 +78,9 @@ impl Target {
         t.role = "unknown".into();
         if let Some(m) = raw
             .get("metrics")
-            .and_then(|m| serde_json::from_value::<super::config::RawMetrics>(m.clone()).ok())
+            .and_then(|m| {
+                serde_json::from_value::<crate::metrics::config::RawMetrics>(m.clone()).ok()
+            })
             .and_then(|m| m.validate().ok())
         {
             t.settings = m;
@@ -136,7 +138,7 @@ pub fn publish_with(target: &Target, deltas: &Deltas, durability: Durability) ->
         durability,
     )?;
     let text = render(&Snapshot {
-        version: crate::upgrade::identity::version(),
+        version: crate::agent_upgrade::identity::version(),
         role: &target.role,
         state: &st,
         journal: journal.as_ref(),

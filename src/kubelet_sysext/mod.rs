@@ -36,21 +36,71 @@
 //! `units/kubelet-sysext.conf`.
 
 pub mod choice;
-pub(crate) mod command;
 pub mod config;
 pub mod image;
 pub mod install;
 
-use crate::addon::fetch::sha512_file;
-use crate::addon::manifest::Sha512;
 use crate::cluster::version::KubeVersion;
-use crate::config::Config;
+use crate::digest::{Sha512, sha512_file};
 use crate::error::{Error, ErrorClass, Result};
 use crate::metadata::{self, ArtifactQuery, Found, format::VersionMatch};
 use choice::{Decision, Rule};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tracing::{info, warn};
+
+/// What the kubelet sysext step reads of the agent's config: its own
+/// section, the node's paths, systemd-sysext's directories (kept in the
+/// `addon` section, shared with the docker addon's sysext backend) and the
+/// artifact sources it finds images with.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub kubelet: &'a config::KubeletSettings,
+    /// Where merged extensions' release files are (`addon.sysext_release_dir`).
+    pub sysext_release_dir: &'a Path,
+    /// Where `systemd-sysext.service` is enabled (`addon.systemd_config_dir`).
+    pub systemd_config_dir: &'a Path,
+    pub metadata: metadata::Inputs<'a>,
+}
+
+/// Settings behind [`Inputs`] for unit tests: the defaults, changed where a
+/// test says.
+#[cfg(test)]
+pub(crate) struct OwnedInputs {
+    pub paths: crate::settings::Paths,
+    pub kubelet: config::KubeletSettings,
+    pub sysext_release_dir: PathBuf,
+    pub systemd_config_dir: PathBuf,
+    pub sources: crate::metadata::config::SourcesSettings,
+}
+
+#[cfg(test)]
+impl OwnedInputs {
+    pub fn defaults() -> OwnedInputs {
+        OwnedInputs {
+            paths: crate::settings::Paths::defaults(),
+            kubelet: config::KubeletSettings::default(),
+            sysext_release_dir: crate::sysext::DEFAULT_RELEASE_DIR.into(),
+            systemd_config_dir: crate::sysext::DEFAULT_SYSTEMD_CONFIG_DIR.into(),
+            sources: crate::metadata::config::SourcesSettings::default(),
+        }
+    }
+
+    pub fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            paths: &self.paths,
+            kubelet: &self.kubelet,
+            sysext_release_dir: &self.sysext_release_dir,
+            systemd_config_dir: &self.systemd_config_dir,
+            metadata: metadata::Inputs {
+                paths: &self.paths,
+                sources: &self.sources,
+                s3: None,
+            },
+        }
+    }
+}
 
 /// The journal's step name and the log's `step` field.
 pub const STEP: &str = "kubelet-sysext";
@@ -90,14 +140,20 @@ pub struct KubeletSysextRecord {
 }
 
 /// The product id of kubelet images for this machine.
-pub fn product_id(config: &Config) -> Result<(String, &'static str)> {
+pub fn product_id(config: &Inputs<'_>) -> Result<(String, &'static str)> {
     let arch = image::systemd_arch().ok_or_else(|| {
         Error::refused(format!(
             "no kubelet sysext images exist for architecture {}",
             std::env::consts::ARCH
         ))
     })?;
-    let q = ArtifactQuery::new(&config.sources, PRODUCT, SERIES, arch, VersionMatch::Latest);
+    let q = ArtifactQuery::new(
+        config.metadata.sources,
+        PRODUCT,
+        SERIES,
+        arch,
+        VersionMatch::Latest,
+    );
     Ok((q.product_id, arch))
 }
 
@@ -137,11 +193,11 @@ pub struct Chosen {
 
 /// Steps 1 and 2 of [`ensure`]: which image the search path offers for
 /// `cluster_version`, by the rule of [`choice`] (`kubelet choose`).
-pub async fn choose(config: &Config, cluster_version: &str) -> Result<Chosen> {
+pub async fn choose(config: &Inputs<'_>, cluster_version: &str) -> Result<Chosen> {
     let cluster = KubeVersion::parse(cluster_version)
         .map_err(|e| Error::bad_input(format!("cluster version: {e}")))?;
     let (id, arch) = product_id(config)?;
-    let offers = metadata::find_all(config, &id)
+    let offers = metadata::find_all(&config.metadata, &id)
         .await
         .map_err(|e| e.context(format!("no kubelet sysext image ({id}) in the search path")))?;
     let mut usable: Vec<(KubeVersion, &Found)> = Vec::new();
@@ -182,7 +238,7 @@ pub async fn choose(config: &Config, cluster_version: &str) -> Result<Chosen> {
 
 /// Puts the kubelet image for `cluster_version` in place and merges it
 /// (module docs).
-pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSysextRecord> {
+pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<KubeletSysextRecord> {
     let k = &config.kubelet;
     let chosen = choose(config, cluster_version).await?;
     let (version, found, arch, rule) = (&chosen.parsed, &*chosen.found, chosen.arch, chosen.rule);
@@ -205,8 +261,8 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
         None
     } else {
         Some(
-            crate::addon::metasource::fetch_found_staged(
-                config,
+            metadata::fetch_staged(
+                &config.metadata,
                 found,
                 &k.images_dir,
                 &name,
@@ -229,8 +285,8 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
     }
     let before = install::linked_image(config);
     let relinked = install::link_to(config, &image_path)?;
-    crate::addon::sysext::ensure_sysext_unit_enabled(
-        &config.addon.systemd_config_dir,
+    crate::sysext::ensure_unit_enabled(
+        config.systemd_config_dir,
         STEP,
         "set kubelet.backend to \"wrapper\"",
     )?;
@@ -281,7 +337,7 @@ pub async fn ensure(config: &Config, cluster_version: &str) -> Result<KubeletSys
 /// The image check of [`image`] against this node's os-release, and its
 /// kubelet against the version the metadata names.
 async fn check(
-    config: &Config,
+    config: &Inputs<'_>,
     file: &Path,
     version: &KubeVersion,
     url: &str,
@@ -343,7 +399,7 @@ mod tests {
 
     #[test]
     fn the_product_is_kubernetes_for_any_os_on_this_arch() {
-        let (id, arch) = product_id(&Config::defaults()).unwrap();
+        let (id, arch) = product_id(&OwnedInputs::defaults().inputs()).unwrap();
         assert_eq!(arch, "x86-64");
         assert_eq!(id, "com.node-bootstrap:kubernetes:any:x86-64");
         let k = config::KubeletSettings::default();

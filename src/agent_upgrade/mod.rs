@@ -16,7 +16,6 @@ pub mod config;
 pub mod identity;
 pub mod install;
 
-use crate::config::Config;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::metadata::{self, ArtifactQuery, Found, format::VersionMatch};
 use choice::{Candidate, Decision, Reach};
@@ -25,6 +24,14 @@ use std::path::PathBuf;
 use tracing::{info, warn};
 
 const STEP: &str = "agent-upgrade";
+
+/// What an agent upgrade reads of the agent's config: its own section
+/// (`agent`) and the artifact sources it finds agents with.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub agent: &'a config::AgentSettings,
+    pub metadata: metadata::Inputs<'a>,
+}
 
 /// What an upgrade did (the state journal's `agent-upgrade` record, and
 /// what `upgrade --json` prints).
@@ -61,7 +68,7 @@ pub enum UpgradeAction {
 }
 
 /// The product id of agent binaries for this node's arch.
-pub fn product_id(config: &Config) -> Result<String> {
+pub fn product_id(config: &Inputs<'_>) -> Result<String> {
     let arch = identity::arch().ok_or_else(|| {
         Error::refused(format!(
             "no agent builds exist for architecture {}",
@@ -69,7 +76,7 @@ pub fn product_id(config: &Config) -> Result<String> {
         ))
     })?;
     Ok(ArtifactQuery::new(
-        &config.sources,
+        config.metadata.sources,
         identity::PRODUCT,
         identity::SERIES,
         arch,
@@ -81,7 +88,7 @@ pub fn product_id(config: &Config) -> Result<String> {
 /// Finds the version `reach` allows and, unless `dry_run`, installs it
 /// (see module docs). A newer major out of reach is reported in
 /// [`UpgradeOutcome::newer_major`]; the caller decides what it means.
-pub async fn upgrade(config: &Config, reach: &Reach, dry_run: bool) -> Result<UpgradeOutcome> {
+pub async fn upgrade(config: &Inputs<'_>, reach: &Reach, dry_run: bool) -> Result<UpgradeOutcome> {
     let running = identity::version();
     let running_v = choice::parse(running).ok_or_else(|| {
         Error::internal(format!(
@@ -89,7 +96,7 @@ pub async fn upgrade(config: &Config, reach: &Reach, dry_run: bool) -> Result<Up
         ))
     })?;
     let id = product_id(config)?;
-    let offers = metadata::find_all(config, &id).await?;
+    let offers = metadata::find_all(&config.metadata, &id).await?;
     let candidates: Vec<(Candidate, &Found)> = offers
         .items
         .iter()
@@ -107,7 +114,7 @@ pub async fn upgrade(config: &Config, reach: &Reach, dry_run: bool) -> Result<Up
             }
         })
         .collect();
-    let dev_mode = config.sources.dev_dir.is_some();
+    let dev_mode = config.metadata.sources.dev_dir.is_some();
     let list: Vec<Candidate> = candidates.iter().map(|(c, _)| c.clone()).collect();
     let mut outcome = UpgradeOutcome {
         running: running.to_string(),
@@ -158,7 +165,7 @@ pub async fn upgrade(config: &Config, reach: &Reach, dry_run: bool) -> Result<Up
 
 /// Downloads and verifies `found` beside the installed binary, checks that
 /// it runs as `version` here, then puts it in place.
-async fn install_found(config: &Config, found: &Found, version: &str) -> Result<()> {
+async fn install_found(config: &Inputs<'_>, found: &Found, version: &str) -> Result<()> {
     if found.item.sha512.is_none() {
         return Err(Error::verification(format!(
             "{} has no sha512 in its metadata; agent binaries need one",
@@ -170,7 +177,7 @@ async fn install_found(config: &Config, found: &Found, version: &str) -> Result<
         .ctx(ErrorClass::Internal, || {
             format!("failed to stage a binary beside {}", binary.display())
         })?;
-    metadata::fetch_into(config, found, &mut staged)
+    metadata::fetch_into(&config.metadata, found, &mut staged)
         .await
         .map_err(|e| e.context("the new agent was not installed"))?;
     staged.finish_writing().ctx(ErrorClass::Internal, || {
@@ -190,7 +197,7 @@ async fn install_found(config: &Config, found: &Found, version: &str) -> Result<
 
 /// Puts the previous binary back (it must still run), keeping the one it
 /// replaces as the previous one.
-pub async fn rollback(config: &Config) -> Result<UpgradeOutcome> {
+pub async fn rollback(config: &Inputs<'_>) -> Result<UpgradeOutcome> {
     let binary = &config.agent.binary;
     let previous = config.agent.previous_binary();
     if !previous.exists() {

@@ -1,24 +1,23 @@
-//! A signed mirror of agents served on loopback (testkit's package
-//! server) and an agent installed under a temp dir (`agent.binary`), for
-//! the `upgrade` tests of the `inprocess` tier and the simulated node of
-//! the `node` tier (each tier includes this file). The agents are real
+//! A signed mirror of agents served on loopback (the package server) and
+//! an agent installed under a temp dir (`agent.binary`), for the `upgrade`
+//! tests of the `inprocess` tier and the simulated node of the `node` tier. The agents are real
 //! builds of this crate, stamped with other versions by
 //! `scripts/stamp-version.sh` as a release would.
 
-use pgp::composed::{ArmorOptions, SignedSecretKey};
+use crate::pkgserver::PkgServer;
+use crate::torcx_fixtures::SigningKey;
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use testkit::pkgserver::PkgServer;
 
 const ARCH: &str = "amd64";
 
 /// The built agent, stamped `version` (the release tool), at `out`.
 pub fn stamped(version: &str, out: &Path) {
-    let tool = testkit::project_root().join("scripts/stamp-version.sh");
+    let tool = crate::project_root().join("scripts/stamp-version.sh");
     let o = Command::new(tool)
-        .arg(testkit::cli::agent_binary())
+        .arg(crate::cli::agent_binary())
         .arg(out)
         .arg(version)
         .output()
@@ -30,7 +29,7 @@ pub fn stamped(version: &str, out: &Path) {
 /// signed mirror on loopback.
 pub struct Rig {
     pub dir: tempfile::TempDir,
-    pub key: SignedSecretKey,
+    pub key: SigningKey,
     pub server: PkgServer,
 }
 
@@ -38,19 +37,12 @@ impl Rig {
     pub fn new(installed: &str) -> Rig {
         let r = Rig {
             dir: tempfile::tempdir().unwrap(),
-            key: testkit::torcx_fixtures::secret_key("Agent releases <releases@example.invalid>"),
+            key: SigningKey::generate("Agent releases <releases@example.invalid>"),
             server: PkgServer::start().unwrap(),
         };
         fs::create_dir_all(r.path("opt/bin")).unwrap();
         stamped(installed, &r.binary());
-        fs::write(
-            r.path("keyring.asc"),
-            r.key
-                .to_public_key()
-                .to_armored_string(ArmorOptions::default())
-                .unwrap(),
-        )
-        .unwrap();
+        fs::write(r.path("keyring.asc"), r.key.public_armored()).unwrap();
         r.write_config(json!({}));
         r
     }
@@ -97,18 +89,13 @@ impl Rig {
         for (name, data) in files {
             fs::write(m.join("agents").join(name), data).unwrap();
         }
-        node_bootstrap::metadata::generate(
+        crate::cli::publish_mirror(
+            &self.server,
             &m,
-            Some(&node_bootstrap::metadata::sign::Signer::from_key(
-                self.key.clone(),
-            )),
+            &self.path("signing-key.asc"),
+            &self.key.secret_armored(),
         )
         .unwrap();
-        for e in testkit::files::files_below(&m) {
-            let rel = e.strip_prefix(&m).unwrap().display().to_string();
-            self.server
-                .put(&format!("/mirror/{rel}"), fs::read(&e).unwrap());
-        }
     }
 
     /// Stamped agents of these versions, published.

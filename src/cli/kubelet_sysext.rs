@@ -4,9 +4,36 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum KubeletCommand {
+    /// Which kubelet image `ensure` would take for the cluster version, and
+    /// from where; installs nothing.
+    Choose {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print the choice as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The kubelet-sysext step of `run`, alone: choose the kubelet image
+    /// for the cluster version from the metadata search path, verify and
+    /// check it, install it in /etc/extensions and merge it
+    /// (systemd-sysext refresh). Does not restart a running kubelet.
+    Ensure {
+        /// Cluster version, e.g. v1.20.2.
+        #[arg(long)]
+        cluster_version: String,
+        /// Print what was done as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 fn require_sysext(config: &Config) -> Result<()> {
-    if config.kubelet.backend != super::config::Backend::Sysext {
+    if config.kubelet.backend != crate::kubelet_sysext::config::Backend::Sysext {
         return Err(Error::config(format!(
             "kubelet.backend is not \"sysext\" in {}: kubelet-wrapper runs the kubelet kubelet.env names",
             config.source.display()
@@ -15,11 +42,14 @@ fn require_sysext(config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Runs [`super::choose`] for `cluster_version`: what `ensure` would take,
+/// Runs [`crate::kubelet_sysext::choose`] for `cluster_version`: what `ensure` would take,
 /// installing nothing; prints it (JSON) or one line.
 pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> {
     require_sysext(config)?;
-    let c = crate::runtime::current_thread()?.block_on(super::choose(config, cluster_version))?;
+    let c = crate::async_runtime::current_thread()?.block_on(crate::kubelet_sysext::choose(
+        &config.kubelet_sysext_inputs(),
+        cluster_version,
+    ))?;
     if json {
         println!(
             "{}",
@@ -39,11 +69,14 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
     Ok(exit::SUCCESS)
 }
 
-/// Runs [`super::ensure`] for `cluster_version`; prints the record (JSON)
+/// Runs [`crate::kubelet_sysext::ensure`] for `cluster_version`; prints the record (JSON)
 /// or one line.
 pub fn ensure(config: &Config, cluster_version: &str, json: bool) -> Result<u8> {
     require_sysext(config)?;
-    let rec = crate::runtime::current_thread()?.block_on(super::ensure(config, cluster_version))?;
+    let rec = crate::async_runtime::current_thread()?.block_on(crate::kubelet_sysext::ensure(
+        &config.kubelet_sysext_inputs(),
+        cluster_version,
+    ))?;
     if json {
         println!(
             "{}",

@@ -15,7 +15,7 @@
 //!   the image kubelet.env names, nothing else is done) or `sysext` (today's
 //!   Flatcar: the `kubelet-sysext` step puts a kubernetes system extension
 //!   image of the cluster's version in place and merges it, see
-//!   [`crate::kubelet`]);
+//!   [`crate::kubelet_sysext`]);
 //! - `extension_name`: the extension's name, so `/etc/extensions/<name>.raw`
 //!   and the image's `usr/lib/extension-release.d/extension-release.<name>`
 //!   (`kubernetes`, as Flatcar's sysext-bakery builds it);
@@ -33,7 +33,7 @@
 //! `addon.systemd_config_dir`; the links go in `paths.extensions_dir`.
 
 use crate::cluster::version::MAX_KUBELET_MINOR_LAG;
-use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
+use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -94,22 +94,20 @@ impl RawKubelet {
         let extension_name = self
             .extension_name
             .unwrap_or_else(|| "kubernetes".to_string());
-        crate::addon::config::check_name("kubelet.extension_name", &extension_name)?;
-        if extension_name == crate::addon::sysext::EXTENSION_NAME {
+        crate::sysext::check_name("kubelet.extension_name", &extension_name)?;
+        if extension_name == crate::sysext::DOCKER_EXTENSION {
             return Err(FieldError::new(
                 "kubelet.extension_name",
                 "is the docker addon's extension; choose another name",
             ));
         }
-        let max_minor_lag = self.max_minor_lag.unwrap_or(0);
-        if max_minor_lag > MAX_KUBELET_MINOR_LAG {
-            return Err(FieldError::new(
-                "kubelet.max_minor_lag",
-                format!(
-                    "must be between 0 and {MAX_KUBELET_MINOR_LAG} (the Kubernetes version-skew policy), got {max_minor_lag}"
-                ),
-            ));
-        }
+        let max_minor_lag = in_range(
+            "kubelet.max_minor_lag",
+            self.max_minor_lag.unwrap_or(0),
+            0,
+            MAX_KUBELET_MINOR_LAG,
+            " (the Kubernetes version-skew policy)",
+        )?;
         let max_image_bytes = self.max_image_bytes.unwrap_or(DEFAULT_MAX_IMAGE_BYTES);
         if max_image_bytes == 0 {
             return Err(FieldError::new(
@@ -134,70 +132,5 @@ impl RawKubelet {
                 1800,
             )?,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::Path;
-
-    fn load(kubelet: &str) -> crate::error::Result<Config> {
-        Config::from_json(
-            &format!(r#"{{"kubelet": {kubelet}}}"#),
-            Path::new("/etc/node-bootstrap/config.json"),
-        )
-    }
-
-    #[test]
-    fn defaults_keep_kubelet_wrapper_and_the_bakery_layout() {
-        let k = load("{}").unwrap().kubelet;
-        assert_eq!(k.backend, super::Backend::Wrapper);
-        assert_eq!(k.extension_name, "kubernetes");
-        assert_eq!(k.images_dir, Path::new("/opt/extensions/kubernetes"));
-        assert_eq!(k.max_minor_lag, 0);
-        assert_eq!(Config::defaults().kubelet, k);
-        let k = load(r#"{"backend": "sysext", "max_minor_lag": 3}"#)
-            .unwrap()
-            .kubelet;
-        assert_eq!((k.backend, k.max_minor_lag), (super::Backend::Sysext, 3));
-    }
-
-    #[test]
-    fn bad_values_name_their_field() {
-        for (json, field, what) in [
-            (r#"{"backend": "rkt"}"#, "kubelet.backend", "rkt"),
-            (
-                r#"{"max_minor_lag": 4}"#,
-                "kubelet.max_minor_lag",
-                "between 0 and 3",
-            ),
-            (
-                r#"{"extension_name": "../x"}"#,
-                "kubelet.extension_name",
-                "[A-Za-z0-9._-]",
-            ),
-            (
-                r#"{"extension_name": "docker"}"#,
-                "kubelet.extension_name",
-                "docker addon",
-            ),
-            (
-                r#"{"images_dir": "opt/ext"}"#,
-                "kubelet.images_dir",
-                "absolute",
-            ),
-            (r#"{"max_image_bytes": 0}"#, "kubelet.max_image_bytes", "0"),
-            (
-                r#"{"merge_timeout_secs": 0}"#,
-                "kubelet.merge_timeout_secs",
-                "between 1 and 1800",
-            ),
-            (r#"{"bakend": "sysext"}"#, "kubelet", "bakend"),
-        ] {
-            let err = load(json).unwrap_err().to_string();
-            assert!(err.contains(&format!("field `{field}")), "{json}: {err}");
-            assert!(err.contains(what), "{json}: {err}");
-        }
     }
 }

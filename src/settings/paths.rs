@@ -69,6 +69,12 @@ paths! {
 }
 
 impl Paths {
+    /// The real defaults, as if the `paths` section were empty.
+    pub fn defaults() -> Paths {
+        RawPaths::default()
+            .validate()
+            .expect("the built-in paths are absolute")
+    }
     /// `seed_dir/kubelet.env`, written by provisioning.
     pub fn seed_kubelet_env(&self) -> PathBuf {
         self.seed_dir.join("kubelet.env")

@@ -14,7 +14,7 @@
 //! Where agents come from is the `sources` section (product
 //! `node-bootstrap`, series `any`, the node's arch).
 
-use crate::config::{FieldResult, absolute_path, seconds_in};
+use crate::settings::{FieldResult, absolute_path, seconds_in};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -82,35 +82,5 @@ impl RawAgent {
                 300,
             )?,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::Path;
-
-    #[test]
-    fn defaults_and_errors_name_the_field() {
-        let c = Config::from_json("{}", Path::new("/c.json")).unwrap();
-        assert_eq!(c.agent.upgrade, super::AutoUpgrade::Off);
-        assert_eq!(
-            c.agent.previous_binary(),
-            Path::new("/opt/bin/node-bootstrap.previous")
-        );
-        let e = Config::from_json(r#"{"agent":{"upgrade":"major"}}"#, Path::new("/c.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("agent.upgrade"), "{e}");
-        let e = Config::from_json(
-            r#"{"agent":{"binary":"node-bootstrap"}}"#,
-            Path::new("/c.json"),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("field `agent.binary`: must be an absolute path"),
-            "{e}"
-        );
     }
 }

@@ -1,11 +1,69 @@
 //! The `addon` subcommands: `ensure`, `confirm`, `pre-reboot-hook`, `gc`.
 
-use super::{AddonOutcome, AddonRequest};
+use crate::addon::{self, AddonOutcome, AddonRequest};
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub enum AddonCommand {
+    /// Before an OS-update reboot: make sure the addon for the next OS
+    /// version is in the store, then remove stores of older OS versions.
+    PreRebootHook(AddonHookArgs),
+    /// Remove store directories of OS versions older than the running one.
+    Gc,
+    /// Put the docker the cluster needs in place for the next boot (the
+    /// docker-addon step of `run`) and print the outcome as JSON.
+    Ensure(AddonEnsureArgs),
+    /// Check that this boot applied the given docker version (exit 0), or
+    /// not (exit 7).
+    Confirm {
+        /// The docker version expected, e.g. 17.03.
+        #[arg(long)]
+        docker_next: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddonHookArgs {
+    /// Cluster version (default: KUBELET_IMAGE_TAG of kubelet.env).
+    #[arg(long)]
+    pub cluster_version: Option<String>,
+    /// OS version the node reboots into (default: asked of update_engine).
+    #[arg(long)]
+    pub next_os_version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AddonEnsureArgs {
+    /// Cluster version, e.g. v1.9.6+coreos.0.
+    #[arg(long)]
+    pub cluster_version: String,
+    /// OS version a pending update boots next.
+    #[arg(long)]
+    pub next_os_version: Option<String>,
+}
+
+/// The addon subcommand as the addon subsystem takes it.
+pub(super) fn action(cmd: &AddonCommand) -> AddonAction {
+    match cmd {
+        AddonCommand::Ensure(a) => AddonAction::Ensure(AddonRequest {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        }),
+        AddonCommand::Confirm { docker_next } => AddonAction::Confirm {
+            docker_next: docker_next.clone(),
+        },
+        AddonCommand::PreRebootHook(a) => AddonAction::PreRebootHook {
+            cluster_version: a.cluster_version.clone(),
+            next_os_version: a.next_os_version.clone(),
+        },
+        AddonCommand::Gc => AddonAction::Gc,
+    }
+}
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    crate::runtime::current_thread()
+    crate::async_runtime::current_thread()
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
@@ -48,7 +106,7 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
     match action {
         AddonAction::Ensure(req) => {
             require_enabled(config)?;
-            let out = runtime()?.block_on(super::ensure(config, &req))?;
+            let out = runtime()?.block_on(addon::ensure(&config.addon_inputs(), &req))?;
             print_json(&out);
             Ok(exit::SUCCESS)
         }
@@ -66,7 +124,7 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
                 profile: None,
                 note: None,
             };
-            if super::confirm_active(config, &intended)? {
+            if addon::confirm_active(&config.addon_inputs(), &intended)? {
                 println!("docker {docker_next} is active");
                 Ok(exit::SUCCESS)
             } else {
@@ -86,22 +144,22 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
             let rt = runtime()?;
             let cluster_version = match cluster_version {
                 Some(v) => v,
-                None => super::cluster_version_from_kubelet_env(config)?,
+                None => addon::cluster_version_from_kubelet_env(&config.addon_inputs())?,
             };
             let next_os_version = match next_os_version {
                 Some(v) => Some(v),
-                None => rt.block_on(super::next_os_from_update_engine())?,
+                None => rt.block_on(addon::next_os_from_update_engine())?,
             };
             let req = AddonRequest {
                 cluster_version,
                 next_os_version,
             };
-            let out = rt.block_on(super::pre_reboot_hook(config, &req))?;
+            let out = rt.block_on(addon::pre_reboot_hook(&config.addon_inputs(), &req))?;
             print_json(&out);
             Ok(exit::SUCCESS)
         }
         AddonAction::Gc => {
-            let removed = super::gc(config)?;
+            let removed = addon::gc(&config.addon_inputs())?;
             print_json(&serde_json::json!({ "removed": removed }));
             Ok(exit::SUCCESS)
         }

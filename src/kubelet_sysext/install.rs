@@ -22,8 +22,8 @@
 //! `systemd-sysext.service` merges the linked image before `sysinit.target`,
 //! long before kubelet; the step enables it if the OS has not.
 
+use super::Inputs;
 use super::config::KubeletSettings;
-use crate::config::Config;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,7 +35,7 @@ pub fn image_file_name(k: &KubeletSettings, version: &str, arch: &str) -> String
 }
 
 /// `/etc/extensions/kubernetes.raw`.
-pub fn link_path(config: &Config) -> PathBuf {
+pub fn link_path(config: &Inputs<'_>) -> PathBuf {
     config
         .paths
         .extensions_dir
@@ -44,7 +44,7 @@ pub fn link_path(config: &Config) -> PathBuf {
 
 /// What the link names now (`None`: no link; a plain file there is
 /// reported as itself).
-pub fn linked_image(config: &Config) -> Option<PathBuf> {
+pub fn linked_image(config: &Inputs<'_>) -> Option<PathBuf> {
     let link = link_path(config);
     match std::fs::read_link(&link) {
         Ok(t) if t.is_absolute() => Some(t),
@@ -56,27 +56,23 @@ pub fn linked_image(config: &Config) -> Option<PathBuf> {
 
 /// Points the link at `image` unless it already does; returns whether it
 /// changed.
-pub fn link_to(config: &Config, image: &Path) -> Result<bool> {
+pub fn link_to(config: &Inputs<'_>, image: &Path) -> Result<bool> {
     if linked_image(config).as_deref() == Some(image) {
         return Ok(false);
     }
-    crate::addon::sysext::atomic_symlink(image, &link_path(config))?;
+    crate::sysext::atomic_symlink(image, &link_path(config))?;
     Ok(true)
 }
 
 /// The release file of the merged extension, when it is merged.
-pub fn merged_release(config: &Config) -> Option<String> {
-    let p = config.addon.sysext_release_dir.join(format!(
-        "extension-release.{}",
-        config.kubelet.extension_name
-    ));
-    std::fs::read_to_string(p).ok()
+pub fn merged_release(config: &Inputs<'_>) -> Option<String> {
+    crate::sysext::merged_release(config.sysext_release_dir, &config.kubelet.extension_name)
 }
 
 /// Removes versioned images of this extension other than `keep` (the
 /// current and the previous one, however their paths are spelt). Returns
 /// what was removed.
-pub fn remove_old_images(config: &Config, keep: &[&Path]) -> Vec<PathBuf> {
+pub fn remove_old_images(config: &Inputs<'_>, keep: &[&Path]) -> Vec<PathBuf> {
     let k = &config.kubelet;
     let prefix = format!("{}-", k.extension_name);
     let Ok(entries) = std::fs::read_dir(&k.images_dir) else {
@@ -142,19 +138,20 @@ pub async fn refresh(timeout: Duration) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn config(root: &Path) -> Config {
-        let text = serde_json::json!({
-            "paths": {"extensions_dir": root.join("etc/extensions")},
-            "addon": {"sysext_release_dir": root.join("usr/lib/extension-release.d")},
-            "kubelet": {"backend": "sysext", "images_dir": root.join("opt/extensions/kubernetes")},
-        });
-        Config::from_json(&text.to_string(), Path::new("/test/config.json")).unwrap()
+    fn config(root: &Path) -> super::super::OwnedInputs {
+        let mut c = super::super::OwnedInputs::defaults();
+        c.paths.extensions_dir = root.join("etc/extensions");
+        c.sysext_release_dir = root.join("usr/lib/extension-release.d");
+        c.kubelet.backend = super::super::config::Backend::Sysext;
+        c.kubelet.images_dir = root.join("opt/extensions/kubernetes");
+        c
     }
 
     #[test]
     fn the_link_is_replaced_in_one_step_and_old_images_go_but_the_previous_stays() {
         let d = tempfile::tempdir().unwrap();
-        let c = config(d.path());
+        let owned = config(d.path());
+        let c = owned.inputs();
         let images = &c.kubelet.images_dir;
         std::fs::create_dir_all(images).unwrap();
         let img = |v: &str| images.join(format!("kubernetes-{v}-x86-64.raw"));

@@ -5,9 +5,9 @@
 //! journal's records (ordered as the flow runs them), states from
 //! [`StepStatus::ALL`]; no label value is a URL, a path or an error text.
 
-use super::record::Remote;
 use super::state::{MetricsState, parse_rfc3339};
 use crate::journal::{StateJournal, Step, StepRecord, StepStatus};
+use crate::metrics::record::Remote;
 use std::fmt::Write as _;
 
 /// Everything one rendering reads.

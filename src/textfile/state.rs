@@ -5,8 +5,8 @@
 //! [`Deltas`]; the file is read and replaced (atomically, durably) under
 //! `<state_dir>/metrics.lock` by [`super::publish`].
 
-use super::record::{Deltas, Remote};
 use crate::journal::StateJournal;
+use crate::metrics::record::{Deltas, Remote};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
