@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Publishes a built node-bootstrap binary under another version: rewrites
 # the version stamp it reports (`node-bootstrap version`) without
-# rebuilding, as a release pipeline does (src/upgrade/identity.rs).
+# rebuilding, as a release pipeline does (src/agent_upgrade/identity.rs).
 #
 #   scripts/stamp-version.sh IN OUT VERSION
 set -euo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up and runs every test (needs root): the crates' unit tests, then the
+# Sets up and runs every test (needs root): the layering check of src/ (no
+# import circle between its top modules), the crates' unit tests, then the
 # five tiers of tests/ (README "Two commands"): inprocess (any user: temp
 # dirs, loopback servers, property tests, the real simplestreams tools),
 # host (root: private system bus, private dockerd), node (simulated nodes),
@@ -38,6 +39,8 @@ step() {
 }
 
 step build cargo build --workspace --all-targets
+# The module graph of src/ stays one-way (docs/DEVELOPING.md, Layers).
+step layers python3 scripts/check-layers.py
 step unit cargo test --workspace --lib --no-fail-fast
 for tier in inprocess host node delivery vm; do
   step "$tier" cargo test --test "$tier" --no-fail-fast -- --include-ignored

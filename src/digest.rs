@@ -1,9 +1,12 @@
 //! Size, SHA-256 and SHA-512 of a stream, in one pass: the asset bundle (on
 //! a thread of its own that reads the download as it arrives, beside the
 //! one that unpacks it), metadata items after their download, and the
-//! files `metadata generate` publishes.
+//! files `metadata generate` publishes; the SHA-512 a package manifest
+//! names ([`Sha512`]) and a whole file's ([`sha512_file`]).
 
+use std::fmt;
 use std::io::{self, Read};
+use std::path::Path;
 
 /// The size and the asked-for hashes (hex) of every byte of a stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,6 +56,53 @@ fn read_some(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
             other => return other,
         }
     }
+}
+
+/// A sha512 digest as the manifest spells it: `sha512-<128 hex digits>`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sha512(pub [u8; 64]);
+
+impl Sha512 {
+    pub fn parse_manifest_hash(s: &str) -> Option<Sha512> {
+        let hex_part = s.strip_prefix("sha512-")?;
+        if hex_part.len() != 128 {
+            return None;
+        }
+        let mut out = [0u8; 64];
+        hex::decode_to_slice(hex_part.to_ascii_lowercase(), &mut out).ok()?;
+        Some(Sha512(out))
+    }
+    pub fn to_hex(self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Sha512 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha512-{}", self.to_hex())
+    }
+}
+
+impl fmt::Debug for Sha512 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha512-{}…", &self.to_hex()[..16])
+    }
+}
+
+/// sha512 of a whole file.
+pub fn sha512_file(path: &Path) -> io::Result<Sha512> {
+    let mut f = std::fs::File::open(path)?;
+    use sha2::Digest as _;
+    let mut h = sha2::Sha512::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(Sha512(h.finalize().into()))
 }
 
 #[cfg(test)]

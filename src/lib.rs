@@ -5,6 +5,7 @@
 //! apart from the I/O seams (systemd, update_engine, Docker, S3, HTTP,
 //! filesystem), so most logic is tested without a node.
 
+pub(crate) mod async_runtime;
 pub(crate) mod boot;
 pub mod cli;
 pub(crate) mod clock;
@@ -20,22 +21,24 @@ pub mod message_ids;
 pub(crate) mod openpgp;
 pub mod osrelease;
 pub(crate) mod retry;
-pub(crate) mod runtime;
+pub mod settings;
 
 pub mod addon;
+pub(crate) mod agent_upgrade;
 pub mod assets;
 pub mod cluster;
 pub mod container_runtime;
 pub mod flow;
 pub(crate) mod helper;
 pub mod join;
-pub mod kubelet;
 pub mod kubelet_config;
-pub mod kubeletenv;
+pub mod kubelet_env;
+pub mod kubelet_sysext;
 pub mod metadata;
 pub mod metrics;
+pub mod os_update;
 pub(crate) mod reboot;
 pub(crate) mod status;
+pub(crate) mod sysext;
 pub(crate) mod systemd;
-pub mod updater;
-pub(crate) mod upgrade;
+pub mod textfile;

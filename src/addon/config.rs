@@ -59,7 +59,7 @@
 //! reuse by sha512); items must carry a sha512, and are verified by size and
 //! every hash the metadata gives before they get their final name.
 
-use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
+use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -190,26 +190,6 @@ impl Default for AddonSettings {
     }
 }
 
-/// A torcx profile or sysext name: one path component, no surprises.
-pub(crate) fn check_name(field: &str, name: &str) -> FieldResult<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !name.starts_with('.');
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::new(
-            field,
-            format!(
-                "must be 1-64 characters of [A-Za-z0-9._-] not starting with '.', got {name:?}"
-            ),
-        ))
-    }
-}
-
 fn check_template(field: &str, t: &str, need_scheme: bool) -> FieldResult<()> {
     let rendered = t
         .replace("{board}", "amd64-usr")
@@ -240,63 +220,15 @@ fn check_template(field: &str, t: &str, need_scheme: bool) -> FieldResult<()> {
 
 impl RawAddon {
     pub fn validate(self) -> FieldResult<AddonSettings> {
-        if let Some(u) = &self.manifest_url {
-            check_template("addon.manifest_url", u, true)?;
-        }
-        if let Some(f) = &self.manifest_file {
-            check_template("addon.manifest_file", f, false)?;
-        }
-        if self.package_source == PackageSource::Metadata {
-            for (field, set, instead) in [
-                (
-                    "addon.manifest_url",
-                    self.manifest_url.is_some(),
-                    "sources.url",
-                ),
-                (
-                    "addon.manifest_file",
-                    self.manifest_file.is_some(),
-                    "sources.local_dir or sources.url",
-                ),
-                ("addon.keyring", self.keyring.is_some(), "sources.keyring"),
-                (
-                    "addon.allow_unsigned",
-                    self.allow_unsigned,
-                    "sources.allow_unsigned",
-                ),
-            ] {
-                if set {
-                    return Err(FieldError::new(
-                        field,
-                        format!(
-                            "belongs to addon.package_source \"torcx-manifest\" and is not used with \"metadata\"; set {instead} instead (or remove it)"
-                        ),
-                    ));
-                }
-            }
-        } else if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
-            return Err(FieldError::new(
-                "addon.manifest_url",
-                "required when addon.enabled is true (or set addon.manifest_file, or addon.package_source \"metadata\")",
-            ));
-        }
-        let profile_name = self
-            .profile_name
-            .unwrap_or_else(|| DEFAULT_PROFILE_NAME.to_string());
-        check_name("addon.profile_name", &profile_name)?;
-        if profile_name == "vendor" || profile_name == "oem" {
-            return Err(FieldError::new(
-                "addon.profile_name",
-                format!("{profile_name:?} is torcx's own lower profile; choose another name"),
-            ));
-        }
-        let attempts = self.download_attempts.unwrap_or(5);
-        if !(1..=20).contains(&attempts) {
-            return Err(FieldError::new(
-                "addon.download_attempts",
-                format!("must be between 1 and 20, got {attempts}"),
-            ));
-        }
+        self.check_package_source()?;
+        let profile_name = profile_name(self.profile_name)?;
+        let attempts = in_range(
+            "addon.download_attempts",
+            self.download_attempts.unwrap_or(5),
+            1,
+            20,
+            "",
+        )?;
         let max_package_bytes = self.max_package_bytes.unwrap_or(DEFAULT_MAX_PACKAGE_BYTES);
         if max_package_bytes == 0 {
             return Err(FieldError::new(
@@ -304,39 +236,9 @@ impl RawAddon {
                 "must be greater than 0",
             ));
         }
-        let sysext_mask = self.sysext_mask.unwrap_or_else(|| {
-            vec![
-                "docker-flatcar".to_string(),
-                "containerd-flatcar".to_string(),
-            ]
-        });
-        for (i, name) in sysext_mask.iter().enumerate() {
-            check_name(&format!("addon.sysext_mask[{i}]"), name)?;
-            if name == crate::addon::sysext::EXTENSION_NAME {
-                return Err(FieldError::new(
-                    format!("addon.sysext_mask[{i}]"),
-                    "must not mask the extension this agent installs",
-                ));
-            }
-        }
-        let backoff = seconds_in(
-            "addon.download_backoff_secs",
-            self.download_backoff_secs.unwrap_or(1),
-            0,
-            60,
-        )?;
-        let backoff_max = seconds_in(
-            "addon.download_backoff_max_secs",
-            self.download_backoff_max_secs.unwrap_or(30),
-            0,
-            600,
-        )?;
-        if backoff_max < backoff {
-            return Err(FieldError::new(
-                "addon.download_backoff_max_secs",
-                "must not be smaller than addon.download_backoff_secs",
-            ));
-        }
+        let sysext_mask = sysext_mask(self.sysext_mask)?;
+        let (backoff, backoff_max) =
+            backoffs(self.download_backoff_secs, self.download_backoff_max_secs)?;
         Ok(AddonSettings {
             enabled: self.enabled,
             backend: self.backend,
@@ -384,142 +286,111 @@ impl RawAddon {
             sysext_release_dir: absolute_path(
                 "addon.sysext_release_dir",
                 self.sysext_release_dir
-                    .unwrap_or_else(|| PathBuf::from("/usr/lib/extension-release.d")),
+                    .unwrap_or_else(|| PathBuf::from(crate::sysext::DEFAULT_RELEASE_DIR)),
             )?,
             sysext_mask,
             systemd_config_dir: absolute_path(
                 "addon.systemd_config_dir",
                 self.systemd_config_dir
-                    .unwrap_or_else(|| PathBuf::from("/etc/systemd/system")),
+                    .unwrap_or_else(|| PathBuf::from(crate::sysext::DEFAULT_SYSTEMD_CONFIG_DIR)),
             )?,
         })
     }
+
+    /// Where packages are found: the manifest templates, and the settings
+    /// of the other package source left unset.
+    fn check_package_source(&self) -> FieldResult<()> {
+        if let Some(u) = &self.manifest_url {
+            check_template("addon.manifest_url", u, true)?;
+        }
+        if let Some(f) = &self.manifest_file {
+            check_template("addon.manifest_file", f, false)?;
+        }
+        if self.package_source == PackageSource::Metadata {
+            for (field, set, instead) in [
+                (
+                    "addon.manifest_url",
+                    self.manifest_url.is_some(),
+                    "sources.url",
+                ),
+                (
+                    "addon.manifest_file",
+                    self.manifest_file.is_some(),
+                    "sources.local_dir or sources.url",
+                ),
+                ("addon.keyring", self.keyring.is_some(), "sources.keyring"),
+                (
+                    "addon.allow_unsigned",
+                    self.allow_unsigned,
+                    "sources.allow_unsigned",
+                ),
+            ] {
+                if set {
+                    return Err(FieldError::new(
+                        field,
+                        format!(
+                            "belongs to addon.package_source \"torcx-manifest\" and is not used with \"metadata\"; set {instead} instead (or remove it)"
+                        ),
+                    ));
+                }
+            }
+        } else if self.enabled && self.manifest_url.is_none() && self.manifest_file.is_none() {
+            return Err(FieldError::new(
+                "addon.manifest_url",
+                "required when addon.enabled is true (or set addon.manifest_file, or addon.package_source \"metadata\")",
+            ));
+        }
+        Ok(())
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::Path;
-
-    fn load(addon: &str) -> crate::error::Result<Config> {
-        Config::from_json(
-            &format!(r#"{{"addon": {addon}}}"#),
-            Path::new("/etc/node-bootstrap/config.json"),
-        )
+/// The torcx profile's name: a plain name, not one of torcx's own.
+fn profile_name(name: Option<String>) -> FieldResult<String> {
+    let profile_name = name.unwrap_or_else(|| DEFAULT_PROFILE_NAME.to_string());
+    crate::sysext::check_name("addon.profile_name", &profile_name)?;
+    if profile_name == "vendor" || profile_name == "oem" {
+        return Err(FieldError::new(
+            "addon.profile_name",
+            format!("{profile_name:?} is torcx's own lower profile; choose another name"),
+        ));
     }
+    Ok(profile_name)
+}
 
-    #[test]
-    fn defaults_are_the_original_ones() {
-        let c = load("{}").unwrap();
-        let a = &c.addon;
-        assert!(!a.enabled);
-        assert_eq!(a.backend, super::Backend::Torcx);
-        assert_eq!(a.package_source, super::PackageSource::TorcxManifest);
-        assert_eq!(a.profile_name, "tectonic");
-        assert!(!a.allow_unsigned);
-        assert_eq!(a.download_attempts, 5);
-        assert_eq!(a.max_package_bytes, 512 * 1024 * 1024);
-        assert_eq!(a.sysext_mask, vec!["docker-flatcar", "containerd-flatcar"]);
-    }
-
-    #[test]
-    fn enabled_without_a_manifest_source_names_the_field() {
-        let err = load(r#"{"enabled": true}"#).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("field `addon.manifest_url`: required when addon.enabled is true"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn metadata_source_needs_nothing_else_and_refuses_manifest_fields() {
-        let c = load(r#"{"enabled": true, "package_source": "metadata"}"#).unwrap();
-        assert_eq!(c.addon.package_source, super::PackageSource::Metadata);
-        assert!(c.addon.manifest_url.is_none());
-        let c = load(r#"{"enabled": true, "backend": "sysext", "package_source": "metadata"}"#)
-            .unwrap();
-        assert_eq!(c.addon.backend, super::Backend::Sysext);
-        for (json, field, instead) in [
-            (
-                r#"{"package_source": "metadata", "manifest_url": "https://m/{board}.json"}"#,
-                "addon.manifest_url",
-                "sources.url",
-            ),
-            (
-                r#"{"package_source": "metadata", "manifest_file": "/m/{board}.json"}"#,
-                "addon.manifest_file",
-                "sources.local_dir",
-            ),
-            (
-                r#"{"package_source": "metadata", "keyring": "/k.asc"}"#,
-                "addon.keyring",
-                "sources.keyring",
-            ),
-            (
-                r#"{"package_source": "metadata", "allow_unsigned": true}"#,
-                "addon.allow_unsigned",
-                "sources.allow_unsigned",
-            ),
-        ] {
-            let err = load(json).unwrap_err().to_string();
-            assert!(
-                err.contains(&format!("field `{field}`: belongs to addon.package_source")),
-                "{json}: {err}"
-            );
-            assert!(err.contains(instead), "{json}: {err}");
-        }
-        let err = load(r#"{"enabled": true, "package_source": "metadta"}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("field `addon.package_source"), "{err}");
-        assert!(err.contains("metadta"), "{err}");
-    }
-
-    #[test]
-    fn templates_are_checked() {
-        let err = load(r#"{"manifest_url": "https://x/{arch}/m.json"}"#).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("field `addon.manifest_url`: unknown placeholder"),
-            "{err}"
-        );
-        let err = load(r#"{"manifest_url": "ftp://x/{board}/m.json"}"#).unwrap_err();
-        assert!(err.to_string().contains("scheme must be"), "{err}");
-        let err = load(r#"{"manifest_file": "manifests/{board}.json"}"#).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("field `addon.manifest_file`: must be an absolute path"),
-            "{err}"
-        );
-        let c = load(
-            r#"{"enabled": true, "backend": "sysext", "manifest_url": "http://127.0.0.1:1/m/{board}/{os_version}/torcx_manifest.json"}"#,
-        )
-        .unwrap();
-        assert_eq!(c.addon.backend, super::Backend::Sysext);
-    }
-
-    #[test]
-    fn bad_values_name_their_field() {
-        for (json, field) in [
-            (r#"{"profile_name": "../etc"}"#, "addon.profile_name"),
-            (r#"{"profile_name": "vendor"}"#, "addon.profile_name"),
-            (r#"{"download_attempts": 0}"#, "addon.download_attempts"),
-            (r#"{"max_package_bytes": 0}"#, "addon.max_package_bytes"),
-            (r#"{"keyring": "keys.asc"}"#, "addon.keyring"),
-            (r#"{"sysext_mask": ["docker"]}"#, "addon.sysext_mask[0]"),
-            (
-                r#"{"download_backoff_secs": 10, "download_backoff_max_secs": 5}"#,
-                "addon.download_backoff_max_secs",
-            ),
-            (r#"{"backend": "rkt"}"#, "addon.backend"),
-            (r#"{"allow_unsgined": true}"#, "addon"),
-        ] {
-            let err = load(json).unwrap_err();
-            assert!(
-                err.to_string().contains(&format!("field `{field}")),
-                "{json}: {err}"
-            );
+/// The built-in extensions to mask: plain names, never the docker addon's.
+fn sysext_mask(mask: Option<Vec<String>>) -> FieldResult<Vec<String>> {
+    let sysext_mask = mask.unwrap_or_else(|| {
+        vec![
+            "docker-flatcar".to_string(),
+            "containerd-flatcar".to_string(),
+        ]
+    });
+    for (i, name) in sysext_mask.iter().enumerate() {
+        crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
+        if name == crate::sysext::DOCKER_EXTENSION {
+            return Err(FieldError::new(
+                format!("addon.sysext_mask[{i}]"),
+                "must not mask the extension this agent installs",
+            ));
         }
     }
+    Ok(sysext_mask)
+}
+
+/// The download backoff and its cap, the cap not below the backoff.
+fn backoffs(secs: Option<u64>, max_secs: Option<u64>) -> FieldResult<(Duration, Duration)> {
+    let backoff = seconds_in("addon.download_backoff_secs", secs.unwrap_or(1), 0, 60)?;
+    let backoff_max = seconds_in(
+        "addon.download_backoff_max_secs",
+        max_secs.unwrap_or(30),
+        0,
+        600,
+    )?;
+    if backoff_max < backoff {
+        return Err(FieldError::new(
+            "addon.download_backoff_max_secs",
+            "must not be smaller than addon.download_backoff_secs",
+        ));
+    }
+    Ok((backoff, backoff_max))
 }

@@ -11,129 +11,20 @@
 //! final name. A partial that fails verification is deleted.
 
 use super::config::AddonSettings;
-use super::manifest::Sha512;
+use crate::digest::{Sha512, sha512_file};
 use crate::error::{Context as _, Error, ErrorClass, Result};
+use crate::fsutil::staged::{Staged, ensure_dir, partial_path, remove_other_partials};
+use crate::http::{BodyError, read_body};
 use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
-use sha2::Digest;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// Largest manifest or signature accepted.
 pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
-
-const PART_MARK: &str = ".part-";
-
-/// A verified file under its temporary name, renamed into place by
-/// [`Staged::commit`]; dropped uncommitted, it is deleted.
-#[derive(Debug)]
-pub struct Staged {
-    partial: PathBuf,
-    target: PathBuf,
-    committed: bool,
-}
-
-impl Staged {
-    /// A verified file at `partial`, to be renamed to `target`.
-    pub(crate) fn new(partial: PathBuf, target: PathBuf) -> Staged {
-        Staged {
-            partial,
-            target,
-            committed: false,
-        }
-    }
-
-    pub fn target(&self) -> &Path {
-        &self.target
-    }
-
-    /// The verified file under its temporary name.
-    pub fn partial(&self) -> &Path {
-        &self.partial
-    }
-
-    /// Gives it its final name ([`crate::fsutil::publish`]: fsync, mode
-    /// 0644, rename over the target, fsync the directory).
-    pub fn commit(mut self) -> Result<PathBuf> {
-        crate::fsutil::publish(
-            &self.partial,
-            &self.target,
-            crate::fsutil::MODE_PUBLIC,
-            crate::fsutil::Durability::Durable,
-        )
-        .ctx(ErrorClass::Internal, || {
-            format!(
-                "failed to move {} into place at {}",
-                self.partial.display(),
-                self.target.display()
-            )
-        })?;
-        self.committed = true;
-        Ok(self.target.clone())
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.partial);
-        }
-    }
-}
-
-fn parent(p: &Path) -> &Path {
-    p.parent().unwrap_or(Path::new("/"))
-}
-
-/// The partial file for `final_name` with `hash` in `dir`.
-pub fn partial_path(dir: &Path, final_name: &str, hash: &Sha512) -> PathBuf {
-    dir.join(format!(".{final_name}{PART_MARK}{}", &hash.to_hex()[..16]))
-}
-
-/// Removes partials of `final_name` for other hashes (left by earlier runs
-/// that wanted another build).
-pub(crate) fn remove_other_partials(dir: &Path, final_name: &str, keep: &Path) {
-    let prefix = format!(".{final_name}{PART_MARK}");
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(&prefix) && e.path() != keep {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-}
-
-/// Creates a store directory (and makes its entry durable) if missing.
-pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        fs::create_dir_all(dir).ctx(ErrorClass::Internal, || {
-            format!("failed to create {}", dir.display())
-        })?;
-        // Make the new directory's own entry durable too.
-        let _ = crate::fsutil::fsync_dir(parent(dir));
-    }
-    Ok(())
-}
-
-/// sha512 of a whole file.
-pub fn sha512_file(path: &Path) -> io::Result<Sha512> {
-    let mut f = File::open(path)?;
-    let mut h = sha2::Sha512::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(Sha512(h.finalize().into()))
-}
 
 /// Where a document or package comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,11 +79,8 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(s: &AddonSettings) -> Result<Fetcher> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(s.connect_timeout)
+        let client = crate::http::client_builder(s.connect_timeout)
             .read_timeout(s.read_timeout)
-            .user_agent(concat!("node-bootstrap/", env!("CARGO_PKG_VERSION")))
-            .redirect(crate::http::redirect_policy())
             .build()
             .map_err(|e| Error::internal(format!("failed to set up the HTTP client: {e}")))?;
         Ok(Fetcher {
@@ -253,18 +141,20 @@ impl Fetcher {
                         }
                         let mut resp = resp;
                         let mut body = Vec::new();
-                        while let Some(chunk) =
-                            resp.chunk().await.map_err(|e| transport(&u, what, e))?
-                        {
-                            crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
-                            body.extend_from_slice(&chunk);
-                            if body.len() > MAX_DOCUMENT_BYTES {
-                                return Err(Attempt::Fail(Error::bad_input(format!(
-                                    "{what} at {u} is larger than the {MAX_DOCUMENT_BYTES} bytes allowed"
-                                ))));
-                            }
+                        let read = read_body(&mut resp, Remote::Mirror, 0, MAX_DOCUMENT_BYTES as u64, |c| {
+                            body.extend_from_slice(c);
+                            Ok(())
+                        });
+                        match read.await {
+                            Ok(_) => Ok(Some(body)),
+                            Err((_, BodyError::TooLarge)) => Err(Attempt::Fail(Error::bad_input(format!(
+                                "{what} at {u} is larger than the {MAX_DOCUMENT_BYTES} bytes allowed"
+                            )))),
+                            Err((_, BodyError::BrokeOff(e))) => Err(transport(&u, what, e)),
+                            Err((_, BodyError::Write(e))) => Err(Attempt::Fail(Error::internal(format!(
+                                "failed to hold {what} from {u}: {e}"
+                            )))),
                         }
-                        Ok(Some(body))
                     }
                 })
                 .await
@@ -298,11 +188,7 @@ impl Fetcher {
             }
             return Err(e);
         }
-        let staged = Staged {
-            partial: partial.clone(),
-            target,
-            committed: false,
-        };
+        let staged = Staged::new(partial.clone(), target);
         let got = sha512_file(&partial).ctx(ErrorClass::Internal, || {
             format!("failed to read back {}", partial.display())
         })?;
@@ -392,40 +278,10 @@ impl Fetcher {
             }
             info!(step = "docker-addon", url = %u, attempt, resume_from = have, "downloading package");
             let mut resp = req.send().await.map_err(|e| transport(u, "package", e))?;
-            let status = resp.status().as_u16();
-            match status {
-                206 => {
-                    let start = content_range_start(&resp);
-                    if start != Some(have) {
-                        warn!(step = "docker-addon", url = %u, "server resumed at the wrong offset; starting over");
-                        file.set_len(0).map_err(local_io)?;
-                        return Err(Attempt::retry(Error::retryable(format!(
-                            "{u} answered a range other than the one asked for"
-                        ))));
-                    }
-                }
-                200 => {
-                    if have > 0 {
-                        debug!(step = "docker-addon", url = %u, "server ignored the range; starting over");
-                    }
-                    file.set_len(0).map_err(local_io)?;
-                    file.seek(SeekFrom::Start(0)).map_err(local_io)?;
-                    have = 0;
-                }
-                416 => {
-                    // What we have is not a prefix the server can continue.
-                    file.set_len(0).map_err(local_io)?;
-                    return Err(Attempt::retry(Error::retryable(format!(
-                        "{u} cannot resume at byte {have}"
-                    ))));
-                }
-                _ => {
-                    check_status(&resp, u, "package")?;
-                    return Err(Attempt::Fail(Error::bad_input(format!(
-                        "{u} answered HTTP {status} to a package download"
-                    ))));
-                }
-            }
+            let have = where_resumed(&resp, &mut file, have, u).map_err(|e| match e {
+                Resumed::Io(e) => local_io(e),
+                Resumed::Not(a) => a,
+            })?;
             if let Some(len) = resp.content_length()
                 && have + len > max
             {
@@ -435,34 +291,28 @@ impl Fetcher {
                 ))));
             }
             let expected = resp.content_length().map(|l| have + l);
-            let mut got = have;
-            loop {
-                let chunk = match resp.chunk().await {
-                    Ok(Some(c)) => c,
-                    Ok(None) => break,
-                    Err(e) => {
-                        let _ = file.sync_data();
-                        if let Some(exp) = expected
-                            && got < exp
-                        {
-                            // Resumed from here by the next attempt.
-                            return Err(Attempt::retry(Error::retryable(format!(
-                                "download of {u} broke off at byte {got} of the {exp} announced: {}",
-                                error_chain(&e)
-                            ))));
-                        }
-                        return Err(transport(u, "package", e));
-                    }
-                };
-                got += chunk.len() as u64;
-                crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
-                if got > max {
+            let got = match read_body(&mut resp, Remote::Mirror, have, max, |c| file.write_all(c)).await {
+                Ok(got) => got,
+                Err((_, BodyError::TooLarge)) => {
                     return Err(Attempt::Fail(Error::bad_input(format!(
                         "package {u} is more than addon.max_package_bytes ({max})"
                     ))));
                 }
-                file.write_all(&chunk).map_err(local_io)?;
-            }
+                Err((_, BodyError::Write(e))) => return Err(local_io(e)),
+                Err((got, BodyError::BrokeOff(e))) => {
+                    let _ = file.sync_data();
+                    if let Some(exp) = expected
+                        && got < exp
+                    {
+                        // Resumed from here by the next attempt.
+                        return Err(Attempt::retry(Error::retryable(format!(
+                            "download of {u} broke off at byte {got} of the {exp} announced: {}",
+                            error_chain(&e)
+                        ))));
+                    }
+                    return Err(transport(u, "package", e));
+                }
+            };
             file.sync_all().map_err(local_io)?;
             if let Some(exp) = expected
                 && got < exp
@@ -475,6 +325,58 @@ impl Fetcher {
         })
         .await
     }
+}
+
+/// Why a download did not resume.
+enum Resumed {
+    Io(io::Error),
+    Not(Attempt),
+}
+
+/// Where the answer to a download that asked for `bytes=<have>-` goes on
+/// in `file`: at `have` (206 at that offset), or from the start (200: the
+/// server ignored the range); anything else is retried or fails.
+fn where_resumed(
+    resp: &reqwest::Response,
+    file: &mut File,
+    have: u64,
+    u: &url::Url,
+) -> Result<u64, Resumed> {
+    let status = resp.status().as_u16();
+    match status {
+        206 => {
+            let start = content_range_start(resp);
+            if start != Some(have) {
+                warn!(step = "docker-addon", url = %u, "server resumed at the wrong offset; starting over");
+                file.set_len(0).map_err(Resumed::Io)?;
+                return Err(Resumed::Not(Attempt::retry(Error::retryable(format!(
+                    "{u} answered a range other than the one asked for"
+                )))));
+            }
+        }
+        200 => {
+            if have > 0 {
+                debug!(step = "docker-addon", url = %u, "server ignored the range; starting over");
+            }
+            file.set_len(0).map_err(Resumed::Io)?;
+            file.seek(SeekFrom::Start(0)).map_err(Resumed::Io)?;
+            return Ok(0);
+        }
+        416 => {
+            // What we have is not a prefix the server can continue.
+            file.set_len(0).map_err(Resumed::Io)?;
+            return Err(Resumed::Not(Attempt::retry(Error::retryable(format!(
+                "{u} cannot resume at byte {have}"
+            )))));
+        }
+        _ => {
+            check_status(resp, u, "package").map_err(Resumed::Not)?;
+            return Err(Resumed::Not(Attempt::Fail(Error::bad_input(format!(
+                "{u} answered HTTP {status} to a package download"
+            )))));
+        }
+    }
+    Ok(have)
 }
 
 fn content_range_start(resp: &reqwest::Response) -> Option<u64> {

@@ -19,9 +19,9 @@
 //! `amd64-usr`).
 
 use super::version::DockerVersion;
+use crate::digest::Sha512;
 use crate::error::{Error, Result};
 use serde::Deserialize;
-use std::fmt;
 use std::path::PathBuf;
 
 pub const KIND: &str = "torcx-package-list-v0";
@@ -75,36 +75,21 @@ pub struct PackageManifest {
     pub packages: Vec<Package>,
 }
 
-/// A sha512 digest as the manifest spells it: `sha512-<128 hex digits>`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sha512(pub [u8; 64]);
+/// The metadata item a [`Choice`] came from (compared by what it names).
+#[derive(Debug, Clone)]
+pub struct MetadataItem(pub Box<crate::metadata::Found>);
 
-impl Sha512 {
-    pub fn parse_manifest_hash(s: &str) -> Option<Sha512> {
-        let hex_part = s.strip_prefix("sha512-")?;
-        if hex_part.len() != 128 {
-            return None;
-        }
-        let mut out = [0u8; 64];
-        hex::decode_to_slice(hex_part.to_ascii_lowercase(), &mut out).ok()?;
-        Some(Sha512(out))
-    }
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
+impl PartialEq for MetadataItem {
+    fn eq(&self, o: &Self) -> bool {
+        let (a, b) = (&self.0, &o.0);
+        a.location == b.location
+            && a.product_id == b.product_id
+            && a.version == b.version
+            && a.item_name == b.item_name
+            && a.item == b.item
     }
 }
-
-impl fmt::Display for Sha512 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha512-{}", self.to_hex())
-    }
-}
-
-impl fmt::Debug for Sha512 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha512-{}…", &self.to_hex()[..16])
-    }
-}
+impl Eq for MetadataItem {}
 
 /// The package chosen for the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +106,7 @@ pub struct Choice {
     /// Set when the package comes from the artifact metadata search path
     /// (`addon.package_source = "metadata"`): fetched from there, verified
     /// by the metadata's size and hashes. `None`: from `urls`/`paths`.
-    pub origin: Option<super::metasource::MetadataItem>,
+    pub origin: Option<MetadataItem>,
 }
 
 impl Choice {

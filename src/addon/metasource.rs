@@ -27,12 +27,13 @@
 //! must carry a sha512 (the store reuses packages by it) and is verified by
 //! size and every hash the metadata gives before it gets its final name.
 
+use super::Inputs;
 use super::config::Backend;
-use super::fetch::{self, Staged};
-use super::manifest::{self, Choice, Sha512};
+use super::manifest::{self, Choice, MetadataItem};
 use super::version::DockerVersion;
-use crate::config::Config;
+use crate::digest::Sha512;
 use crate::error::{Error, ErrorClass, Result};
+use crate::fsutil::staged::Staged;
 use crate::metadata::config::SourcesSettings;
 use crate::metadata::format::VersionMatch;
 use crate::metadata::{self, ArtifactQuery, Found};
@@ -43,22 +44,6 @@ use tracing::{info, warn};
 pub const TORCX_PRODUCT: &str = "docker-torcx";
 /// Product name of docker sysext images in the metadata.
 pub const SYSEXT_PRODUCT: &str = "docker-sysext";
-
-/// The metadata item a [`Choice`] came from (compared by what it names).
-#[derive(Debug, Clone)]
-pub struct MetadataItem(pub Box<Found>);
-
-impl PartialEq for MetadataItem {
-    fn eq(&self, o: &Self) -> bool {
-        let (a, b) = (&self.0, &o.0);
-        a.location == b.location
-            && a.product_id == b.product_id
-            && a.version == b.version
-            && a.item_name == b.item_name
-            && a.item == b.item
-    }
-}
-impl Eq for MetadataItem {}
 
 /// The product name for a backend.
 pub fn product_name(backend: Backend) -> &'static str {
@@ -167,13 +152,13 @@ fn log_found(found: &Found, purpose: &str) {
 
 /// The docker package for `series` and `board`: see module docs.
 pub async fn choose(
-    config: &Config,
+    config: &Inputs<'_>,
     preferences: &[String],
     board: &str,
     series: &str,
 ) -> Result<Choice> {
     let qs = queries(
-        &config.sources,
+        config.sources,
         preferences,
         config.addon.backend,
         series,
@@ -185,7 +170,7 @@ pub async fn choose(
             preferences.join(", ")
         )));
     }
-    let found = metadata::find_first(config, &qs).await.map_err(|e| {
+    let found = metadata::find_first(&config.metadata(), &qs).await.map_err(|e| {
         e.context(format!(
             "no docker package for OS {series} on {board} in the metadata search path (addon.package_source \"metadata\")"
         ))
@@ -198,19 +183,19 @@ pub async fn choose(
 /// when the search path has it; `Ok(None)` when none does. Tampered
 /// metadata is still an error.
 pub async fn same_version_for(
-    config: &Config,
+    config: &Inputs<'_>,
     version: &str,
     board: &str,
     series: &str,
 ) -> Result<Option<Choice>> {
     let q = ArtifactQuery::new(
-        &config.sources,
+        config.sources,
         product_name(config.addon.backend),
         series,
         board,
         VersionMatch::Exact(version.to_string()),
     );
-    match metadata::find(config, &q).await {
+    match metadata::find(&config.metadata(), &q).await {
         Ok(found) => {
             log_found(&found, "running OS (rollback)");
             choice_from_found(found, &[version.to_string()]).map(Some)
@@ -228,14 +213,14 @@ pub async fn same_version_for(
 /// hashes, by [`metadata::fetch_item`]) under its hidden partial name, and
 /// returns it staged.
 pub async fn fetch_staged(
-    config: &Config,
+    config: &Inputs<'_>,
     item: &MetadataItem,
     dir: &Path,
     final_name: &str,
     hash: &Sha512,
 ) -> Result<Staged> {
-    fetch_found_staged(
-        config,
+    metadata::fetch_staged(
+        &config.metadata(),
         &item.0,
         dir,
         final_name,
@@ -244,44 +229,6 @@ pub async fn fetch_staged(
         "docker-addon",
     )
     .await
-}
-
-/// [`fetch_staged`] for any artifact the search path found: refused when
-/// larger than `limit` (the setting's name and value), logged as `step`.
-pub(crate) async fn fetch_found_staged(
-    config: &Config,
-    found: &Found,
-    dir: &Path,
-    final_name: &str,
-    hash: &Sha512,
-    limit: (&str, u64),
-    step: &'static str,
-) -> Result<Staged> {
-    let (setting, max) = limit;
-    if found.item.size > max {
-        return Err(Error::bad_input(format!(
-            "{} is {} bytes, more than {setting} ({max})",
-            found.url, found.item.size
-        )));
-    }
-    fetch::ensure_dir(dir)?;
-    let partial = fetch::partial_path(dir, final_name, hash);
-    fetch::remove_other_partials(dir, final_name, &partial);
-    let started = std::time::Instant::now();
-    metadata::fetch_item(config, found, &partial)
-        .await
-        .map_err(|e| {
-            if e.class() == ErrorClass::Verification {
-                e.context("nothing was installed")
-            } else {
-                e
-            }
-        })?;
-    let staged = Staged::new(partial, dir.join(final_name));
-    info!(step, source = "metadata", url = %found.url, location = %found.location,
-        path = %staged.target().display(), bytes = found.item.size,
-        elapsed_ms = started.elapsed().as_millis() as u64, "package fetched and verified");
-    Ok(staged)
 }
 
 #[cfg(test)]
@@ -316,18 +263,17 @@ mod tests {
             metadata::generate(&d, None).unwrap();
             d
         }
-        fn config(&self, backend: &str) -> Config {
-            let text = serde_json::json!({
-                "addon": {"enabled": true, "package_source": "metadata", "backend": backend},
-                "sources": {
+        fn config(&self, backend: &str) -> super::super::OwnedInputs {
+            super::super::OwnedInputs::parse(
+                serde_json::json!({"enabled": true, "package_source": "metadata", "backend": backend}),
+                serde_json::json!({
                     "local_dir": self.path("local"),
                     "url": format!("file://{}", self.path("url").display()),
                     "use_default": false,
                     "keyring": self.path("no-keyring.asc"),
                     "allow_unsigned": ["local", "url"],
-                }
-            });
-            Config::from_json(&text.to_string(), Path::new("/test/config.json")).unwrap()
+                }),
+            )
         }
     }
 
@@ -382,9 +328,14 @@ mod tests {
                 &torcx("17.06.0", OS, BOARD),
             ],
         );
-        let c = choose(&m.config("torcx"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("torcx").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         assert_eq!(c.version, "17.03.2", "the largest build of 17.03");
         assert_eq!(c.preference, "17.03");
         assert_eq!(c.archive_name(), "docker:17.03.2.torcx.tgz");
@@ -414,9 +365,14 @@ mod tests {
             "url",
             &[&torcx("1.12.7", OS, BOARD), &torcx("17.06.0", OS, BOARD)],
         );
-        let c = choose(&m.config("torcx"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("torcx").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         // No location has 17.03; 1.12 comes from the first that has it,
         // even though a later one has a larger 1.12 build.
         assert_eq!(
@@ -441,17 +397,27 @@ mod tests {
                 &torcx("1.12", OS, BOARD),
             ],
         );
-        let c = choose(&m.config("torcx"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("torcx").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         assert_eq!(c.version, "1.12");
-        let c = choose(&m.config("sysext"), &prefs(&["17.03", "1.12"]), BOARD, OS)
-            .await
-            .unwrap();
+        let c = choose(
+            &m.config("sysext").inputs(),
+            &prefs(&["17.03", "1.12"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap();
         assert_eq!(c.version, "17.03.2");
         assert_eq!(c.origin.as_ref().unwrap().0.item.ftype, "raw");
         let err = choose(
-            &m.config("torcx"),
+            &m.config("torcx").inputs(),
             &prefs(&["17.03"]),
             "arm64-usr",
             "1688.0.0",
@@ -488,7 +454,7 @@ mod tests {
             .unwrap();
         item.as_object_mut().unwrap().remove("sha512");
         fs::write(&products, doc.to_string()).unwrap();
-        let err = choose(&m.config("torcx"), &prefs(&["17.03"]), BOARD, OS)
+        let err = choose(&m.config("torcx").inputs(), &prefs(&["17.03"]), BOARD, OS)
             .await
             .unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
@@ -505,7 +471,8 @@ mod tests {
                 &torcx("17.03.1", "1576.5.0", BOARD),
             ],
         );
-        let c = m.config("torcx");
+        let owned = m.config("torcx");
+        let c = owned.inputs();
         let got = same_version_for(&c, "17.03.2", BOARD, OS).await.unwrap();
         assert_eq!(got.unwrap().version, "17.03.2");
         // Exactly that version: another build of 17.03 does not do.

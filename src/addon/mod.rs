@@ -41,7 +41,6 @@
 //! signature/hash = Verification (nothing installed), network after
 //! retries = Retryable.
 
-pub(crate) mod command;
 pub(crate) mod config;
 pub(crate) mod fetch;
 pub mod manifest;
@@ -52,11 +51,11 @@ pub mod torcx;
 pub(crate) mod torcx_image;
 pub(crate) mod version;
 
-use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
+use crate::fsutil::staged::Staged;
 use crate::osrelease::{OsIdentity, OsVersion};
 use config::{Backend, PackageSource};
-use fetch::{Fetcher, Source, Staged};
+use fetch::{Fetcher, Source};
 use manifest::{Choice, PackageManifest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -66,6 +65,28 @@ use version::DockerVersion;
 
 const STEP: &str = "docker-addon";
 
+/// What the docker addon reads of the agent's config: its own section, the
+/// node's paths, and for `addon.package_source = "metadata"` the artifact
+/// sources (`sources`, and `assets.s3` for the cluster bucket).
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub addon: &'a config::AddonSettings,
+    pub sources: &'a crate::metadata::config::SourcesSettings,
+    pub s3: Option<&'a crate::assets::config::S3Settings>,
+}
+
+impl<'a> Inputs<'a> {
+    /// What the metadata search takes of these.
+    pub fn metadata(&self) -> crate::metadata::Inputs<'a> {
+        crate::metadata::Inputs {
+            paths: self.paths,
+            sources: self.sources,
+            s3: self.s3,
+        }
+    }
+}
+
 /// What the flow asks of the addon step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddonRequest {
@@ -73,6 +94,37 @@ pub struct AddonRequest {
     pub cluster_version: String,
     /// The OS version a pending update boots next (from update_engine).
     pub next_os_version: Option<String>,
+}
+
+/// Settings behind [`Inputs`] for unit tests, parsed from sections as a
+/// config file has them.
+#[cfg(test)]
+pub(crate) struct OwnedInputs {
+    pub paths: crate::settings::Paths,
+    pub addon: config::AddonSettings,
+    pub sources: crate::metadata::config::SourcesSettings,
+}
+
+#[cfg(test)]
+impl OwnedInputs {
+    pub fn parse(addon: serde_json::Value, sources: serde_json::Value) -> OwnedInputs {
+        let addon: config::RawAddon = serde_json::from_value(addon).unwrap();
+        let sources: crate::metadata::config::RawSources = serde_json::from_value(sources).unwrap();
+        OwnedInputs {
+            paths: crate::settings::Paths::defaults(),
+            addon: addon.validate().unwrap(),
+            sources: sources.validate().unwrap(),
+        }
+    }
+
+    pub fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            paths: &self.paths,
+            addon: &self.addon,
+            sources: &self.sources,
+            s3: None,
+        }
+    }
 }
 
 /// What the step did and what the flow must do about it.
@@ -109,7 +161,7 @@ pub struct AddonOutcome {
 }
 
 /// The runtime mappings file in effect.
-pub fn mappings_path(config: &Config) -> PathBuf {
+pub fn mappings_path(config: &Inputs<'_>) -> PathBuf {
     config
         .addon
         .mappings_file
@@ -118,7 +170,7 @@ pub fn mappings_path(config: &Config) -> PathBuf {
 }
 
 /// The keyring in effect (`<seed_dir>/keyring.asc` by default).
-pub fn keyring_path(config: &Config) -> PathBuf {
+pub fn keyring_path(config: &Inputs<'_>) -> PathBuf {
     config
         .addon
         .keyring
@@ -128,7 +180,7 @@ pub fn keyring_path(config: &Config) -> PathBuf {
 
 /// Puts the docker the cluster needs in place for the next boot.
 /// Idempotent: with everything in place it downloads and writes nothing.
-pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome> {
+pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutcome> {
     let prefs = mappings::RuntimeMappings::load(&mappings_path(config))?
         .docker_for(&req.cluster_version)?;
     let os = OsIdentity::read(&config.paths.os_release)?;
@@ -152,7 +204,7 @@ pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome>
         backend = ?config.addon.backend,
         "choosing the docker addon"
     );
-    let fetcher = Fetcher::new(&config.addon)?;
+    let fetcher = Fetcher::new(config.addon)?;
     if !target.has_remote_packages() {
         return skip_old_os(config, &target_str).await;
     }
@@ -187,13 +239,13 @@ pub async fn ensure(config: &Config, req: &AddonRequest) -> Result<AddonOutcome>
 }
 
 async fn ensure_torcx(
-    config: &Config,
+    config: &Inputs<'_>,
     fetcher: &Fetcher,
     os: &OsIdentity,
     target: &str,
     choice: Choice,
 ) -> Result<AddonOutcome> {
-    let tp = torcx::TorcxPaths::new(&config.paths);
+    let tp = torcx::TorcxPaths::new(config.paths);
     let mut plans: Vec<(String, Choice)> = vec![(target.to_string(), choice.clone())];
     if target != os.version_id && os.version.has_remote_packages() {
         // A rollback to the running OS must still find this docker.
@@ -203,7 +255,7 @@ async fn ensure_torcx(
     }
     // Stage everything before anything gets a final name.
     let mut created_dirs = Vec::new();
-    let mut staged: Vec<(manifest::Sha512, Staged)> = Vec::new();
+    let mut staged: Vec<(crate::digest::Sha512, Staged)> = Vec::new();
     let mut os_versions = Vec::new();
     for (osv, c) in &plans {
         let dir = tp.user_store_for(osv);
@@ -289,7 +341,7 @@ fn check_applicable(plan: &torcx::PackagePlan, choice: &Choice, os_version: &str
 /// The build of `choice.version` for the running OS version (which the
 /// node falls back to if the update rolls back), if its source offers it.
 async fn same_docker_for_running_os(
-    config: &Config,
+    config: &Inputs<'_>,
     fetcher: &Fetcher,
     os: &OsIdentity,
     choice: &Choice,
@@ -318,7 +370,11 @@ async fn same_docker_for_running_os(
     }
 }
 
-async fn ensure_sysext(config: &Config, fetcher: &Fetcher, choice: Choice) -> Result<AddonOutcome> {
+async fn ensure_sysext(
+    config: &Inputs<'_>,
+    fetcher: &Fetcher,
+    choice: Choice,
+) -> Result<AddonOutcome> {
     let boot_id = crate::boot::id(&config.paths.run_dir)?;
     let (running, source) = running_docker_sysext(config, &boot_id).await;
     let mut installed = Vec::new();
@@ -376,7 +432,7 @@ async fn ensure_sysext(config: &Config, fetcher: &Fetcher, choice: Choice) -> Re
 
 /// The `previous` of a record written earlier in this same boot: a second
 /// install in one boot does not change what runs now.
-fn read_same_boot_previous(config: &Config, boot_id: &str) -> Option<Option<String>> {
+fn read_same_boot_previous(config: &Inputs<'_>, boot_id: &str) -> Option<Option<String>> {
     sysext::read_record(config)
         .filter(|r| r.boot_id == boot_id)
         .map(|r| r.previous)
@@ -427,7 +483,7 @@ fn outcome(
 }
 
 /// OS versions before 1520.3.0: no remote packages, the vendor docker stays.
-async fn skip_old_os(config: &Config, target: &str) -> Result<AddonOutcome> {
+async fn skip_old_os(config: &Inputs<'_>, target: &str) -> Result<AddonOutcome> {
     let note = format!(
         "OS version {target} predates remote docker packages ({}); the OS's own docker stays",
         OsVersion::FIRST_REMOTE_PACKAGES
@@ -435,7 +491,7 @@ async fn skip_old_os(config: &Config, target: &str) -> Result<AddonOutcome> {
     warn!(step = STEP, os_version = target, "{note}");
     let (running, source, next) = match config.addon.backend {
         Backend::Torcx => {
-            let tp = torcx::TorcxPaths::new(&config.paths);
+            let tp = torcx::TorcxPaths::new(config.paths);
             let (running, source) = running_docker_torcx(config, &tp).await;
             let next = torcx::docker_ref(&torcx::next_boot_images(&tp)?);
             (running, source, next)
@@ -472,7 +528,7 @@ fn render_template(t: &str, board: &str, os_version: &str) -> String {
 }
 
 /// The manifest location for a board and OS version (file wins over URL).
-pub fn manifest_source(config: &Config, board: &str, os_version: &str) -> Result<Source> {
+pub fn manifest_source(config: &Inputs<'_>, board: &str, os_version: &str) -> Result<Source> {
     if let Some(f) = &config.addon.manifest_file {
         return Ok(Source::File(PathBuf::from(render_template(
             f, board, os_version,
@@ -492,7 +548,7 @@ pub fn manifest_source(config: &Config, board: &str, os_version: &str) -> Result
 /// Fetches the manifest and its signature and verifies it. `required`:
 /// a missing manifest is an error; else `Ok(None)`.
 async fn load_manifest(
-    config: &Config,
+    config: &Inputs<'_>,
     fetcher: &Fetcher,
     board: &str,
     os_version: &str,
@@ -564,7 +620,7 @@ pub async fn docker_api_version(socket: &Path, timeout: Duration) -> Option<Stri
 }
 
 async fn running_docker_torcx(
-    config: &Config,
+    config: &Inputs<'_>,
     tp: &torcx::TorcxPaths,
 ) -> (Option<String>, Option<&'static str>) {
     if let Some(v) =
@@ -586,7 +642,7 @@ async fn running_docker_torcx(
 }
 
 async fn running_docker_sysext(
-    config: &Config,
+    config: &Inputs<'_>,
     boot_id: &str,
 ) -> (Option<String>, Option<&'static str>) {
     if let Some(v) =
@@ -603,7 +659,7 @@ async fn running_docker_sysext(
 /// After the reboot: does the node now run `intended.docker_next`? Reads
 /// what the boot applied (torcx's `/run/torcx/profile.json`, or the merged
 /// sysext), not docker itself, so it works before docker starts.
-pub fn confirm_active(config: &Config, intended: &AddonOutcome) -> Result<bool> {
+pub fn confirm_active(config: &Inputs<'_>, intended: &AddonOutcome) -> Result<bool> {
     let want = DockerVersion::parse(&intended.docker_next);
     let same = |have: &str| match (&want, DockerVersion::parse(have)) {
         (Some(w), Some(h)) => w.same_docker(&h),
@@ -611,7 +667,7 @@ pub fn confirm_active(config: &Config, intended: &AddonOutcome) -> Result<bool> 
     };
     let active = match config.addon.backend {
         Backend::Torcx => {
-            let tp = torcx::TorcxPaths::new(&config.paths);
+            let tp = torcx::TorcxPaths::new(config.paths);
             let images =
                 torcx::running_images(&tp).context(|| "reading what torcx applied at this boot")?;
             match images.as_deref().and_then(torcx::docker_ref) {
@@ -642,35 +698,35 @@ pub struct HookOutcome {
 /// Before an OS-update reboot: make sure the docker for `next_os_version`
 /// is in the store (and the profile names it), then remove the stores of OS
 /// versions older than the running one.
-pub async fn pre_reboot_hook(config: &Config, req: &AddonRequest) -> Result<HookOutcome> {
+pub async fn pre_reboot_hook(config: &Inputs<'_>, req: &AddonRequest) -> Result<HookOutcome> {
     let addon = ensure(config, req).await?;
     let removed = gc(config)?;
     Ok(HookOutcome { addon, removed })
 }
 
 /// Removes store directories of OS versions older than the running one.
-pub fn gc(config: &Config) -> Result<Vec<PathBuf>> {
+pub fn gc(config: &Inputs<'_>) -> Result<Vec<PathBuf>> {
     let os = OsIdentity::read(&config.paths.os_release)?;
-    torcx::gc(&torcx::TorcxPaths::new(&config.paths), os.version)
+    torcx::gc(&torcx::TorcxPaths::new(config.paths), os.version)
 }
 
 /// The cluster version the node was bootstrapped for, from the
 /// `KUBELET_IMAGE_TAG` of `/etc/kubernetes/kubelet.env` (for the hook,
 /// which runs long after `run`).
-pub fn cluster_version_from_kubelet_env(config: &Config) -> Result<String> {
+pub fn cluster_version_from_kubelet_env(config: &Inputs<'_>) -> Result<String> {
     let p = &config.paths.kubelet_env;
     let text = crate::fsutil::read_input("kubelet.env", p)?;
-    let env = crate::kubeletenv::EnvFile::parse(&text, p)?;
+    let env = crate::kubelet_env::EnvFile::parse(&text, p)?;
     let tag = env
         .get("KUBELET_IMAGE_TAG")
         .ok_or_else(|| Error::bad_input(format!("{} has no KUBELET_IMAGE_TAG", p.display())))?;
-    Ok(crate::kubeletenv::version_from_tag(tag))
+    Ok(crate::kubelet_env::version_from_tag(tag))
 }
 
 /// The OS version update_engine has staged for the next boot, if an update
 /// waits for a reboot (`UPDATE_STATUS_UPDATED_NEED_REBOOT`).
 pub async fn next_os_from_update_engine() -> Result<Option<String>> {
     let bus = crate::systemd::agent_bus().await?;
-    let engine = crate::updater::UpdateEngine::new(&bus).await?;
-    crate::updater::pending_reboot(&engine).await
+    let engine = crate::os_update::UpdateEngine::new(&bus).await?;
+    crate::os_update::pending_reboot(&engine).await
 }

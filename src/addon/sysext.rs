@@ -15,23 +15,24 @@
 //! installed and in which boot (an image installed in an earlier boot is the
 //! one merged now).
 
-use super::fetch::{Fetcher, Source, Staged, sha512_file};
+use super::Inputs;
+use super::fetch::{Fetcher, Source};
 use super::manifest::Choice;
-use crate::config::Config;
+use crate::digest::sha512_file;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
+use crate::fsutil::staged::Staged;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
 use tracing::{info, warn};
 
 /// The extension's name: `docker.raw`, `extension-release.docker`.
-pub const EXTENSION_NAME: &str = "docker";
+pub const EXTENSION_NAME: &str = crate::sysext::DOCKER_EXTENSION;
 pub const RECORD_FILE: &str = "addon-sysext.json";
-pub const SYSEXT_UNIT: &str = "systemd-sysext.service";
 
 /// `/etc/extensions/docker.raw`.
-pub fn image_path(config: &Config) -> PathBuf {
+pub fn image_path(config: &Inputs<'_>) -> PathBuf {
     config
         .paths
         .extensions_dir
@@ -50,11 +51,11 @@ pub struct SysextRecord {
     pub previous: Option<String>,
 }
 
-pub fn record_path(config: &Config) -> PathBuf {
+pub fn record_path(config: &Inputs<'_>) -> PathBuf {
     config.paths.state_dir.join(RECORD_FILE)
 }
 
-pub fn read_record(config: &Config) -> Option<SysextRecord> {
+pub fn read_record(config: &Inputs<'_>) -> Option<SysextRecord> {
     let p = record_path(config);
     let text = fs::read_to_string(&p).ok()?;
     match serde_json::from_str(&text) {
@@ -66,7 +67,7 @@ pub fn read_record(config: &Config) -> Option<SysextRecord> {
     }
 }
 
-pub fn write_record(config: &Config, rec: &SysextRecord) -> Result<PathBuf> {
+pub fn write_record(config: &Inputs<'_>, rec: &SysextRecord) -> Result<PathBuf> {
     let p = record_path(config);
     let mut text = serde_json::to_string_pretty(rec).expect("records serialize");
     text.push('\n');
@@ -75,18 +76,14 @@ pub fn write_record(config: &Config, rec: &SysextRecord) -> Result<PathBuf> {
 }
 
 /// The merged extension's release fields, when docker's extension is merged.
-pub fn merged_release(config: &Config) -> Option<Vec<(String, String)>> {
-    let p = config
-        .addon
-        .sysext_release_dir
-        .join(format!("extension-release.{EXTENSION_NAME}"));
-    let text = fs::read_to_string(p).ok()?;
+pub fn merged_release(config: &Inputs<'_>) -> Option<Vec<(String, String)>> {
+    let text = crate::sysext::merged_release(&config.addon.sysext_release_dir, EXTENSION_NAME)?;
     Some(crate::osrelease::parse_env(&text))
 }
 
 /// What the merged extension says about the docker running now, without
 /// asking docker: `(version, source)`.
-pub fn running_from_sysext(config: &Config, boot_id: &str) -> Option<(String, &'static str)> {
+pub fn running_from_sysext(config: &Inputs<'_>, boot_id: &str) -> Option<(String, &'static str)> {
     let release = merged_release(config)?;
     if let Some((_, v)) = release
         .iter()
@@ -103,7 +100,7 @@ pub fn running_from_sysext(config: &Config, boot_id: &str) -> Option<(String, &'
 }
 
 /// Whether `/etc/extensions/docker.raw` already is the chosen image.
-pub fn image_in_place(config: &Config, choice: &Choice) -> Result<bool> {
+pub fn image_in_place(config: &Inputs<'_>, choice: &Choice) -> Result<bool> {
     let p = image_path(config);
     match fs::symlink_metadata(&p) {
         Ok(m) if m.file_type().is_file() => {
@@ -122,7 +119,11 @@ pub fn image_in_place(config: &Config, choice: &Choice) -> Result<bool> {
 }
 
 /// Downloads and verifies the chosen image next to its target.
-pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) -> Result<Staged> {
+pub async fn prepare_image(
+    config: &Inputs<'_>,
+    fetcher: &Fetcher,
+    choice: &Choice,
+) -> Result<Staged> {
     let name = format!("{EXTENSION_NAME}.raw");
     let dir = &config.paths.extensions_dir;
     if let Some(item) = &choice.origin {
@@ -158,14 +159,14 @@ pub async fn prepare_image(config: &Config, fetcher: &Fetcher, choice: &Choice) 
 
 /// Points `<extensions_dir>/<name>.raw` at /dev/null for each masked
 /// extension (atomically). Returns the links written.
-pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
+pub fn ensure_masks(config: &Inputs<'_>) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for name in &config.addon.sysext_mask {
         let link = config.paths.extensions_dir.join(format!("{name}.raw"));
         if fs::read_link(&link).is_ok_and(|t| t == Path::new("/dev/null")) {
             continue;
         }
-        atomic_symlink(Path::new("/dev/null"), &link)?;
+        crate::sysext::atomic_symlink(Path::new("/dev/null"), &link)?;
         info!(step = "docker-addon", path = %link.display(), "masked a built-in extension");
         written.push(link);
     }
@@ -174,70 +175,10 @@ pub fn ensure_masks(config: &Config) -> Result<Vec<PathBuf>> {
 
 /// Enables `systemd-sysext.service` (a `sysinit.target.wants` link) unless
 /// it already is, by the admin or the OS vendor.
-pub fn ensure_unit_enabled(config: &Config) -> Result<Option<PathBuf>> {
-    ensure_sysext_unit_enabled(
+pub fn ensure_unit_enabled(config: &Inputs<'_>) -> Result<Option<PathBuf>> {
+    crate::sysext::ensure_unit_enabled(
         &config.addon.systemd_config_dir,
         "docker-addon",
         "set addon.backend to \"torcx\"",
     )
-}
-
-/// [`ensure_unit_enabled`] for any user of system extensions: the link goes
-/// in `<systemd_config_dir>/sysinit.target.wants`; `step` names the caller
-/// in the log, `remedy` what to change where the OS has no systemd-sysext.
-pub(crate) fn ensure_sysext_unit_enabled(
-    systemd_config_dir: &Path,
-    step: &'static str,
-    remedy: &str,
-) -> Result<Option<PathBuf>> {
-    let wants = systemd_config_dir
-        .join("sysinit.target.wants")
-        .join(SYSEXT_UNIT);
-    if fs::symlink_metadata(&wants).is_ok() {
-        return Ok(None);
-    }
-    let vendor_dirs = ["/usr/lib/systemd/system", "/lib/systemd/system"];
-    if vendor_dirs.iter().any(|d| {
-        Path::new(d)
-            .join("sysinit.target.wants")
-            .join(SYSEXT_UNIT)
-            .exists()
-    }) {
-        return Ok(None);
-    }
-    let Some(unit) = vendor_dirs
-        .iter()
-        .map(|d| Path::new(d).join(SYSEXT_UNIT))
-        .find(|p| p.exists())
-    else {
-        return Err(Error::refused(format!(
-            "{SYSEXT_UNIT} is not installed on this OS; the sysext backend needs systemd-sysext ({remedy})"
-        )));
-    };
-    atomic_symlink(&unit, &wants)?;
-    info!(step, path = %wants.display(), "enabled {}", SYSEXT_UNIT);
-    Ok(Some(wants))
-}
-
-/// Points `link` at `target` in one step (a new link renamed over it).
-pub(crate) fn atomic_symlink(target: &Path, link: &Path) -> Result<()> {
-    let dir = link.parent().unwrap_or(Path::new("/"));
-    let io = || -> std::io::Result<()> {
-        fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}-{:08x}",
-            link.file_name().unwrap_or_default().to_string_lossy(),
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::os::unix::fs::symlink(target, &tmp)?;
-        if let Err(e) = fs::rename(&tmp, link) {
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
-        fsutil::fsync_dir(dir)
-    };
-    io().ctx(ErrorClass::Internal, || {
-        format!("failed to link {} -> {}", link.display(), target.display())
-    })
 }

@@ -13,11 +13,14 @@
 //! - After boot: `/run/torcx/profile.json` (the merged images applied) and
 //!   `/run/metadata/torcx`.
 
-use super::fetch::{Fetcher, Source, Staged, sha512_file};
-use super::manifest::{Choice, Sha512};
-use crate::config::Paths;
+use super::fetch::{Fetcher, Source};
+use super::manifest::Choice;
+use crate::digest::Sha512;
+use crate::digest::sha512_file;
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil;
+use crate::fsutil::staged::Staged;
+use crate::settings::Paths;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
@@ -340,7 +343,7 @@ pub enum PackagePlan {
 /// another OS version in this run), or downloaded. Nothing gets a final
 /// name here.
 pub async fn prepare_package(
-    config: &crate::config::Config,
+    config: &super::Inputs<'_>,
     tp: &TorcxPaths,
     fetcher: &Fetcher,
     os_version: &str,
@@ -705,7 +708,7 @@ mod tests {
 
     #[test]
     fn store_order_skips_the_vendor_store_of_another_os() {
-        let tp = TorcxPaths::new(&crate::config::Config::defaults().paths);
+        let tp = TorcxPaths::new(&crate::settings::Paths::defaults());
         let same: Vec<String> = tp
             .store_paths("1632.3.0", "1632.3.0")
             .iter()

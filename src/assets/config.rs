@@ -20,7 +20,7 @@
 //!
 //! Every field is optional except `s3.bucket` and `s3.key` in pull mode.
 
-use crate::config::{FieldError, FieldResult, seconds_in};
+use crate::settings::{FieldError, FieldResult, in_range, seconds_in};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -216,14 +216,7 @@ impl Default for AssetsSettings {
 }
 
 fn mib_in(field: &str, v: Option<u64>, default: u64, min: u64, max: u64) -> FieldResult<u64> {
-    let v = v.unwrap_or(default);
-    if v < min || v > max {
-        return Err(FieldError::new(
-            field,
-            format!("must be between {min} and {max} MiB, got {v}"),
-        ));
-    }
-    Ok(v * MIB)
+    Ok(in_range(field, v.unwrap_or(default), min, max, " MiB")? * MIB)
 }
 
 fn non_empty(field: &str, v: Option<String>) -> FieldResult<Option<String>> {
@@ -249,30 +242,7 @@ impl RawS3 {
         let region = non_empty("assets.s3.region", self.region)?;
         let endpoint = non_empty("assets.s3.endpoint", self.endpoint)?;
         if let Some(e) = &endpoint {
-            let u = url::Url::parse(e).map_err(|err| {
-                FieldError::new("assets.s3.endpoint", format!("is not a URL ({err}): {e:?}"))
-            })?;
-            if !matches!(u.scheme(), "http" | "https") {
-                return Err(FieldError::new(
-                    "assets.s3.endpoint",
-                    format!("must be http:// or https://, got {e:?}"),
-                ));
-            }
-            // The bundle holds private keys: plain http only on loopback.
-            let loopback = match u.host() {
-                Some(url::Host::Ipv4(a)) => a.is_loopback(),
-                Some(url::Host::Ipv6(a)) => a.is_loopback(),
-                Some(url::Host::Domain(d)) => d == "localhost",
-                None => false,
-            };
-            if u.scheme() == "http" && !loopback {
-                return Err(FieldError::new(
-                    "assets.s3.endpoint",
-                    format!(
-                        "must be https:// (plain http only for a loopback endpoint: the bundle holds private keys), got {e:?}"
-                    ),
-                ));
-            }
+            check_endpoint(e)?;
         }
         let mut checksums = Vec::new();
         if let Some(h) = &self.checksum_sha256 {
@@ -281,20 +251,20 @@ impl RawS3 {
         if let Some(h) = &self.checksum_sha512 {
             checksums.push(Checksum::parse("assets.s3.checksum_sha512", "sha512", h)?);
         }
-        let concurrency = self.concurrency.unwrap_or(4);
-        if !(1..=32).contains(&concurrency) {
-            return Err(FieldError::new(
-                "assets.s3.concurrency",
-                format!("must be between 1 and 32, got {concurrency}"),
-            ));
-        }
-        let max_attempts = self.max_attempts.unwrap_or(8);
-        if !(1..=100).contains(&max_attempts) {
-            return Err(FieldError::new(
-                "assets.s3.max_attempts",
-                format!("must be between 1 and 100, got {max_attempts}"),
-            ));
-        }
+        let concurrency = in_range(
+            "assets.s3.concurrency",
+            self.concurrency.unwrap_or(4),
+            1,
+            32,
+            "",
+        )?;
+        let max_attempts = in_range(
+            "assets.s3.max_attempts",
+            self.max_attempts.unwrap_or(8),
+            1,
+            100,
+            "",
+        )?;
         Ok(S3Settings {
             force_path_style: self.force_path_style.unwrap_or(endpoint.is_some()),
             bucket,
@@ -344,6 +314,36 @@ impl RawS3 {
             )?,
         })
     }
+}
+
+/// An S3 endpoint: an http(s) URL, plain http only on loopback (the bundle
+/// holds private keys).
+fn check_endpoint(e: &str) -> FieldResult<()> {
+    let u = url::Url::parse(e).map_err(|err| {
+        FieldError::new("assets.s3.endpoint", format!("is not a URL ({err}): {e:?}"))
+    })?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(FieldError::new(
+            "assets.s3.endpoint",
+            format!("must be http:// or https://, got {e:?}"),
+        ));
+    }
+    // The bundle holds private keys: plain http only on loopback.
+    let loopback = match u.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => false,
+    };
+    if u.scheme() == "http" && !loopback {
+        return Err(FieldError::new(
+            "assets.s3.endpoint",
+            format!(
+                "must be https:// (plain http only for a loopback endpoint: the bundle holds private keys), got {e:?}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl RawLimits {
@@ -404,101 +404,5 @@ impl RawAssets {
             s3,
             limits: self.limits.validate()?,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::Path;
-
-    fn load(text: &str) -> crate::error::Result<Config> {
-        Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
-    }
-
-    #[test]
-    fn plain_http_endpoints_only_on_loopback() {
-        let cfg = |ep: &str| {
-            load(&format!(
-                r#"{{"assets":{{"mode":"pull","s3":{{"bucket":"b","key":"k","endpoint":"{ep}"}}}}}}"#
-            ))
-        };
-        for ok in [
-            "http://127.0.0.1:9000",
-            "http://localhost:9000",
-            "http://[::1]:9000",
-            "https://s3.example.internal",
-        ] {
-            cfg(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
-        }
-        let err = cfg("http://s3.example.internal").unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("field `assets.s3.endpoint`: must be https://"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn defaults_are_push_mode_without_marker() {
-        let c = load("{}").unwrap();
-        assert_eq!(c.assets.mode, super::AssetsMode::Push);
-        assert_eq!(c.assets.marker, None);
-        assert!(c.assets.s3.is_none());
-    }
-
-    #[test]
-    fn pull_mode_needs_bucket_and_key() {
-        let e = load(r#"{"assets":{"mode":"pull"}}"#).unwrap_err();
-        assert!(
-            e.to_string().contains("field `assets.s3`: is required"),
-            "{e}"
-        );
-        let e = load(r#"{"assets":{"mode":"pull","s3":{"bucket":"b"}}}"#).unwrap_err();
-        assert!(
-            e.to_string().contains("field `assets.s3.key`: is required"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn pull_settings_parse_with_defaults() {
-        let c = load(
-            r#"{"assets":{"mode":"pull","s3":{"bucket":"b","key":"/a/b.tgz",
-                "endpoint":"http://127.0.0.1:9000","checksum_sha256":"AB"}}}"#,
-        );
-        let e = c.unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("field `assets.s3.checksum_sha256`: must be 64 hex digits"),
-            "{e}"
-        );
-        let sha = "ab".repeat(32);
-        let c = load(&format!(
-            r#"{{"assets":{{"mode":"pull","s3":{{"bucket":"b","key":"/a/b.tgz",
-                "endpoint":"http://127.0.0.1:9000","checksum_sha256":"{sha}"}}}}}}"#
-        ))
-        .unwrap();
-        let s3 = c.assets.s3.unwrap();
-        assert_eq!(s3.key, "a/b.tgz");
-        assert!(s3.force_path_style);
-        assert_eq!(s3.part_size, 16 * 1024 * 1024);
-        assert_eq!(s3.checksums, vec![super::Checksum::Sha256(sha)]);
-        assert_eq!(s3.uri(), "s3://b/a/b.tgz");
-    }
-
-    #[test]
-    fn marker_must_be_a_plain_name() {
-        let e = load(r#"{"assets":{"marker":"../x"}}"#).unwrap_err();
-        assert!(e.to_string().contains("field `assets.marker`"), "{e}");
-        assert!(load(r#"{"assets":{"marker":".assets-complete"}}"#).is_ok());
-    }
-
-    #[test]
-    fn out_of_range_numbers_name_the_field() {
-        let e = load(r#"{"assets":{"s3":{"bucket":"b","key":"k","concurrency":0}}}"#).unwrap_err();
-        assert!(e.to_string().contains("assets.s3.concurrency"), "{e}");
-        let e = load(r#"{"assets":{"limits":{"max_entry_mib":0}}}"#).unwrap_err();
-        assert!(e.to_string().contains("assets.limits.max_entry_mib"), "{e}");
     }
 }

@@ -41,7 +41,6 @@ pub mod follow;
 pub mod s3;
 pub mod unpack;
 
-use crate::config::Config;
 use crate::error::{Context as _, Error, ErrorClass, Result, ResultExt as _};
 use crate::fsutil;
 use config::{AssetsMode, Checksum, S3Settings};
@@ -58,6 +57,14 @@ pub enum AssetsReadiness {
     Waiting { what: String },
 }
 
+/// What the asset step reads of the agent's config: its own section and the
+/// node's paths.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub assets: &'a config::AssetsSettings,
+}
+
 /// Whether the assets at `dir` are complete (see module docs).
 pub fn is_complete(dir: &Path, marker: Option<&str>) -> bool {
     match marker {
@@ -67,7 +74,7 @@ pub fn is_complete(dir: &Path, marker: Option<&str>) -> bool {
 }
 
 /// What `run` and `status` report about the assets.
-pub fn readiness(config: &Config) -> AssetsReadiness {
+pub fn readiness(config: &Inputs<'_>) -> AssetsReadiness {
     let dir = &config.paths.assets_dir;
     let marker = config.assets.marker.as_deref();
     if is_complete(dir, marker) {
@@ -317,7 +324,7 @@ fn verify(
 }
 
 /// `assets pull`: see module docs.
-pub async fn pull(config: &Config) -> Result<PullReport> {
+pub async fn pull(config: &Inputs<'_>) -> Result<PullReport> {
     let t0 = Instant::now();
     let s3 = config.assets.s3.as_ref().ok_or_else(|| {
         Error::config("assets.s3 is not configured (bucket and key of the asset bundle)")
@@ -534,9 +541,31 @@ async fn fetch(
 mod tests {
     use super::*;
 
-    fn config(text: &str, dir: &Path) -> Config {
+    struct Owned {
+        paths: crate::settings::Paths,
+        assets: config::AssetsSettings,
+    }
+
+    impl Owned {
+        fn inputs(&self) -> Inputs<'_> {
+            Inputs {
+                paths: &self.paths,
+                assets: &self.assets,
+            }
+        }
+    }
+
+    /// The sections the assets read, from a config file's JSON (`DIR`: `dir`).
+    fn config(text: &str, dir: &Path) -> Owned {
+        use crate::settings::{RawPaths, section};
         let text = text.replace("DIR", &dir.display().to_string());
-        Config::from_json(&text, Path::new("/test.json")).unwrap()
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+        Owned {
+            paths: section::<RawPaths>(&file, "paths").validate().unwrap(),
+            assets: section::<config::RawAssets>(&file, "assets")
+                .validate()
+                .unwrap(),
+        }
     }
 
     #[test]
@@ -545,7 +574,7 @@ mod tests {
         let assets = d.path().join("tectonic");
         let c = config(r#"{"paths":{"assets_dir":"DIR/tectonic"}}"#, d.path());
         assert_eq!(
-            readiness(&c),
+            readiness(&c.inputs()),
             AssetsReadiness::Waiting {
                 what: format!(
                     "waiting for assets at {}, pushed by terraform over SSH (moved into place in one `mv`)",
@@ -555,11 +584,14 @@ mod tests {
         );
         fs::create_dir(&assets).unwrap();
         assert!(
-            matches!(readiness(&c), AssetsReadiness::Waiting { .. }),
+            matches!(readiness(&c.inputs()), AssetsReadiness::Waiting { .. }),
             "empty dir"
         );
         fs::write(assets.join("bootkube.sh"), "x").unwrap();
-        assert_eq!(readiness(&c), AssetsReadiness::Ready { path: assets });
+        assert_eq!(
+            readiness(&c.inputs()),
+            AssetsReadiness::Ready { path: assets }
+        );
     }
 
     #[test]
@@ -572,7 +604,7 @@ mod tests {
         );
         fs::create_dir(&assets).unwrap();
         fs::write(assets.join("bootkube.sh"), "x").unwrap();
-        let AssetsReadiness::Waiting { what } = readiness(&c) else {
+        let AssetsReadiness::Waiting { what } = readiness(&c.inputs()) else {
             panic!("must wait for the marker")
         };
         assert!(
@@ -581,7 +613,10 @@ mod tests {
         );
         assert!(what.contains("writes .assets-complete last"), "{what}");
         fs::write(assets.join(".assets-complete"), "").unwrap();
-        assert_eq!(readiness(&c), AssetsReadiness::Ready { path: assets });
+        assert_eq!(
+            readiness(&c.inputs()),
+            AssetsReadiness::Ready { path: assets }
+        );
     }
 
     #[test]
@@ -591,7 +626,7 @@ mod tests {
             r#"{"paths":{"assets_dir":"DIR/t"},"assets":{"mode":"pull","s3":{"bucket":"b","key":"k.tgz"}}}"#,
             d.path(),
         );
-        let AssetsReadiness::Waiting { what } = readiness(&c) else {
+        let AssetsReadiness::Waiting { what } = readiness(&c.inputs()) else {
             panic!()
         };
         assert!(

@@ -393,14 +393,48 @@ async fn download_parts(
         )))
     })?;
 
+    let (size, etag, md, whole) = first_part(&ctx, &uri, dest, progress).await?;
+    let parts = if whole {
+        1
+    } else {
+        size.div_ceil(s3.part_size).max(1)
+    };
+    if parts > 1 {
+        other_parts(&ctx, dest, progress, size, parts, &etag).await?;
+    }
+    // The file must be exactly the announced size (nothing beyond it).
+    let len = std::fs::metadata(dest).map(|m| m.len()).unwrap_or(u64::MAX);
+    if len != size {
+        return Err(Failure::Other(Error::internal(format!(
+            "downloaded file {} is {len} bytes, expected {size}",
+            dest.display()
+        ))));
+    }
+    Ok(Downloaded {
+        size,
+        etag,
+        metadata_checksums: md,
+        parts,
+        retries: retries.load(Ordering::Relaxed),
+    })
+}
+
+/// Part 1 of the object, which also says its size, ETag and metadata
+/// checksums, and whether the server ignored the range (sent it whole).
+async fn first_part(
+    ctx: &Ctx<'_>,
+    uri: &str,
+    dest: &Path,
+    progress: &Prefix,
+) -> std::result::Result<(u64, Option<String>, Vec<Checksum>, bool), Failure> {
+    let s3 = ctx.s3;
     // Part 0 also tells the size, ETag and metadata; once the first answer
     // named an ETag, its retries are pinned to it too.
     let first_end = s3.part_size - 1;
-    let ctx_ref = &ctx;
-    let uri = &uri;
+    let ctx_ref = ctx;
     let pinned: Mutex<Option<String>> = Mutex::new(None);
     let pinned = &pinned;
-    let (size, etag, md, whole) = retry(Remote::AssetBucket, ctx.policy(), &format!("GET {uri}"), |_| async move {
+    retry(Remote::AssetBucket, ctx.policy(), &format!("GET {uri}"), |_| async move {
         let if_match = pinned.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let out = ctx_ref
             .get(0, first_end, if_match.as_deref())
@@ -438,64 +472,54 @@ async fn download_parts(
         Ok((size, etag, md, whole))
     })
     .await
-    .map_err(to_failure)?;
+    .map_err(to_failure)
+}
 
-    let parts = if whole {
-        1
-    } else {
-        size.div_ceil(s3.part_size).max(1)
-    };
-    if parts > 1 {
-        let etag = Arc::new(etag.clone());
-        futures_util::stream::iter(1..parts)
-            .map(|i| {
-                let etag = etag.clone();
-                let ctx = &ctx;
-                async move {
-                    let start = i * s3.part_size;
-                    let end = (start + s3.part_size).min(size) - 1;
-                    let what = format!("part {} of {parts}", i + 1);
-                    let what_ref = &what;
-                    retry(
-                        Remote::AssetBucket,
-                        ctx.policy(),
-                        &format!("GET {} {what}", s3.uri()),
-                        |_| {
-                            let etag = etag.clone();
-                            async move {
-                                let out = ctx
-                                    .get(start, end, etag.as_deref())
-                                    .await
-                                    .map_err(|e| ctx.to_attempt(what_ref, e))?;
-                                ctx.write_body(out, dest, (i, start, end - start + 1), progress)
-                                    .await
-                                    .map_err(|e| ctx.to_attempt(what_ref, e))
-                            }
-                        },
-                    )
-                    .await
-                }
-            })
-            .buffer_unordered(s3.concurrency)
-            .try_collect::<Vec<()>>()
-            .await
-            .map_err(to_failure)?;
-    }
-    // The file must be exactly the announced size (nothing beyond it).
-    let len = std::fs::metadata(dest).map(|m| m.len()).unwrap_or(u64::MAX);
-    if len != size {
-        return Err(Failure::Other(Error::internal(format!(
-            "downloaded file {} is {len} bytes, expected {size}",
-            dest.display()
-        ))));
-    }
-    Ok(Downloaded {
-        size,
-        etag,
-        metadata_checksums: md,
-        parts,
-        retries: retries.load(Ordering::Relaxed),
-    })
+/// Parts 2 to `parts` of the object, `s3.concurrency` at a time, each
+/// pinned to the ETag part 1 named.
+async fn other_parts(
+    ctx: &Ctx<'_>,
+    dest: &Path,
+    progress: &Prefix,
+    size: u64,
+    parts: u64,
+    etag: &Option<String>,
+) -> std::result::Result<(), Failure> {
+    let s3 = ctx.s3;
+    let etag = Arc::new(etag.clone());
+    futures_util::stream::iter(1..parts)
+        .map(|i| {
+            let etag = etag.clone();
+            async move {
+                let start = i * s3.part_size;
+                let end = (start + s3.part_size).min(size) - 1;
+                let what = format!("part {} of {parts}", i + 1);
+                let what_ref = &what;
+                retry(
+                    Remote::AssetBucket,
+                    ctx.policy(),
+                    &format!("GET {} {what}", s3.uri()),
+                    |_| {
+                        let etag = etag.clone();
+                        async move {
+                            let out = ctx
+                                .get(start, end, etag.as_deref())
+                                .await
+                                .map_err(|e| ctx.to_attempt(what_ref, e))?;
+                            ctx.write_body(out, dest, (i, start, end - start + 1), progress)
+                                .await
+                                .map_err(|e| ctx.to_attempt(what_ref, e))
+                        }
+                    },
+                )
+                .await
+            }
+        })
+        .buffer_unordered(s3.concurrency)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(to_failure)?;
+    Ok(())
 }
 
 #[cfg(test)]

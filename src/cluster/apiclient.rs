@@ -74,14 +74,12 @@ impl ApiClient {
         };
         let roots = reqwest::Certificate::from_pem_bundle(&kc.ca_pem)
             .map_err(|e| bad(&format!("CA from {}", kc.ca_source), &e))?;
-        let mut b = reqwest::Client::builder()
+        let mut b = crate::http::client_builder(timeout)
             .tls_certs_only(roots)
             .https_only(true)
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
-            .connect_timeout(timeout)
-            .pool_max_idle_per_host(0)
-            .user_agent(concat!("node-bootstrap/", env!("CARGO_PKG_VERSION")));
+            .pool_max_idle_per_host(0);
         b = match &kc.proxy_url {
             Some(p) => b.proxy(reqwest::Proxy::all(p.as_str()).map_err(|e| bad("proxy-url", &e))?),
             None => b.no_proxy(),
@@ -135,24 +133,22 @@ impl ApiClient {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let mut body = Vec::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(c)) => {
-                    crate::metrics::record::fetched(Remote::ApiServer, c.len() as u64);
-                    if body.len() + c.len() > MAX_BODY {
-                        return Err(Attempt::retry(Error::retryable(format!(
-                            "GET {url}: response larger than {MAX_BODY} bytes"
-                        ))));
-                    }
-                    body.extend_from_slice(&c);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(Attempt::retry(Error::retryable(format!(
-                        "GET {url}: reading the response failed: {}",
-                        chain(&e)
-                    ))));
-                }
+        let read = crate::http::read_body(&mut resp, Remote::ApiServer, 0, MAX_BODY as u64, |c| {
+            body.extend_from_slice(c);
+            Ok(())
+        });
+        match read.await {
+            Ok(_) => {}
+            Err((_, crate::http::BodyError::BrokeOff(e))) => {
+                return Err(Attempt::retry(Error::retryable(format!(
+                    "GET {url}: reading the response failed: {}",
+                    chain(&e)
+                ))));
+            }
+            Err(_) => {
+                return Err(Attempt::retry(Error::retryable(format!(
+                    "GET {url}: response larger than {MAX_BODY} bytes"
+                ))));
             }
         }
         let snippet = || {

@@ -1,6 +1,6 @@
 //! The `cluster` config section.
 
-use crate::config::{FieldError, FieldResult, seconds_in};
+use crate::settings::{FieldError, FieldResult, in_range, seconds_in};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -53,13 +53,13 @@ pub struct ClusterSettings {
 
 impl RawCluster {
     pub fn validate(self) -> FieldResult<ClusterSettings> {
-        let api_attempts = self.api_attempts.unwrap_or(3);
-        if !(1..=100).contains(&api_attempts) {
-            return Err(FieldError::new(
-                "cluster.api_attempts",
-                format!("must be between 1 and 100, got {api_attempts}"),
-            ));
-        }
+        let api_attempts = in_range(
+            "cluster.api_attempts",
+            self.api_attempts.unwrap_or(3),
+            1,
+            100,
+            "",
+        )?;
         if let Some(v) = &self.forced_version {
             if v.trim().is_empty() {
                 return Err(FieldError::new(
@@ -94,55 +94,5 @@ impl RawCluster {
             fallback_to_seed: self.fallback_to_seed.unwrap_or(false),
             check_forced_skew: self.check_forced_skew.unwrap_or(true),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::Path;
-
-    fn load(text: &str) -> crate::error::Result<Config> {
-        Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
-    }
-
-    #[test]
-    fn defaults() {
-        let c = load("{}").unwrap().cluster;
-        assert_eq!(c.forced_version, None);
-        assert_eq!(c.api_attempts, 3);
-        assert_eq!(c.api_timeout.as_secs(), 10);
-        assert!(!c.fallback_to_seed);
-        assert!(c.check_forced_skew);
-        let p = c.api_retry_policy();
-        assert_eq!(
-            (p.max_attempts, p.initial.as_secs(), p.max_delay.as_secs()),
-            (3, 2, 20)
-        );
-    }
-
-    #[test]
-    fn forced_version_must_be_a_kubernetes_version() {
-        let e = load(r#"{"cluster":{"forced_version":"latest"}}"#).unwrap_err();
-        assert_eq!(e.exit_code(), crate::error::exit::CONFIG);
-        assert!(
-            e.to_string()
-                .contains("field `cluster.forced_version`: \"latest\" is not a Kubernetes version"),
-            "{e}"
-        );
-        let c = load(r#"{"cluster":{"forced_version":"v1.9.6+coreos.0","fallback_to_seed":true}}"#)
-            .unwrap()
-            .cluster;
-        assert_eq!(c.forced_version.as_deref(), Some("v1.9.6+coreos.0"));
-        assert!(c.fallback_to_seed);
-    }
-
-    #[test]
-    fn attempts_are_bounded() {
-        let e = load(r#"{"cluster":{"api_attempts":0}}"#).unwrap_err();
-        assert!(
-            e.to_string().contains("field `cluster.api_attempts`"),
-            "{e}"
-        );
     }
 }

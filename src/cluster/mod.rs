@@ -75,13 +75,19 @@ impl std::fmt::Display for VersionSource {
     }
 }
 
+/// What cluster version discovery reads of the agent's config: its own
+/// section, the node's role and paths.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub role: crate::settings::Role,
+    pub paths: &'a crate::settings::Paths,
+    pub cluster: &'a config::ClusterSettings,
+}
+
 /// Determines the cluster version (see the module docs for the order).
 /// `seed_tag` is `KUBELET_IMAGE_TAG` of the seed kubelet.env, already read by
 /// the caller (`None` when the seed has none).
-pub async fn discover(
-    config: &crate::config::Config,
-    seed_tag: Option<&str>,
-) -> Result<ClusterVersion> {
+pub async fn discover(config: &Inputs<'_>, seed_tag: Option<&str>) -> Result<ClusterVersion> {
     let c = &config.cluster;
     let seed_path = config.paths.seed_kubelet_env();
 
@@ -165,7 +171,7 @@ fn from_seed(seed_tag: Option<&str>, seed_path: &std::path::Path) -> Result<Clus
 }
 
 /// One look at the API server to check a forced version against it.
-async fn probe_forced(config: &crate::config::Config, forced: &str) -> Result<Option<String>> {
+async fn probe_forced(config: &Inputs<'_>, forced: &str) -> Result<Option<String>> {
     let path = &config.paths.kubeconfig;
     if !path.exists() {
         info!(step = STEP, path = %path.display(), "no kubeconfig: forced version not checked against the API server");
@@ -193,17 +199,42 @@ async fn probe_forced(config: &crate::config::Config, forced: &str) -> Result<Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use std::path::Path;
+    use crate::settings::{Paths, RawPaths, Role, section};
 
-    fn config(json: &str) -> Config {
-        Config::from_json(json, Path::new("/test/config.json")).unwrap()
+    struct Owned {
+        role: Role,
+        paths: Paths,
+        cluster: config::ClusterSettings,
+    }
+
+    impl Owned {
+        fn inputs(&self) -> Inputs<'_> {
+            Inputs {
+                role: self.role,
+                paths: &self.paths,
+                cluster: &self.cluster,
+            }
+        }
+    }
+
+    /// The sections cluster discovery reads, from a config file's JSON.
+    fn config(json: &str) -> Owned {
+        let file: serde_json::Value = serde_json::from_str(json).unwrap();
+        Owned {
+            role: section(&file, "role"),
+            paths: section::<RawPaths>(&file, "paths").validate().unwrap(),
+            cluster: section::<config::RawCluster>(&file, "cluster")
+                .validate()
+                .unwrap(),
+        }
     }
 
     #[tokio::test]
     async fn forced_wins_over_everything() {
         let c = config(r#"{"role":"bootkube-master","cluster":{"forced_version":"v1.10.2"}}"#);
-        let v = discover(&c, Some("v1.9.6_coreos.0")).await.unwrap();
+        let v = discover(&c.inputs(), Some("v1.9.6_coreos.0"))
+            .await
+            .unwrap();
         assert_eq!(v.version, "v1.10.2");
         assert_eq!(v.source, VersionSource::Forced);
         assert_eq!(v.apiserver_version, None);
@@ -214,7 +245,7 @@ mod tests {
         let c = config(
             r#"{"paths":{"kubeconfig":"/nonexistent/kubeconfig"},"cluster":{"forced_version":"v1.9.6+coreos.0"}}"#,
         );
-        let v = discover(&c, None).await.unwrap();
+        let v = discover(&c.inputs(), None).await.unwrap();
         assert_eq!(
             (v.version.as_str(), v.apiserver_version),
             ("v1.9.6+coreos.0", None)
@@ -226,7 +257,9 @@ mod tests {
         let c = config(
             r#"{"role":"bootkube-master","paths":{"kubeconfig":"/nonexistent/kubeconfig","seed_dir":"/seed"}}"#,
         );
-        let v = discover(&c, Some("v1.9.6_coreos.0")).await.unwrap();
+        let v = discover(&c.inputs(), Some("v1.9.6_coreos.0"))
+            .await
+            .unwrap();
         assert_eq!(v.version, "v1.9.6+coreos.0");
         assert_eq!(v.image_tag(), "v1.9.6_coreos.0");
         assert_eq!(
@@ -235,13 +268,13 @@ mod tests {
                 path: "/seed/kubelet.env".into()
             }
         );
-        let e = discover(&c, None).await.unwrap_err();
+        let e = discover(&c.inputs(), None).await.unwrap_err();
         assert_eq!(e.class(), ErrorClass::BadInput);
         assert_eq!(
             e.to_string(),
             "seed kubelet.env /seed/kubelet.env has no KUBELET_IMAGE_TAG to take the cluster version from"
         );
-        let e = discover(&c, Some("latest")).await.unwrap_err();
+        let e = discover(&c.inputs(), Some("latest")).await.unwrap_err();
         assert_eq!(e.class(), ErrorClass::BadInput);
         assert!(
             e.to_string()
@@ -253,7 +286,9 @@ mod tests {
     #[tokio::test]
     async fn worker_with_missing_kubeconfig_is_bad_input() {
         let c = config(r#"{"paths":{"kubeconfig":"/nonexistent/kubeconfig"}}"#);
-        let e = discover(&c, Some("v1.9.6_coreos.0")).await.unwrap_err();
+        let e = discover(&c.inputs(), Some("v1.9.6_coreos.0"))
+            .await
+            .unwrap_err();
         assert_eq!(e.exit_code(), crate::error::exit::BAD_INPUT);
         assert!(e.to_string().contains("/nonexistent/kubeconfig"), "{e}");
     }

@@ -5,42 +5,21 @@
 //! `--config` or `NODE_BOOTSTRAP_CONFIG`) is parsed into raw serde structs with
 //! `deny_unknown_fields`, so a typo is an error rather than a silently
 //! ignored setting. Each subsystem owns its section (raw form and
-//! validation) in its own folder; this module owns the top level, the node's
-//! role, and the paths the agent touches, all with the real defaults so tests
-//! point them elsewhere without special code paths.
+//! validation) in its own folder, validated with the vocabulary of
+//! [`crate::settings`], which also holds the node's role and the paths the
+//! agent touches, all with the real defaults so tests point them elsewhere
+//! without special code paths. This module is the composition root: it
+//! knows every section, and nothing below it imports it.
 //!
 //! Every error names the file and the field (`paths.state_dir`).
 
-mod paths;
-
-pub use paths::Paths;
-
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
+use crate::settings::{FieldResult, Paths, RawPaths, Role};
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
-
-/// The node's part in the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Joins an existing cluster.
-    #[default]
-    Worker,
-    /// A control-plane node that joins an existing cluster.
-    Master,
-    /// The first master: runs bootkube and tectonic, and does not wait on an
-    /// API server that cannot exist before it.
-    BootkubeMaster,
-}
-
-impl Role {
-    pub fn is_bootkube_master(self) -> bool {
-        self == Role::BootkubeMaster
-    }
-}
 
 /// The raw file, exactly as written. Every section is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -49,11 +28,11 @@ pub struct RawConfig {
     #[serde(default)]
     pub role: Role,
     #[serde(default)]
-    pub paths: paths::RawPaths,
+    pub paths: RawPaths,
     #[serde(default)]
     pub cluster: crate::cluster::config::RawCluster,
     #[serde(default)]
-    pub os_update: crate::updater::config::RawOsUpdate,
+    pub os_update: crate::os_update::config::RawOsUpdate,
     #[serde(default)]
     pub addon: crate::addon::config::RawAddon,
     #[serde(default)]
@@ -67,9 +46,9 @@ pub struct RawConfig {
     #[serde(default)]
     pub reboot: crate::reboot::config::RawReboot,
     #[serde(default)]
-    pub agent: crate::upgrade::config::RawAgent,
+    pub agent: crate::agent_upgrade::config::RawAgent,
     #[serde(default)]
-    pub kubelet: crate::kubelet::config::RawKubelet,
+    pub kubelet: crate::kubelet_sysext::config::RawKubelet,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -80,61 +59,15 @@ pub struct Config {
     pub role: Role,
     pub paths: Paths,
     pub cluster: crate::cluster::config::ClusterSettings,
-    pub os_update: crate::updater::config::OsUpdateSettings,
+    pub os_update: crate::os_update::config::OsUpdateSettings,
     pub addon: crate::addon::config::AddonSettings,
     pub assets: crate::assets::config::AssetsSettings,
     pub sources: crate::metadata::config::SourcesSettings,
     pub helpers: crate::helper::config::HelpersSettings,
     pub metrics: crate::metrics::config::MetricsSettings,
     pub reboot: crate::reboot::config::RebootSettings,
-    pub agent: crate::upgrade::config::AgentSettings,
-    pub kubelet: crate::kubelet::config::KubeletSettings,
-}
-
-/// A validation failure of one field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// Dotted path of the field, e.g. `os_update.timeout_secs`.
-    pub field: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-pub type FieldResult<T> = std::result::Result<T, FieldError>;
-
-/// Checks that a configured path is absolute (the agent runs from systemd,
-/// where a relative path has no useful meaning).
-pub fn absolute_path(field: &str, p: PathBuf) -> FieldResult<PathBuf> {
-    if p.is_absolute() {
-        Ok(p)
-    } else {
-        Err(FieldError::new(
-            field,
-            format!(
-                "must be an absolute path, got {:?}",
-                p.display().to_string()
-            ),
-        ))
-    }
-}
-
-/// A duration in seconds that must lie within bounds.
-pub fn seconds_in(field: &str, secs: u64, min: u64, max: u64) -> FieldResult<std::time::Duration> {
-    if secs < min || secs > max {
-        return Err(FieldError::new(
-            field,
-            format!("must be between {min} and {max} seconds, got {secs}"),
-        ));
-    }
-    Ok(std::time::Duration::from_secs(secs))
+    pub agent: crate::agent_upgrade::config::AgentSettings,
+    pub kubelet: crate::kubelet_sysext::config::KubeletSettings,
 }
 
 impl RawConfig {
@@ -204,76 +137,73 @@ impl Config {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(text: &str) -> Result<Config> {
-        Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
+/// What each subsystem reads of the config: its own section, and the
+/// paths, role and neighbouring settings it needs. Subsystems take these,
+/// never the whole [`Config`].
+impl Config {
+    pub fn metadata_inputs(&self) -> crate::metadata::Inputs<'_> {
+        crate::metadata::Inputs {
+            paths: &self.paths,
+            sources: &self.sources,
+            s3: self.assets.s3.as_ref(),
+        }
     }
 
-    #[test]
-    fn empty_object_gives_real_defaults() {
-        let c = load("{}").unwrap();
-        assert_eq!(c.role, Role::Worker);
-        assert_eq!(
-            c.paths.kubelet_env,
-            PathBuf::from("/etc/kubernetes/kubelet.env")
-        );
-        assert_eq!(c.paths.seed_dir, PathBuf::from("/etc/kubernetes/installer"));
-        assert_eq!(c.paths.state_dir, PathBuf::from("/var/lib/node-bootstrap"));
-        assert_eq!(c.paths.assets_dir, PathBuf::from("/opt/tectonic"));
-        assert_eq!(c.paths.torcx_store, PathBuf::from("/var/lib/torcx/store"));
+    pub fn addon_inputs(&self) -> crate::addon::Inputs<'_> {
+        crate::addon::Inputs {
+            paths: &self.paths,
+            addon: &self.addon,
+            sources: &self.sources,
+            s3: self.assets.s3.as_ref(),
+        }
     }
 
-    #[test]
-    fn unknown_field_is_named_with_file() {
-        let err = load(r#"{"paths": {"kubelet_evn": "/x"}}"#).unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("/etc/node-bootstrap/config.json"), "{msg}");
-        assert!(msg.contains("paths"), "{msg}");
-        assert!(msg.contains("kubelet_evn"), "{msg}");
-        assert_eq!(err.exit_code(), crate::error::exit::CONFIG);
+    pub fn kubelet_sysext_inputs(&self) -> crate::kubelet_sysext::Inputs<'_> {
+        crate::kubelet_sysext::Inputs {
+            paths: &self.paths,
+            kubelet: &self.kubelet,
+            sysext_release_dir: &self.addon.sysext_release_dir,
+            systemd_config_dir: &self.addon.systemd_config_dir,
+            metadata: self.metadata_inputs(),
+        }
     }
 
-    #[test]
-    fn wrong_type_names_the_field() {
-        let err = load(r#"{"role": "captain"}"#).unwrap_err();
-        assert!(err.to_string().contains("field `role`"), "{err}");
+    pub fn agent_upgrade_inputs(&self) -> crate::agent_upgrade::Inputs<'_> {
+        crate::agent_upgrade::Inputs {
+            agent: &self.agent,
+            metadata: self.metadata_inputs(),
+        }
     }
 
-    #[test]
-    fn relative_path_is_rejected_by_field() {
-        let err = load(r#"{"paths": {"state_dir": "var/lib"}}"#).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("field `paths.state_dir`: must be an absolute path"),
-            "{err}"
-        );
+    pub fn cluster_inputs(&self) -> crate::cluster::Inputs<'_> {
+        crate::cluster::Inputs {
+            role: self.role,
+            paths: &self.paths,
+            cluster: &self.cluster,
+        }
     }
 
-    #[test]
-    fn syntax_error_names_the_file() {
-        let err = load("{").unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("invalid config file /etc/node-bootstrap/config.json"),
-            "{err}"
-        );
+    pub fn assets_inputs(&self) -> crate::assets::Inputs<'_> {
+        crate::assets::Inputs {
+            paths: &self.paths,
+            assets: &self.assets,
+        }
     }
 
-    #[test]
-    fn missing_file_is_a_config_error() {
-        let err = Config::load(Path::new("/nonexistent/config.json")).unwrap_err();
-        assert_eq!(err.exit_code(), crate::error::exit::CONFIG);
-        assert!(err.to_string().contains("/nonexistent/config.json"));
+    pub fn helper_inputs(&self) -> crate::helper::Inputs<'_> {
+        crate::helper::Inputs {
+            paths: &self.paths,
+            helpers: &self.helpers,
+        }
     }
 
-    #[test]
-    fn bootkube_master_role_parses() {
-        assert_eq!(
-            load(r#"{"role":"bootkube-master"}"#).unwrap().role,
-            Role::BootkubeMaster
-        );
+    pub fn reboot_inputs(&self) -> crate::reboot::Inputs<'_> {
+        crate::reboot::Inputs {
+            paths: &self.paths,
+            reboot: &self.reboot,
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -22,7 +22,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     info!(
         message_id = crate::message_ids::RUN_STARTED,
         step = "run",
-        version = crate::upgrade::identity::version(),
+        version = crate::agent_upgrade::identity::version(),
         "node-bootstrap run started"
     );
     if config.paths.kubelet_env.exists() {
@@ -51,7 +51,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     preflight::first_failure(preflight::run_checks_on(config, &bus).await)?;
     let bus = bus?;
     let boot_id = crate::boot::id(&config.paths.run_dir)?;
-    if crate::reboot::finish_pending_wipe(config, &boot_id).await? {
+    if crate::reboot::finish_pending_wipe(&config.reboot_inputs(), &boot_id).await? {
         info!(step = "reboot", path = %config.paths.docker_datadir.display(), "docker's old datadir wiped");
     }
     let seams = NodeSeams::new(config, &boot_id, bus, notifier);
@@ -59,16 +59,18 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
         seams: &seams,
         journal: JournalFile::new(config.paths.state_journal()),
         boot_id,
-        agent_upgrade_enabled: config.agent.upgrade != crate::upgrade::config::AutoUpgrade::Off,
+        agent_upgrade_enabled: config.agent.upgrade
+            != crate::agent_upgrade::config::AutoUpgrade::Off,
         os_update_enabled: config.os_update.enabled,
         addon_enabled: config.addon.enabled,
-        kubelet_sysext_enabled: config.kubelet.backend == crate::kubelet::config::Backend::Sysext,
+        kubelet_sysext_enabled: config.kubelet.backend
+            == crate::kubelet_sysext::config::Backend::Sysext,
     };
     match driver.run().await? {
         RunOutcome::Complete => Ok(()),
         RunOutcome::Handover { binary } => {
             // exec ends this process's metrics: publish them first.
-            crate::metrics::publish_before_exit(config, "handover");
+            crate::textfile::publish_before_exit(config, "handover");
             Err(hand_over(&binary))
         }
     }

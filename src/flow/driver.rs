@@ -23,11 +23,11 @@
 
 use super::plan::{self, Action, Facts};
 use super::seams::{Progress, Seams};
+use crate::agent_upgrade::UpgradeAction;
 use crate::error::{Error, Result};
 use crate::fsutil::Durability;
 use crate::journal::{Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult};
 use crate::message_ids;
-use crate::upgrade::UpgradeAction;
 use tracing::{error, info, warn};
 
 /// How `run` ended when it did not fail.
@@ -372,7 +372,7 @@ mod tests {
     use crate::cluster::{ClusterVersion, VersionSource};
     use crate::error::ErrorClass;
     use crate::journal::{AssetsRecord, KubeletEnvRecord, StepStatus};
-    use crate::updater::{OsOutcome, OsUpdateRecord};
+    use crate::os_update::{OsOutcome, OsUpdateRecord};
     use std::cell::RefCell;
     use std::convert::Infallible;
 
@@ -396,7 +396,7 @@ mod tests {
         /// `addon_confirm` cannot ask (e.g. Docker's API is down).
         confirm_error: RefCell<bool>,
         /// What `agent_upgrade` does.
-        agent_upgrade: crate::upgrade::UpgradeAction,
+        agent_upgrade: crate::agent_upgrade::UpgradeAction,
         /// What the service manager was told, in order; at `ready`, also
         /// whether kubelet.env was written and what the journal file said.
         notices: RefCell<Vec<String>>,
@@ -429,9 +429,9 @@ mod tests {
         fn kubelet_env_present(&self) -> bool {
             self.env_written.borrow().is_some()
         }
-        async fn agent_upgrade(&self) -> Result<crate::upgrade::UpgradeOutcome> {
+        async fn agent_upgrade(&self) -> Result<crate::agent_upgrade::UpgradeOutcome> {
             self.calls.borrow_mut().push("agent-upgrade".into());
-            Ok(crate::upgrade::UpgradeOutcome {
+            Ok(crate::agent_upgrade::UpgradeOutcome {
                 running: "0.1.0".into(),
                 action: self.agent_upgrade,
                 to: Some("0.2.0".into()),
@@ -538,17 +538,17 @@ mod tests {
         async fn kubelet_sysext(
             &self,
             version: &str,
-        ) -> Result<crate::kubelet::KubeletSysextRecord> {
+        ) -> Result<crate::kubelet_sysext::KubeletSysextRecord> {
             self.calls
                 .borrow_mut()
                 .push(format!("kubelet-sysext {version}"));
             if let Some(class) = self.sysext_error {
                 return Err(Error::new(class, "no kubelet the policy allows"));
             }
-            Ok(crate::kubelet::KubeletSysextRecord {
+            Ok(crate::kubelet_sysext::KubeletSysextRecord {
                 cluster_version: version.into(),
                 version: "v1.9.6".into(),
-                rule: crate::kubelet::choice::Rule::Exact,
+                rule: crate::kubelet_sysext::choice::Rule::Exact,
                 image: "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw".into(),
                 link: "/etc/extensions/kubernetes.raw".into(),
                 sha512: "00".into(),

@@ -4,14 +4,14 @@
 
 use super::seams::{Progress, Seams};
 use crate::addon::AddonOutcome;
+use crate::agent_upgrade::UpgradeOutcome;
 use crate::cluster::ClusterVersion;
 use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
 use crate::journal::{AssetsRecord, KubeletEnvRecord};
+use crate::os_update::{OsOutcome, OsUpdateRecord};
 use crate::systemd::notify::Notifier;
-use crate::updater::{OsOutcome, OsUpdateRecord};
-use crate::upgrade::UpgradeOutcome;
-use crate::{fsutil, kubeletenv};
+use crate::{fsutil, kubelet_env};
 use std::convert::Infallible;
 use tracing::{info, warn};
 
@@ -49,7 +49,8 @@ impl<'a> NodeSeams<'a> {
 
 impl Seams for NodeSeams<'_> {
     fn progress(&self, progress: Progress) {
-        use crate::metrics::{self, record};
+        use crate::metrics::record;
+        use crate::textfile;
         match progress {
             Progress::Step(step) => self.notifier.status(&format!("step {step}")),
             Progress::KubeletEnvInPlace => {
@@ -61,7 +62,7 @@ impl Seams for NodeSeams<'_> {
             Progress::RebootRequested => {
                 // The shutdown ends this process: publish now.
                 record::reboot_requested();
-                metrics::publish_before_exit(self.config, "reboot");
+                textfile::publish_before_exit(self.config, "reboot");
             }
         }
     }
@@ -71,19 +72,19 @@ impl Seams for NodeSeams<'_> {
     }
 
     async fn agent_upgrade(&self) -> Result<UpgradeOutcome> {
-        use crate::upgrade::{choice::Reach, config::AutoUpgrade};
+        use crate::agent_upgrade::{choice::Reach, config::AutoUpgrade};
         let reach = match self.config.agent.upgrade {
             AutoUpgrade::Patch => Reach::Patch,
             AutoUpgrade::Minor => Reach::Minor,
             AutoUpgrade::Off => unreachable!("the plan skips the step when agent.upgrade is off"),
         };
-        crate::upgrade::upgrade(self.config, &reach, false).await
+        crate::agent_upgrade::upgrade(&self.config.agent_upgrade_inputs(), &reach, false).await
     }
 
     async fn check_assets(&self) -> Result<AssetsRecord> {
         let paths = &self.config.paths;
         let seed = paths.seed_kubelet_env();
-        kubeletenv::read_seed(&seed)?;
+        kubelet_env::read_seed(&seed)?;
         let kubeconfig = if self.needs_api_server() {
             crate::cluster::kubeconfig::load(&paths.kubeconfig)?;
             Some(paths.kubeconfig.display().to_string())
@@ -103,7 +104,7 @@ impl Seams for NodeSeams<'_> {
         if !pulled && !self.config.role.is_bootkube_master() {
             return Ok(record("none pushed to this role".into()));
         }
-        let assets = match crate::assets::readiness(self.config) {
+        let assets = match crate::assets::readiness(&self.config.assets_inputs()) {
             crate::assets::AssetsReadiness::Ready { path } => {
                 format!("complete at {}", path.display())
             }
@@ -118,14 +119,18 @@ impl Seams for NodeSeams<'_> {
     }
 
     async fn discover_version(&self) -> Result<ClusterVersion> {
-        let seed = kubeletenv::read_seed(&self.config.paths.seed_kubelet_env())?;
-        crate::cluster::discover(self.config, seed.get(kubeletenv::IMAGE_TAG)).await
+        let seed = kubelet_env::read_seed(&self.config.paths.seed_kubelet_env())?;
+        crate::cluster::discover(
+            &self.config.cluster_inputs(),
+            seed.get(kubelet_env::IMAGE_TAG),
+        )
+        .await
     }
 
     async fn os_update(&self) -> Result<OsUpdateRecord> {
         let current = self.os_version().await?;
-        let engine = crate::updater::UpdateEngine::new(&self.bus).await?;
-        let outcome = crate::updater::run_update(&engine, &self.config.os_update)
+        let engine = crate::os_update::UpdateEngine::new(&self.bus).await?;
+        let outcome = crate::os_update::run_update(&engine, &self.config.os_update)
             .await
             .inspect_err(|e| {
                 // update_engine is asked again by the unit's restart.
@@ -134,12 +139,12 @@ impl Seams for NodeSeams<'_> {
                 }
             })?;
         Ok(match outcome {
-            crate::updater::UpdateOutcome::NoUpdate => OsUpdateRecord {
+            crate::os_update::UpdateOutcome::NoUpdate => OsUpdateRecord {
                 outcome: OsOutcome::NoUpdate,
                 current_version: current,
                 new_version: None,
             },
-            crate::updater::UpdateOutcome::RebootPending { new_version } => OsUpdateRecord {
+            crate::os_update::UpdateOutcome::RebootPending { new_version } => OsUpdateRecord {
                 outcome: OsOutcome::RebootPending,
                 current_version: current,
                 new_version: Some(new_version),
@@ -150,8 +155,8 @@ impl Seams for NodeSeams<'_> {
     async fn os_update_disabled(&self) -> Result<OsUpdateRecord> {
         let current = self.os_version().await?;
         let pending = async {
-            let engine = crate::updater::UpdateEngine::new(&self.bus).await?;
-            crate::updater::pending_reboot(&engine).await
+            let engine = crate::os_update::UpdateEngine::new(&self.bus).await?;
+            crate::os_update::pending_reboot(&engine).await
         }
         .await;
         Ok(match pending {
@@ -192,34 +197,40 @@ impl Seams for NodeSeams<'_> {
             cluster_version: cluster_version.to_string(),
             next_os_version: next_os_version.map(str::to_string),
         };
-        crate::addon::ensure(self.config, &req).await
+        crate::addon::ensure(&self.config.addon_inputs(), &req).await
     }
 
     async fn addon_confirm(&self, intended: &AddonOutcome) -> Result<bool> {
-        crate::addon::confirm_active(self.config, intended)
+        crate::addon::confirm_active(&self.config.addon_inputs(), intended)
     }
 
     async fn owe_docker_wipe(&self) -> Result<()> {
-        crate::reboot::owe_wipe(self.config, &self.boot_id)
+        crate::reboot::owe_wipe(&self.config.reboot_inputs(), &self.boot_id)
     }
 
     async fn reboot(&self, reason: &str, wipe_docker_datadir: bool) -> Result<Infallible> {
         let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
-        crate::reboot::reboot(self.config, &systemd, reason, wipe_docker_datadir).await
+        crate::reboot::reboot(
+            &self.config.reboot_inputs(),
+            &systemd,
+            reason,
+            wipe_docker_datadir,
+        )
+        .await
     }
 
     async fn kubelet_sysext(
         &self,
         cluster_version: &str,
-    ) -> Result<crate::kubelet::KubeletSysextRecord> {
-        crate::kubelet::ensure(self.config, cluster_version).await
+    ) -> Result<crate::kubelet_sysext::KubeletSysextRecord> {
+        crate::kubelet_sysext::ensure(&self.config.kubelet_sysext_inputs(), cluster_version).await
     }
 
     async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
-        let seed = kubeletenv::read_seed(&paths.seed_kubelet_env())?;
-        let driver = kubeletenv::cgroup_driver(unified_cgroup_hierarchy());
-        let text = kubeletenv::render_for(&seed, cluster_version, driver).context(|| {
+        let seed = kubelet_env::read_seed(&paths.seed_kubelet_env())?;
+        let driver = kubelet_env::cgroup_driver(unified_cgroup_hierarchy());
+        let text = kubelet_env::render_for(&seed, cluster_version, driver).context(|| {
             format!(
                 "cannot render kubelet.env from seed {}",
                 paths.seed_kubelet_env().display()
@@ -231,7 +242,7 @@ impl Seams for NodeSeams<'_> {
             text.as_bytes(),
             fsutil::MODE_PUBLIC,
         )?;
-        let tag = kubeletenv::image_tag(cluster_version);
+        let tag = kubelet_env::image_tag(cluster_version);
         info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, cgroup_driver = driver, "kubelet.env written");
         Ok(KubeletEnvRecord {
             path: paths.kubelet_env.display().to_string(),

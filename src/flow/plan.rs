@@ -25,7 +25,7 @@
 //!   kubelet.env, the commit point, is written only when none is pending.
 
 use crate::journal::{StateJournal, Step, StepRecord, StepResult, StepStatus};
-use crate::updater::OsOutcome;
+use crate::os_update::OsOutcome;
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +198,7 @@ mod tests {
     use crate::addon::AddonOutcome;
     use crate::error::Error;
     use crate::journal::{AssetsRecord, Confirmable, KubeletEnvRecord, RebootRecord};
-    use crate::updater::OsUpdateRecord;
+    use crate::os_update::OsUpdateRecord;
 
     const B1: &str = "boot-1";
     const B2: &str = "boot-2";
@@ -288,12 +288,12 @@ mod tests {
     /// a reboot.
     fn result_for(step: Step, change: bool) -> StepResult {
         match step {
-            Step::AgentUpgrade => StepResult::AgentUpgrade(crate::upgrade::UpgradeOutcome {
+            Step::AgentUpgrade => StepResult::AgentUpgrade(crate::agent_upgrade::UpgradeOutcome {
                 running: "0.1.0".into(),
                 action: if change {
-                    crate::upgrade::UpgradeAction::Upgraded
+                    crate::agent_upgrade::UpgradeAction::Upgraded
                 } else {
-                    crate::upgrade::UpgradeAction::Current
+                    crate::agent_upgrade::UpgradeAction::Current
                 },
                 to: change.then(|| "0.2.0".into()),
                 url: None,
@@ -313,10 +313,10 @@ mod tests {
     }
 
     fn kubelet_sysext() -> StepResult {
-        StepResult::KubeletSysext(crate::kubelet::KubeletSysextRecord {
+        StepResult::KubeletSysext(crate::kubelet_sysext::KubeletSysextRecord {
             cluster_version: "v1.20.2".into(),
             version: "v1.20.2".into(),
-            rule: crate::kubelet::choice::Rule::Exact,
+            rule: crate::kubelet_sysext::choice::Rule::Exact,
             image: "/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw".into(),
             link: "/etc/extensions/kubernetes.raw".into(),
             sha512: "00".into(),

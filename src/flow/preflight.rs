@@ -103,7 +103,7 @@ pub fn first_failure(checks: Vec<Check>) -> Result<()> {
 
 fn seed(config: &Config) -> Result<String> {
     let path = config.paths.seed_kubelet_env();
-    let env = crate::kubeletenv::read_seed(&path)?;
+    let env = crate::kubelet_env::read_seed(&path)?;
     Ok(format!(
         "{} ({} entries)",
         path.display(),

@@ -4,12 +4,12 @@
 //! tested on a simulated node.
 
 use crate::addon::AddonOutcome;
+use crate::agent_upgrade::UpgradeOutcome;
 use crate::cluster::ClusterVersion;
 use crate::error::Result;
 use crate::journal::{AssetsRecord, KubeletEnvRecord, Step};
-use crate::kubelet::KubeletSysextRecord;
-use crate::updater::OsUpdateRecord;
-use crate::upgrade::UpgradeOutcome;
+use crate::kubelet_sysext::KubeletSysextRecord;
+use crate::os_update::OsUpdateRecord;
 use std::convert::Infallible;
 
 /// What `run` tells the service manager (and the metrics) as it goes.

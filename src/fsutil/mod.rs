@@ -12,10 +12,11 @@
 //! temp file (named `.<name>.tmp-*`) that [`remove_stale_temps`] clears.
 //!
 //! Downloads follow the same rule: streamed into an [`AtomicFile`] (or a
-//! resumable partial of their own name), verified, and only then given
+//! resumable partial of their own name: [`staged`]), verified, and only then given
 //! their final name by [`AtomicFile::commit`] / [`publish`].
 
 mod lock;
+pub mod staged;
 
 pub use lock::RunLock;
 

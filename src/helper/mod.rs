@@ -34,7 +34,6 @@ pub mod config;
 pub mod docker;
 pub mod script;
 
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsutil::{self, RunLock};
 use crate::journal::{self, HelperRecord, JournalFile, StepResult};
@@ -47,6 +46,14 @@ use std::time::{Duration, Instant};
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 /// Longest line kept in the log tail (longer ones are cut).
 pub const MAX_LINE_CHARS: usize = 2000;
+
+/// What the helpers read of the agent's config: their own section
+/// (`helpers`) and the node's paths.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub helpers: &'a config::HelpersSettings,
+}
 
 /// Which control-plane step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,14 +86,14 @@ impl Helper {
         }
     }
 
-    pub fn done_marker(self, config: &Config) -> PathBuf {
+    pub fn done_marker(self, config: &Inputs<'_>) -> PathBuf {
         match self {
             Helper::Bootkube => config.paths.bootkube_done(),
             Helper::Tectonic => config.paths.tectonic_done(),
         }
     }
 
-    pub fn settings(self, config: &Config) -> &StepSettings {
+    pub fn settings<'a>(self, config: &Inputs<'a>) -> &'a StepSettings {
         match self {
             Helper::Bootkube => &config.helpers.bootkube,
             Helper::Tectonic => &config.helpers.tectonic,
@@ -148,7 +155,7 @@ pub struct StepRun {
 
 /// Runs the helper for `step` (see module docs). `Ok` means the step
 /// succeeded (or was already done) and its marker exists.
-pub async fn run(config: &Config, step: Helper) -> Result<()> {
+pub async fn run(config: &Inputs<'_>, step: Helper) -> Result<()> {
     let marker = step.done_marker(config);
     let jstep = step.journal_step();
     let step_name = jstep.name();
@@ -236,7 +243,7 @@ pub async fn run(config: &Config, step: Helper) -> Result<()> {
 type Failure = (Error, Vec<String>);
 
 async fn execute(
-    config: &Config,
+    config: &Inputs<'_>,
     step: Helper,
     settings: &StepSettings,
 ) -> std::result::Result<StepRun, Failure> {
@@ -332,8 +339,8 @@ async fn stop_signal() {
 
 /// Entry point for the CLI: runs the step on a runtime of its own and
 /// returns the exit code.
-pub fn main(config: &Config, step: Helper) -> Result<u8> {
-    let rt = crate::runtime::current_thread()?;
+pub fn main(config: &Inputs<'_>, step: Helper) -> Result<u8> {
+    let rt = crate::async_runtime::current_thread()?;
     rt.block_on(run(config, step))?;
     Ok(crate::error::exit::SUCCESS)
 }

@@ -3,8 +3,8 @@
 //! made for it.
 
 use base64::Engine as _;
-use x509_parser::prelude::FromDer as _;
 use serde_json::Value;
+use x509_parser::prelude::FromDer as _;
 
 /// The signer a kubelet's client certificate request names.
 pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";

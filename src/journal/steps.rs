@@ -13,10 +13,10 @@
 //! existed; the tests below read each and write back the same JSON.
 
 use crate::addon::AddonOutcome;
+use crate::agent_upgrade::UpgradeOutcome;
 use crate::cluster::ClusterVersion;
-use crate::kubelet::KubeletSysextRecord;
-use crate::updater::OsUpdateRecord;
-use crate::upgrade::UpgradeOutcome;
+use crate::kubelet_sysext::KubeletSysextRecord;
+use crate::os_update::OsUpdateRecord;
 use serde::{Deserialize, Serialize};
 
 /// A step of `run` (the flow) or a helper.
@@ -58,7 +58,7 @@ impl Step {
             Step::OsUpdate => "os-update",
             Step::DockerAddon => "docker-addon",
             Step::Reboot => "reboot",
-            Step::KubeletSysext => crate::kubelet::STEP,
+            Step::KubeletSysext => crate::kubelet_sysext::STEP,
             Step::KubeletEnv => "kubelet-env",
             Step::Bootkube => "helper/bootkube",
             Step::Tectonic => "helper/tectonic",
@@ -298,7 +298,7 @@ mod tests {
         let j = StateJournal::parse(FIXTURES[0].1, Path::new("w.json")).unwrap();
         let result = |s: Step| j.step(s).unwrap().result.as_ref().unwrap();
         let os = result(Step::OsUpdate).os_update().unwrap();
-        assert_eq!(os.found.outcome, crate::updater::OsOutcome::RebootPending);
+        assert_eq!(os.found.outcome, crate::os_update::OsOutcome::RebootPending);
         assert_eq!(os.found.new_version.as_deref(), Some("1688.5.3"));
         assert!(os.confirmed_in_boot.is_some());
         let addon = result(Step::DockerAddon).docker_addon().unwrap();

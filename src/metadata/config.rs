@@ -21,7 +21,7 @@
 //! before unsigned (`index.json`), which is used only where
 //! `allow_unsigned` names the location's kind.
 
-use crate::config::{FieldError, FieldResult, absolute_path, seconds_in};
+use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -152,7 +152,7 @@ impl Default for SourcesSettings {
 
 impl SourcesSettings {
     /// The keyring path in effect.
-    pub fn keyring_path(&self, paths: &crate::config::Paths) -> PathBuf {
+    pub fn keyring_path(&self, paths: &crate::settings::Paths) -> PathBuf {
         self.keyring
             .clone()
             .unwrap_or_else(|| paths.seed_dir.join("keyring.asc"))
@@ -200,13 +200,7 @@ impl RawSources {
             .dev_dir
             .map(|d| absolute_path("sources.dev_dir", d))
             .transpose()?;
-        let attempts = self.attempts.unwrap_or(3);
-        if !(1..=20).contains(&attempts) {
-            return Err(FieldError::new(
-                "sources.attempts",
-                format!("must be between 1 and 20, got {attempts}"),
-            ));
-        }
+        let attempts = in_range("sources.attempts", self.attempts.unwrap_or(3), 1, 20, "")?;
         if self.allow_unsigned.contains(&LocationKind::Dev) {
             return Err(FieldError::new(
                 "sources.allow_unsigned",
@@ -265,63 +259,4 @@ fn check_template(t: &str) -> FieldResult<()> {
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Config;
-    use std::path::Path;
-
-    fn load(text: &str) -> crate::error::Result<Config> {
-        Config::from_json(text, Path::new("/c.json"))
-    }
-
-    #[test]
-    fn defaults_refuse_unsigned_everywhere() {
-        let c = load("{}").unwrap();
-        assert!(c.sources.allow_unsigned.is_empty());
-        assert_eq!(c.sources.local_dir, PathBuf::from(DEFAULT_LOCAL_DIR));
-        assert!(
-            c.sources.default_url.is_none(),
-            "the default location is opt-in"
-        );
-        assert_eq!(
-            c.sources.keyring_path(&c.paths),
-            PathBuf::from("/etc/kubernetes/installer/keyring.asc")
-        );
-    }
-
-    #[test]
-    fn locations_parse_and_bad_ones_name_the_field() {
-        let c =
-            load(r#"{"sources":{"url":"file:///srv/mirror","allow_unsigned":["url"]}}"#).unwrap();
-        assert_eq!(
-            c.sources.url,
-            Some(UserLocation::Dir(PathBuf::from("/srv/mirror")))
-        );
-        let e = load(r#"{"sources":{"url":"ftp://x/y"}}"#).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("field `sources.url`: scheme \"ftp\""),
-            "{e}"
-        );
-        let e = load(r#"{"sources":{"allow_unsigned":["everywhere"]}}"#).unwrap_err();
-        assert!(e.to_string().contains("sources.allow_unsigned"), "{e}");
-        let c = load(r#"{"sources":{"use_default":false}}"#).unwrap();
-        assert!(c.sources.default_url.is_none());
-        let c = load(r#"{"sources":{}}"#).unwrap();
-        assert!(
-            c.sources.default_url.is_none(),
-            "no public mirror: the default is opt-in"
-        );
-        let c = load(r#"{"sources":{"default_url":"https://mirror.example.internal/streams"}}"#)
-            .unwrap();
-        assert!(c.sources.default_url.is_some());
-        let c = load(r#"{"sources":{"use_default":true}}"#).unwrap();
-        assert_eq!(
-            c.sources.default_url.as_ref().unwrap().as_str(),
-            DEFAULT_URL
-        );
-    }
 }

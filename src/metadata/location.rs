@@ -42,10 +42,8 @@ pub enum FetchError {
 }
 
 fn http_client(timeout: Duration) -> Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10).min(timeout))
+    crate::http::client_builder(Duration::from_secs(10).min(timeout))
         .read_timeout(timeout)
-        .redirect(crate::http::redirect_policy())
         .build()
         .map_err(|e| Error::internal(format!("failed to build the HTTP client: {e}")))
 }
@@ -258,7 +256,7 @@ async fn http_stream<W: Sink>(
     max: u64,
     out: &mut W,
 ) -> Result<(), FetchError> {
-    use futures_util::StreamExt;
+    use crate::http::{BodyError, read_body};
     let policy = RetryPolicy::new(
         Duration::from_millis(500),
         Duration::from_secs(10),
@@ -268,7 +266,7 @@ async fn http_stream<W: Sink>(
     let r = retry(Remote::Mirror, policy, &format!("GET {url}"), |_| {
         let out = &out;
         async move {
-            let resp = client
+            let mut resp = client
                 .get(url.clone())
                 .send()
                 .await
@@ -292,35 +290,34 @@ async fn http_stream<W: Sink>(
                     "GET {url}: larger than {max} bytes"
                 ))));
             }
-            let mut got = 0u64;
             let mut buf: Vec<u8> = Vec::new();
-            let mut stream = resp.bytes_stream();
             let mut guard = out.lock().await;
-            guard
-                .reset()
-                .map_err(|e| Attempt::Fail(Error::internal(format!("writing {url}: {e}"))))?;
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| {
-                    Attempt::retry(Error::retryable(format!("GET {url}: body broke off: {e}")))
-                })?;
-                got += chunk.len() as u64;
-                crate::metrics::record::fetched(Remote::Mirror, chunk.len() as u64);
-                if got > max {
+            let writing = |e| Attempt::Fail(Error::internal(format!("writing {url}: {e}")));
+            guard.reset().map_err(writing)?;
+            let sink = &mut **guard;
+            let read = read_body(&mut resp, Remote::Mirror, 0, max, |c| {
+                buf.extend_from_slice(c);
+                if buf.len() >= 1 << 20 {
+                    sink.write_all(&buf)?;
+                    buf.clear();
+                }
+                Ok(())
+            });
+            match read.await {
+                Ok(_) => {}
+                Err((_, BodyError::TooLarge)) => {
                     return Err(Attempt::Fail(Error::bad_input(format!(
                         "GET {url}: larger than {max} bytes"
                     ))));
                 }
-                buf.extend_from_slice(&chunk);
-                if buf.len() >= 1 << 20 {
-                    guard.write_all(&buf).map_err(|e| {
-                        Attempt::Fail(Error::internal(format!("writing {url}: {e}")))
-                    })?;
-                    buf.clear();
+                Err((_, BodyError::BrokeOff(e))) => {
+                    return Err(Attempt::retry(Error::retryable(format!(
+                        "GET {url}: body broke off: {e}"
+                    ))));
                 }
+                Err((_, BodyError::Write(e))) => return Err(writing(e)),
             }
-            guard
-                .write_all(&buf)
-                .map_err(|e| Attempt::Fail(Error::internal(format!("writing {url}: {e}"))))?;
+            sink.write_all(&buf).map_err(writing)?;
             Ok(true)
         }
     })

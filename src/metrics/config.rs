@@ -18,7 +18,7 @@
 //! no OS directory to follow; that one is the directory node_exporter's own
 //! documentation and most deployments use, on `/var` (writable on Flatcar).
 
-use crate::config::{FieldError, FieldResult, absolute_path};
+use crate::settings::{FieldError, FieldResult, absolute_path};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -60,50 +60,5 @@ impl RawMetrics {
         Ok(MetricsSettings {
             textfile_dir: Some(dir),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::{Path, PathBuf};
-
-    fn load(text: &str) -> crate::error::Result<Config> {
-        Config::from_json(text, Path::new("/etc/node-bootstrap/config.json"))
-    }
-
-    #[test]
-    fn unset_publishes_nothing_and_a_directory_turns_it_on() {
-        assert_eq!(load("{}").unwrap().metrics.textfile_dir, None);
-        assert_eq!(
-            load(r#"{"metrics": {}}"#).unwrap().metrics.textfile_dir,
-            None
-        );
-        let c =
-            load(r#"{"metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"}}"#)
-                .unwrap();
-        assert_eq!(
-            c.metrics.textfile_dir,
-            Some(PathBuf::from(super::RECOMMENDED_TEXTFILE_DIR))
-        );
-    }
-
-    #[test]
-    fn bad_directories_are_named_by_field() {
-        for (dir, says) in [
-            ("var/lib/x", "must be an absolute path"),
-            ("/usr/local/share/metrics", "read-only on Flatcar"),
-            ("/", "must be a directory below /"),
-        ] {
-            let err = load(&format!(r#"{{"metrics": {{"textfile_dir": "{dir}"}}}}"#)).unwrap_err();
-            let msg = err.to_string();
-            assert!(
-                msg.contains("field `metrics.textfile_dir`") && msg.contains(says),
-                "{dir}: {msg}"
-            );
-            assert_eq!(err.exit_code(), crate::error::exit::CONFIG);
-        }
-        let err = load(r#"{"metrics": {"enabled": true}}"#).unwrap_err();
-        assert!(err.to_string().contains("unknown field `enabled`"), "{err}");
     }
 }

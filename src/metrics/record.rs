@@ -1,7 +1,7 @@
 //! What this process did that the published file does not show yet: the
 //! command and when it started, retries and bytes by remote service,
 //! reboots asked, kubelet.env written. Subsystems record here (cheap:
-//! an atomic add, or a short lock, never I/O); [`super::publish`] takes
+//! an atomic add, or a short lock, never I/O); [`crate::textfile::publish`] takes
 //! ([`take`]) and persists it, and puts it back if it could not.
 
 use std::sync::Mutex;

@@ -1,6 +1,6 @@
 //! The `reboot` config section.
 
-use crate::config::{FieldResult, seconds_in};
+use crate::settings::{FieldResult, seconds_in};
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -17,7 +17,6 @@
 
 pub mod config;
 
-use crate::config::Config;
 use crate::error::{Error, Result, ResultExt as _};
 use crate::systemd::manager::Systemd;
 use std::convert::Infallible;
@@ -28,7 +27,7 @@ use tracing::{info, warn};
 pub const CLEANUP_UNIT: &str = "node-bootstrap-docker-cleanup.service";
 
 /// The persistent "wipe still owed" marker.
-pub fn wipe_marker(paths: &crate::config::Paths) -> std::path::PathBuf {
+pub fn wipe_marker(paths: &crate::settings::Paths) -> std::path::PathBuf {
     paths.state_dir.join("docker-datadir-wipe-pending")
 }
 
@@ -70,11 +69,19 @@ pub fn cleanup_unit(docker_datadir: &Path, marker: &Path) -> Result<String> {
     }
 }
 
+/// What rebooting reads of the agent's config: its own section and the
+/// node's paths.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub reboot: &'a config::RebootSettings,
+}
+
 /// Makes the "wipe owed" marker durable, naming this boot (which will not
 /// wipe; the shutdown or a later boot will). Refuses, before writing it, a
 /// data directory the cleanup unit would refuse.
-pub fn owe_wipe(config: &Config, boot_id: &str) -> Result<()> {
-    let marker = wipe_marker(&config.paths);
+pub fn owe_wipe(config: &Inputs<'_>, boot_id: &str) -> Result<()> {
+    let marker = wipe_marker(config.paths);
     cleanup_unit(&config.paths.docker_datadir, &marker)?;
     crate::fsutil::write_file(
         "docker datadir wipe marker",
@@ -87,13 +94,13 @@ pub fn owe_wipe(config: &Config, boot_id: &str) -> Result<()> {
 /// Installs the cleanup unit when asked (the marker is written already, by
 /// [`owe_wipe`]), requests the reboot, and waits.
 pub async fn reboot(
-    config: &Config,
+    config: &Inputs<'_>,
     systemd: &Systemd,
     reason: &str,
     wipe_docker_datadir: bool,
 ) -> Result<Infallible> {
     if wipe_docker_datadir {
-        let marker = wipe_marker(&config.paths);
+        let marker = wipe_marker(config.paths);
         let unit = cleanup_unit(&config.paths.docker_datadir, &marker)?;
         systemd
             .install_runtime_unit(&config.paths.systemd_runtime_dir, CLEANUP_UNIT, &unit)
@@ -115,8 +122,8 @@ pub async fn reboot(
 /// Wipes docker's datadir if a reboot asked for it and the shutdown did
 /// not (power lost before the cleanup unit ran). Called at the start of
 /// `run`, before anything can use docker's data. Returns whether it wiped.
-pub async fn finish_pending_wipe(config: &Config, boot_id: &str) -> Result<bool> {
-    let marker = wipe_marker(&config.paths);
+pub async fn finish_pending_wipe(config: &Inputs<'_>, boot_id: &str) -> Result<bool> {
+    let marker = wipe_marker(config.paths);
     let owner = crate::fsutil::read_optional(&marker)
         .map_err(|e| Error::internal(format!("failed to read {}: {e}", marker.display())))?;
     let Some(owner) = owner else { return Ok(false) };
@@ -217,13 +224,21 @@ mod tests {
             r#"{{"paths": {{"state_dir": "{0}/state", "docker_datadir": "{0}/var/lib/docker"}}}}"#,
             d.path().display()
         );
-        let config = Config::from_json(&text, Path::new("/c.json")).unwrap();
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let paths = crate::settings::section::<crate::settings::RawPaths>(&file, "paths")
+            .validate()
+            .unwrap();
+        let reboot = config::RawReboot::default().validate().unwrap();
+        let config = Inputs {
+            paths: &paths,
+            reboot: &reboot,
+        };
         let data = config.paths.docker_datadir.join("image/marker");
         std::fs::create_dir_all(data.parent().unwrap()).unwrap();
         std::fs::write(&data, "1.12's data").unwrap();
         // Nothing owed: nothing happens.
         assert!(!finish_pending_wipe(&config, "b1").await.unwrap());
-        let marker = wipe_marker(&config.paths);
+        let marker = wipe_marker(config.paths);
         owe_wipe(&config, "b1").unwrap();
         assert_eq!(std::fs::read_to_string(&marker).unwrap(), "b1\n");
         // Same boot: the reboot is still to come, and its shutdown wipes.

@@ -2,9 +2,9 @@
 //! `status --json` (docs/status-json.md). Built by [`super::probe`], judged
 //! by [`super::verdict`].
 
-use crate::config::Role;
 use crate::error::ErrorClass;
 use crate::journal::{StateJournal, Step, StepResult, StepStatus};
+use crate::settings::Role;
 use crate::systemd::units::UnitState;
 use serde::Serialize;
 

@@ -115,7 +115,7 @@ fn print_json(r: &Report) {
 
 /// Runs `status` and returns its exit code (by verdict).
 pub fn main(config_path: &Path, opts: &Options) -> Result<u8> {
-    let rt = crate::runtime::current_thread()?;
+    let rt = crate::async_runtime::current_thread()?;
     rt.block_on(async {
         if opts.wait {
             return Ok(wait(config_path, opts).await);

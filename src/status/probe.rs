@@ -4,8 +4,9 @@
 //! "could not reach X: why" in `unreachable` instead of failing.
 
 use super::facts::*;
-use crate::config::{Config, Role};
+use crate::config::Config;
 use crate::journal::JournalFile;
+use crate::settings::Role;
 use crate::systemd::units::{UnitState, Units};
 use std::path::Path;
 use std::time::Duration;
@@ -275,7 +276,7 @@ pub fn is_secret_key(key: &str) -> bool {
 /// systemd `EnvironmentFile=` lines -> pairs, secret values redacted. A
 /// file that does not parse gives no values (status reports it present).
 pub fn parse_env(text: &str) -> Vec<(String, String)> {
-    let Ok(env) = crate::kubeletenv::EnvFile::parse(text, Path::new("kubelet.env")) else {
+    let Ok(env) = crate::kubelet_env::EnvFile::parse(text, Path::new("kubelet.env")) else {
         return Vec::new();
     };
     env.entries()
@@ -332,11 +333,11 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 /// Which kubelet image the link names, whether it is merged, and the
 /// version the agent recorded for it (`None` with kubelet-wrapper).
 fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<KubeletSysext> {
-    use crate::kubelet::{config::Backend, install};
+    use crate::kubelet_sysext::{config::Backend, install};
     if config.kubelet.backend != Backend::Sysext {
         return None;
     }
-    let image = install::linked_image(config);
+    let image = install::linked_image(&config.kubelet_sysext_inputs());
     let record = steps
         .into_iter()
         .flatten()
@@ -346,34 +347,36 @@ fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<Kubelet
         .filter(|r| Some(&r.image) == image.as_ref())
         .map(|r| r.version.clone());
     Some(KubeletSysext {
-        link: install::link_path(config).display().to_string(),
+        link: install::link_path(&config.kubelet_sysext_inputs())
+            .display()
+            .to_string(),
         image: image.map(|p| p.display().to_string()),
-        merged: install::merged_release(config).is_some(),
+        merged: install::merged_release(&config.kubelet_sysext_inputs()).is_some(),
         version,
     })
 }
 
 fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     let mut off = Vec::new();
-    if config.agent.upgrade == crate::upgrade::config::AutoUpgrade::Off {
+    if config.agent.upgrade == crate::agent_upgrade::config::AutoUpgrade::Off {
         off.push(crate::journal::Step::AgentUpgrade.name());
     }
     if !config.addon.enabled {
         off.push(crate::journal::Step::DockerAddon.name());
     }
-    if config.kubelet.backend != crate::kubelet::config::Backend::Sysext {
+    if config.kubelet.backend != crate::kubelet_sysext::config::Backend::Sysext {
         off.push(crate::journal::Step::KubeletSysext.name());
     }
     off
 }
 
-/// update_engine's `GetStatus` (docs/formats.md §7) through the updater's client.
+/// update_engine's `GetStatus` (docs/formats.md §7) through os_update's client.
 pub async fn update_engine_status(
     conn: &zbus::Connection,
     timeout: Duration,
 ) -> Result<UpdateEngine, String> {
     let ask = async {
-        let engine = crate::updater::UpdateEngine::new(conn).await?;
+        let engine = crate::os_update::UpdateEngine::new(conn).await?;
         engine.get_status().await
     };
     let r = match tokio::time::timeout(timeout, ask).await {

@@ -416,7 +416,7 @@ mod tests {
             image_tag: "v1.9.6_coreos.0".into(),
         })
     }
-    use crate::config::Role;
+    use crate::settings::Role;
     use crate::systemd::units::UnitState;
 
     fn unit(name: &str, active: &str, sub: &str) -> UnitFacts {

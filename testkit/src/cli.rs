@@ -2,7 +2,7 @@
 //! a child process, the way systemd or an operator would, and reading what
 //! it said.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The built `node-bootstrap` binary (same profile as the running test).
@@ -19,6 +19,33 @@ pub fn agent_command() -> Command {
     let mut c = Command::new(agent_binary());
     c.env_remove("RUST_LOG").env_remove("JOURNAL_STREAM");
     c
+}
+
+/// Publishes a mirror as an operator does: the agent's `metadata generate
+/// --sign-key` writes the metadata of the files below `mirror`, signed with
+/// the armored secret key (written to `key_file`, outside the mirror), and
+/// `server` serves every file of it under `/mirror/`.
+pub fn publish_mirror(
+    server: &crate::pkgserver::PkgServer,
+    mirror: &Path,
+    key_file: &Path,
+    secret_armored: &str,
+) -> anyhow::Result<()> {
+    std::fs::write(key_file, secret_armored)?;
+    let out = agent_command()
+        .args(["metadata", "generate"])
+        .arg(mirror)
+        .arg("--sign-key")
+        .arg(key_file)
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!("metadata generate failed: {}", stderr(&out));
+    }
+    for f in crate::files::files_below(mirror) {
+        let rel = f.strip_prefix(mirror)?.display().to_string();
+        server.put(&format!("/mirror/{rel}"), std::fs::read(&f)?);
+    }
+    Ok(())
 }
 
 /// What a process wrote on stdout, as text.

@@ -25,7 +25,7 @@
 use crate::pkgserver::PkgServer;
 use crate::simnode::SimNode;
 use crate::torcx_fixtures::{SigningKey, sysext_image_of};
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -122,26 +122,12 @@ impl KubeletMirror {
         for (version, image) in images {
             std::fs::write(m.join(EXTENSION).join(artifact_name(version)), image)?;
         }
-        let key = self.dir.path().join("signing-key.asc");
-        std::fs::write(&key, self.key.secret_armored())?;
-        let out = crate::cli::agent_command()
-            .args(["metadata", "generate"])
-            .arg(&m)
-            .arg("--sign-key")
-            .arg(&key)
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "metadata generate failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        for f in crate::files::files_below(&m) {
-            let rel = f.strip_prefix(&m)?.display().to_string();
-            self.server
-                .put(&format!("/mirror/{rel}"), std::fs::read(&f)?);
-        }
-        Ok(())
+        crate::cli::publish_mirror(
+            &self.server,
+            &m,
+            &self.dir.path().join("signing-key.asc"),
+            &self.key.secret_armored(),
+        )
     }
 
     /// The served path of a published image (to serve other bytes there).

@@ -3,6 +3,7 @@
 //! image with the real Ignition), and stand-ins for programs that cannot
 //! run here.
 
+pub mod agent_mirror;
 pub mod agentnode;
 pub mod apiserver;
 pub mod cli;
@@ -19,11 +20,13 @@ pub mod ignition;
 pub mod kube;
 pub mod kubelet_sysext;
 pub mod pkgserver;
+pub mod pods;
 pub mod powerloss;
 pub mod s3;
 pub mod simnode;
 pub mod simplestreams;
 pub mod sshd;
+pub mod terraform;
 pub mod torcx;
 pub mod torcx_fixtures;
 pub mod vm;

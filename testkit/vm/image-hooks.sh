@@ -49,6 +49,11 @@ customize)
     printf 'LANG=C.UTF-8\n' >"$root/etc/locale.conf"
     ln -sfn /usr/share/zoneinfo/Etc/UTC "$root/etc/localtime"
 
+    # containerd as Flatcar ships it: the OS's binaries and unit, no
+    # /etc/containerd/config.toml (Debian's package installs one; on Flatcar
+    # the file under /etc is the administrator's, or the agent's).
+    rm -f "$root/etc/containerd/config.toml"
+
     # Flatcar's core user (Ignition only adds its SSH keys).
     in_root useradd --create-home --shell /bin/bash --user-group core
     in_root passwd --quiet --lock root >/dev/null

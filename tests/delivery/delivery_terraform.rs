@@ -482,6 +482,172 @@ fn ignition_module_rejects_bad_inputs_at_plan_time_naming_the_variable() {
     }
 }
 
+/// The agent's answer to `agent_config` as the ignition module writes it
+/// (`role` and `assets.mode` set from the module's variables):
+/// `node-bootstrap check-config`'s exit code and stderr.
+fn agent_check_config(agent_config: &Value, role: &str, assets_mode: &str) -> (i32, String) {
+    let mut cfg = agent_config.clone();
+    cfg["role"] = json!(role);
+    if !cfg["assets"].is_object() {
+        cfg["assets"] = json!({});
+    }
+    cfg["assets"]["mode"] = json!(assets_mode);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("config.json");
+    fs::write(&p, cfg.to_string()).unwrap();
+    let out = testkit::cli::agent_command()
+        .arg("--config")
+        .arg(&p)
+        .args(["--log-format", "text", "check-config"])
+        .output()
+        .unwrap();
+    (testkit::cli::code(&out), testkit::cli::stderr(&out))
+}
+
+/// What the agent refuses when it loads its config (exit 4 on the node:
+/// pull mode without the bundle's bucket and key, a helper in docker mode
+/// without an image) fails `terraform plan` already, naming `agent_config`
+/// and the field; each case is checked against the agent itself, so the
+/// module's rules stay the agent's, and near misses pass both.
+#[test]
+fn ignition_module_refuses_at_plan_time_the_agent_configs_the_agent_refuses_on_the_node() {
+    if skip_without(&["terraform"]) {
+        return;
+    }
+    let tf = Terraform::new(root().join("terraform/modules/ignition"));
+    tf.init();
+    let role = "bootkube-master";
+    let vars_for = |assets_mode: &str, agent_config: &Value| {
+        let mut vars = good_ignition_vars();
+        vars["role"] = json!(role);
+        vars["assets_mode"] = json!(assets_mode);
+        vars["agent_config"] = json!(agent_config.to_string());
+        vars
+    };
+    // (assets_mode, agent_config, what plan says, the field the agent names)
+    let refused: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "pull",
+            json!({}),
+            "agent_config has no assets.s3",
+            "assets.s3",
+        ),
+        (
+            "pull",
+            json!({"cluster": {"api_attempts": 3}}),
+            "agent_config has no assets.s3",
+            "assets.s3",
+        ),
+        (
+            "pull",
+            json!({"assets": {"s3": {"bucket": "my-cluster-assets"}}}),
+            "agent_config.assets.s3 needs",
+            "assets.s3.key",
+        ),
+        (
+            "pull",
+            json!({"assets": {"s3": {"key": "assets/bundle.tar.gz"}}}),
+            "agent_config.assets.s3 needs",
+            "assets.s3.bucket",
+        ),
+        (
+            "pull",
+            json!({"assets": {"s3": {"bucket": "my-cluster-assets/assets", "key": "bundle.tar.gz"}}}),
+            "agent_config.assets.s3 needs",
+            "assets.s3.bucket",
+        ),
+        (
+            "pull",
+            json!({"assets": {"s3": {"bucket": " ", "key": "assets/bundle.tar.gz"}}}),
+            "agent_config.assets.s3 needs",
+            "assets.s3.bucket",
+        ),
+        (
+            "push",
+            json!({"assets": {"s3": {"bucket": "my-cluster-assets", "key": ""}}}),
+            "agent_config.assets.s3 needs",
+            "assets.s3.key",
+        ),
+        (
+            "push",
+            json!({"helpers": {"bootkube": {"mode": "docker"}}}),
+            "agent_config.helpers.bootkube.docker.image is required",
+            "helpers.bootkube.docker.image",
+        ),
+        (
+            "push",
+            json!({"helpers": {"tectonic": {"mode": "docker", "docker": {"args": ["install"]}}}}),
+            "agent_config.helpers.tectonic.docker.image is required",
+            "helpers.tectonic.docker.image",
+        ),
+        (
+            "push",
+            json!({"helpers": {"tectonic": {"docker": {"image": "quay.io/coreos/tectonic installer"}}}}),
+            "agent_config.helpers.tectonic.docker.image is required",
+            "helpers.tectonic.docker.image",
+        ),
+        (
+            "push",
+            json!({"helpers": {"bootkube": {"mode": "container"}}}),
+            "mode must be \"script\" or \"docker\"",
+            "helpers.bootkube.mode",
+        ),
+    ];
+    for (assets_mode, agent_config, message, field) in &refused {
+        let (code, stderr) = agent_check_config(agent_config, role, assets_mode);
+        assert!(
+            code == 4 && stderr.contains(&format!("field `{field}`")),
+            "the agent does not refuse {agent_config} ({assets_mode} mode) naming {field} \
+             (exit {code}): {stderr}"
+        );
+        let out = plan(&tf, &vars_for(assets_mode, agent_config));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            !out.status.success(),
+            "terraform plan accepts agent_config {agent_config} with assets_mode {assets_mode}, \
+             which the agent refuses on the node (field {field})"
+        );
+        assert!(
+            stderr.contains("var.agent_config") && stderr.contains(message),
+            "{agent_config} ({assets_mode}): the plan error does not name agent_config and say \
+             {message:?}:\n{stderr}"
+        );
+    }
+    let accepted: Vec<(&str, Value)> = vec![
+        (
+            "pull",
+            json!({"assets": {"s3": {"bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz"}}}),
+        ),
+        (
+            "push",
+            json!({"assets": {"s3": {"bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz"}}}),
+        ),
+        (
+            "push",
+            json!({"helpers": {
+                "bootkube": {"mode": "docker", "docker": {"image": "quay.io/coreos/bootkube:v0.10.0"}},
+                "tectonic": {"mode": "script"}
+            }}),
+        ),
+        (
+            "push",
+            json!({"helpers": {"tectonic": {"docker": {"image": "quay.io/coreos/tectonic-installer:v1.9.6"}}}}),
+        ),
+        ("push", json!({"helpers": {"bootkube": {"mode": null}}})),
+    ];
+    for (assets_mode, agent_config) in &accepted {
+        let (code, stderr) = agent_check_config(agent_config, role, assets_mode);
+        assert_eq!(code, 0, "the agent refuses {agent_config}: {stderr}");
+        let out = plan(&tf, &vars_for(assets_mode, agent_config));
+        assert!(
+            out.status.success(),
+            "terraform plan refuses {agent_config} ({assets_mode}), which the agent accepts:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 fn assets_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     for (name, body) in files {

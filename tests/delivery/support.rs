@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -22,101 +22,7 @@ pub fn python_has(module: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs terraform in a configuration directory of the repository with its
-/// data dir, state and plugin cache in a private temp dir, so nothing is
-/// written into the repository and tests can run side by side.
-pub struct Terraform {
-    dir: PathBuf,
-    work: tempfile::TempDir,
-}
-
-impl Terraform {
-    pub fn new(dir: impl Into<PathBuf>) -> Terraform {
-        let work = tempfile::Builder::new()
-            .prefix("delivery-tf-")
-            .tempdir()
-            .unwrap();
-        Terraform {
-            dir: dir.into(),
-            work,
-        }
-    }
-
-    pub fn work(&self) -> &Path {
-        self.work.path()
-    }
-
-    pub fn state(&self) -> PathBuf {
-        self.work.path().join("terraform.tfstate")
-    }
-
-    /// `terraform -chdir=DIR ARGS` with a clean environment for terraform.
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new("terraform")
-            .arg(format!("-chdir={}", self.dir.display()))
-            .args(args)
-            .env("TF_CLI_CONFIG_FILE", "/dev/null")
-            .env("TF_DATA_DIR", self.work.path().join("tfdata"))
-            .env("TF_IN_AUTOMATION", "1")
-            .env("CHECKPOINT_DISABLE", "1")
-            .env_remove("SSH_AUTH_SOCK")
-            .env_remove("TF_LOG")
-            .output()
-            .expect("running terraform")
-    }
-
-    /// Like [`run`](Self::run), panicking with terraform's output on failure.
-    pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "terraform {args:?} in {} failed ({}):\n{}\n{}",
-            self.dir.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    pub fn init(&self) {
-        self.ok(&["init", "-backend=false", "-input=false", "-no-color"]);
-    }
-
-    /// `terraform apply -auto-approve` with the state in the temp dir.
-    pub fn apply(&self, extra: &[&str]) -> Output {
-        let state = format!("-state={}", self.state().display());
-        let mut args = vec![
-            "apply",
-            "-auto-approve",
-            "-input=false",
-            "-no-color",
-            &state,
-        ];
-        args.extend_from_slice(extra);
-        self.run(&args)
-    }
-
-    pub fn apply_ok(&self, extra: &[&str]) -> String {
-        let out = self.apply(extra);
-        assert!(
-            out.status.success(),
-            "terraform apply {extra:?} in {} failed ({}):\n{}\n{}",
-            self.dir.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `terraform output -json NAME` from the temp state.
-    pub fn output(&self, name: &str) -> serde_json::Value {
-        let state = format!("-state={}", self.state().display());
-        let text = self.ok(&["output", "-no-color", "-json", &state, name]);
-        serde_json::from_str(&text).expect("terraform output -json is JSON")
-    }
-}
+pub use testkit::terraform::Terraform;
 
 pub use testkit::ignition::decode_data_url;
 

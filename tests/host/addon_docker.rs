@@ -55,7 +55,7 @@ async fn running_docker_comes_from_the_daemon_when_it_is_up() {
 
     let t0 = Instant::now();
     let out = addon::ensure(
-        &config(&rig, &d.socket()),
+        &config(&rig, &d.socket()).addon_inputs(),
         &AddonRequest {
             cluster_version: "v1.9.6+coreos.0".into(),
             next_os_version: None,
@@ -88,7 +88,7 @@ async fn a_dead_docker_socket_falls_back_to_torcx_quickly() {
     drop(l);
     let t0 = Instant::now();
     let out = addon::ensure(
-        &config(&rig, &sock),
+        &config(&rig, &sock).addon_inputs(),
         &AddonRequest {
             cluster_version: "v1.9.6+coreos.0".into(),
             next_os_version: None,

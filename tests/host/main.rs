@@ -11,10 +11,12 @@
 //! systemd-sysext would read it); and the docker addon and the
 //! docker-mode helpers against a real, private `dockerd` (its own socket,
 //! data root and exec root in a temp dir, so it never touches the host's
-//! Docker).
+//! Docker). And one check of the test rig itself: the CNI networks it
+//! gives nodes' runtimes work with Debian's plugins (in private network
+//! namespaces).
 //!
-//! What it needs: root, `dbus-daemon`, `dockerd` and `busybox-static`
-//! (scripts/setup.sh installs them). Elsewhere each test says
+//! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static` and
+//! `containernetworking-plugins` (scripts/setup.sh installs them). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //!
 //! Run it: `sudo -E cargo test --test host`; one file: `cargo test --test
@@ -22,6 +24,8 @@
 
 // "What runs now" from a private dockerd's API, and the fallback to torcx.
 mod addon_docker;
+// The test rig's CNI networks through Debian's plugins in private namespaces.
+mod cni_networks;
 // The CRI probe against a real, private containerd.
 mod containerd_cri;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).

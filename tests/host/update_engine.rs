@@ -9,8 +9,8 @@
 //! than poked; a pending reboot is found when updates are disabled.
 
 use node_bootstrap::error::{ErrorClass, exit};
-use node_bootstrap::updater::config::OsUpdateSettings;
-use node_bootstrap::updater::{self, UpdateEngine, UpdateOutcome};
+use node_bootstrap::os_update::config::OsUpdateSettings;
+use node_bootstrap::os_update::{self, UpdateEngine, UpdateOutcome};
 use std::time::{Duration, Instant};
 use testkit::fake_update_engine::{
     FakeUpdateEngine, PrivateBus, Scenario, Script, skip_unless_bus,
@@ -62,13 +62,13 @@ async fn no_update_is_reported_as_such() {
         return;
     }
     let r = rig(&[Scenario::NoUpdate]).await;
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(out, UpdateOutcome::NoUpdate);
     assert_eq!(r.fake.calls().attempts_started, 1);
     assert_eq!(r.fake.status().current_operation, "UPDATE_STATUS_IDLE");
-    assert_eq!(updater::pending_reboot(&r.client).await.unwrap(), None);
+    assert_eq!(os_update::pending_reboot(&r.client).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -77,7 +77,7 @@ async fn applied_update_means_reboot_pending_with_the_new_version() {
         return;
     }
     let r = rig(&[Scenario::Update]).await;
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(
@@ -89,11 +89,14 @@ async fn applied_update_means_reboot_pending_with_the_new_version() {
     assert!(r.fake.calls().signals_emitted >= 10, "{:?}", r.fake.calls());
     // With updates disabled, a later run still learns the reboot is pending.
     assert_eq!(
-        updater::pending_reboot(&r.client).await.unwrap().as_deref(),
+        os_update::pending_reboot(&r.client)
+            .await
+            .unwrap()
+            .as_deref(),
         Some("1745.7.0")
     );
     // A second run does not ask again: AttemptUpdate is pointless then.
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert!(matches!(out, UpdateOutcome::RebootPending { .. }));
@@ -107,7 +110,7 @@ async fn update_engine_error_is_retryable_not_no_update() {
     }
     for scenario in [Scenario::Error, Scenario::CheckError] {
         let r = rig(&[scenario]).await;
-        let e = updater::run_update(&r.client, &settings(10, 10))
+        let e = os_update::run_update(&r.client, &settings(10, 10))
             .await
             .unwrap_err();
         assert_eq!(e.class(), ErrorClass::Retryable, "{scenario:?}: {e}");
@@ -127,11 +130,11 @@ async fn error_then_success_on_the_next_run() {
     }
     let r = rig(&[Scenario::Error, Scenario::Update]).await;
     assert!(
-        updater::run_update(&r.client, &settings(10, 10))
+        os_update::run_update(&r.client, &settings(10, 10))
             .await
             .is_err()
     );
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert!(
@@ -148,7 +151,7 @@ async fn hang_times_out_within_the_configured_timeout() {
     }
     let r = rig(&[Scenario::Hang]).await;
     let t0 = Instant::now();
-    let e = updater::run_update(&r.client, &settings(1, 60))
+    let e = os_update::run_update(&r.client, &settings(1, 60))
         .await
         .unwrap_err();
     let took = t0.elapsed();
@@ -171,7 +174,7 @@ async fn hang_without_progress_hits_the_stall_timeout_first() {
     }
     let r = rig(&[Scenario::Hang]).await;
     let t0 = Instant::now();
-    let e = updater::run_update(&r.client, &settings(60, 1))
+    let e = os_update::run_update(&r.client, &settings(60, 1))
         .await
         .unwrap_err();
     let took = t0.elapsed();
@@ -193,7 +196,7 @@ async fn dropped_signals_still_complete_through_the_poll() {
         return;
     }
     let r = rig(&[Scenario::DropSignals]).await;
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(
@@ -219,13 +222,13 @@ async fn without_signals_a_fast_check_is_judged_by_the_check_time() {
     })
     .await;
     // A successful check moved last_checked_time: no update.
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(out, UpdateOutcome::NoUpdate);
     // A failed check leaves it: not "no update", but a clear failure.
     let t0 = Instant::now();
-    let e = updater::run_update(&r.client, &settings(10, 10))
+    let e = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap_err();
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
@@ -248,7 +251,7 @@ async fn busy_engine_is_followed_not_poked() {
     })
     .await;
     assert_ne!(r.fake.status().current_operation, "UPDATE_STATUS_IDLE");
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(
@@ -270,7 +273,7 @@ async fn busy_engine_is_followed_not_poked() {
         s.attempts = vec![Scenario::Update];
     })
     .await;
-    let out = updater::run_update(&r.client, &settings(10, 10))
+    let out = os_update::run_update(&r.client, &settings(10, 10))
         .await
         .unwrap();
     assert!(
@@ -291,7 +294,7 @@ async fn attempt_update_while_busy_is_ignored_by_the_engine() {
     let s1 = r.client.get_status().await.unwrap();
     assert_eq!(
         s1.current_operation,
-        updater::UpdateStatus::CheckingForUpdate
+        os_update::UpdateStatus::CheckingForUpdate
     );
     r.client.attempt_update().await.unwrap();
     assert_eq!(r.fake.calls().attempt_update, 2);
@@ -321,10 +324,10 @@ async fn reboot_marker_from_before_a_restart_means_pending() {
         .unwrap();
     // The real daemon forgets the version across a restart: "0.0.0".
     assert_eq!(
-        updater::pending_reboot(&client).await.unwrap().as_deref(),
+        os_update::pending_reboot(&client).await.unwrap().as_deref(),
         Some("0.0.0")
     );
-    let out = updater::run_update(&client, &settings(10, 10))
+    let out = os_update::run_update(&client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(
@@ -345,7 +348,7 @@ async fn missing_update_engine_is_a_clear_retryable_error() {
     let client = UpdateEngine::new(&bus.connect().await.unwrap())
         .await
         .unwrap();
-    let e = updater::pending_reboot(&client).await.unwrap_err();
+    let e = os_update::pending_reboot(&client).await.unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
         e.to_string().starts_with(
@@ -353,7 +356,7 @@ async fn missing_update_engine_is_a_clear_retryable_error() {
         ),
         "{e}"
     );
-    let e = updater::run_update(&client, &settings(5, 5))
+    let e = os_update::run_update(&client, &settings(5, 5))
         .await
         .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
@@ -380,7 +383,7 @@ async fn engine_disappearing_mid_update_is_retryable() {
         fake.stop().await;
     };
     let s = settings(10, 10);
-    let (res, ()) = tokio::join!(updater::run_update(&client, &s), stopper);
+    let (res, ()) = tokio::join!(os_update::run_update(&client, &s), stopper);
     let e = res.unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(
@@ -436,7 +439,7 @@ async fn binary_simulates_the_ab_switch_on_the_next_boot() {
     // First boot: the update is applied; os-release is unchanged until reboot.
     let mut child = Child(spawn());
     ready(&client).await;
-    let out = updater::run_update(&client, &settings(10, 10))
+    let out = os_update::run_update(&client, &settings(10, 10))
         .await
         .unwrap();
     assert_eq!(
@@ -455,7 +458,7 @@ async fn binary_simulates_the_ab_switch_on_the_next_boot() {
     child = Child(spawn());
     assert_eq!(
         ready(&client).await.current_operation,
-        updater::UpdateStatus::UpdatedNeedReboot
+        os_update::UpdateStatus::UpdatedNeedReboot
     );
     assert!(
         std::fs::read_to_string(&osr)
@@ -468,13 +471,13 @@ async fn binary_simulates_the_ab_switch_on_the_next_boot() {
     std::fs::remove_dir_all(dir.path().join("run")).unwrap();
     child = Child(spawn());
     let s = ready(&client).await;
-    assert_eq!(s.current_operation, updater::UpdateStatus::Idle);
+    assert_eq!(s.current_operation, os_update::UpdateStatus::Idle);
     assert_eq!(
         std::fs::read_to_string(&osr).unwrap(),
         "ID=flatcar\nVERSION=1745.7.0\nVERSION_ID=1745.7.0\n"
     );
     assert!(!dir.path().join("state/pending").exists());
-    assert_eq!(updater::pending_reboot(&client).await.unwrap(), None);
+    assert_eq!(os_update::pending_reboot(&client).await.unwrap(), None);
     child.stop();
 }
 

@@ -65,7 +65,7 @@ async fn fresh_node_gets_package_profile_next_profile_and_a_reboot() {
     rig.set_running_docker("1.12");
     let c = config(&rig, json!({}));
 
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
 
     let store_file = rig.path(&format!("{STORE}/docker:17.03.torcx.tgz"));
     assert_eq!(std::fs::read(&store_file).unwrap(), d1703);
@@ -103,7 +103,7 @@ async fn fresh_node_gets_package_profile_next_profile_and_a_reboot() {
     assert_eq!(package_requests(&rig, "17.03", &d1703), 1);
 
     // Idempotent: nothing downloaded or written again; still a reboot away.
-    let again = addon::ensure(&c, &req(None)).await.unwrap();
+    let again = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(again.installed, Vec::<PathBuf>::new());
     assert!(again.reboot_needed);
     assert_eq!(package_requests(&rig, "17.03", &d1703), 1);
@@ -112,14 +112,14 @@ async fn fresh_node_gets_package_profile_next_profile_and_a_reboot() {
     let stored: AddonOutcome = serde_json::from_value(serde_json::to_value(&out).unwrap()).unwrap();
     assert_eq!(stored, out);
     assert!(
-        !addon::confirm_active(&c, &stored).unwrap(),
+        !addon::confirm_active(&c.addon_inputs(), &stored).unwrap(),
         "not before the reboot"
     );
 
     // The reboot: torcx applies the profile.
     rig.set_running_docker("17.03");
-    assert!(addon::confirm_active(&c, &stored).unwrap());
-    let after = addon::ensure(&c, &req(None)).await.unwrap();
+    assert!(addon::confirm_active(&c.addon_inputs(), &stored).unwrap());
+    let after = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert!(!after.reboot_needed && !after.wipe_docker_datadir);
     assert_eq!(after.installed, Vec::<PathBuf>::new());
     assert_eq!(package_requests(&rig, "17.03", &d1703), 1);
@@ -129,7 +129,7 @@ async fn fresh_node_gets_package_profile_next_profile_and_a_reboot() {
 async fn node_already_running_that_docker_gets_no_reboot() {
     let (rig, _, _) = rig_with_packages();
     rig.set_running_docker("17.03");
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(out.docker_next, "17.03");
@@ -146,7 +146,7 @@ async fn preference_order_and_largest_build_reach_the_profile() {
         .map(|v| rig.publish_package(v, &docker_archive(v)))
         .collect();
     rig.publish_manifest(OS, &entries);
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(out.docker_next, "17.03.2");
@@ -175,7 +175,7 @@ async fn tampered_manifest_leaves_store_and_profile_untouched() {
     let tampered = testkit::torcx_fixtures::package_manifest(&[e]);
     rig.publish_manifest_raw(OS, tampered.as_bytes(), Some(sig.as_bytes()));
 
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification);
@@ -200,7 +200,7 @@ async fn manifest_signed_by_another_key_is_refused() {
         rig.publish_package("17.03", &docker_archive("17.03"))
     ]);
     rig.publish_manifest_raw(OS, m.as_bytes(), Some(other.sign(m.as_bytes()).as_bytes()));
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification);
@@ -221,7 +221,7 @@ async fn unsigned_manifest_only_when_allowed() {
     let (rig, _, d1703) = rig_with_packages();
     let m = testkit::torcx_fixtures::package_manifest(&[rig.publish_package("17.03", &d1703)]);
     rig.publish_manifest_raw(OS, m.as_bytes(), None);
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification);
@@ -233,9 +233,12 @@ async fn unsigned_manifest_only_when_allowed() {
         )
     );
     assert_untouched(&rig);
-    let out = addon::ensure(&config(&rig, json!({"allow_unsigned": true})), &req(None))
-        .await
-        .unwrap();
+    let out = addon::ensure(
+        &config(&rig, json!({"allow_unsigned": true})).addon_inputs(),
+        &req(None),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.docker_next, "17.03");
     // A signature that is there must still verify, allowed or not.
     rig.publish_manifest_raw(
@@ -243,9 +246,12 @@ async fn unsigned_manifest_only_when_allowed() {
         m.as_bytes(),
         Some(b"-----BEGIN PGP SIGNATURE-----\n\nAAAA\n-----END PGP SIGNATURE-----\n"),
     );
-    let err = addon::ensure(&config(&rig, json!({"allow_unsigned": true})), &req(None))
-        .await
-        .unwrap_err();
+    let err = addon::ensure(
+        &config(&rig, json!({"allow_unsigned": true})).addon_inputs(),
+        &req(None),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification);
 }
 
@@ -260,7 +266,7 @@ async fn tampered_package_fails_hash_and_leaves_nothing() {
     let evil = docker_archive("17.03-evil");
     rig.server.put(&path, evil.clone());
 
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification);
@@ -286,7 +292,7 @@ async fn truncated_download_is_resumed_with_a_range_request() {
     let (rig, _, d1703) = rig_with_packages();
     let path = rig.package_path("17.03", &d1703);
     rig.server.fail_next(&path, Fault::Truncate(1000));
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(out.docker_next, "17.03");
@@ -307,7 +313,7 @@ async fn truncated_download_restarts_when_the_server_ignores_ranges() {
     rig.server.set_ranges(false);
     let path = rig.package_path("17.03", &d1703);
     rig.server.fail_next(&path, Fault::Truncate(1000));
-    addon::ensure(&config(&rig, json!({})), &req(None))
+    addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(
@@ -327,7 +333,7 @@ async fn partial_left_by_a_killed_run_is_resumed() {
         &manifest_hash(&d1703)[7..23]
     ));
     testkit::torcx_fixtures::write(&partial, &d1703[..777]).unwrap();
-    addon::ensure(&config(&rig, json!({})), &req(None))
+    addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     let reqs = rig.server.requests_for(&rig.package_path("17.03", &d1703));
@@ -342,7 +348,7 @@ async fn server_errors_are_retried_then_reported_as_retryable() {
     let path = rig.package_path("17.03", &d1703);
     rig.server.fail_next(&path, Fault::Status(503));
     rig.server.fail_next(&path, Fault::Status(500));
-    addon::ensure(&config(&rig, json!({})), &req(None))
+    addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(rig.server.requests_for(&path).len(), 3);
@@ -353,7 +359,7 @@ async fn server_errors_are_retried_then_reported_as_retryable() {
     for _ in 0..3 {
         rig.server.fail_next(&path, Fault::Status(503));
     }
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Retryable);
@@ -378,7 +384,9 @@ async fn unreachable_server_is_retryable_naming_the_url() {
         &rig,
         json!({"manifest_url": format!("http://127.0.0.1:{port}/manifests/{{board}}/{{os_version}}/torcx_manifest.json")}),
     );
-    let err = addon::ensure(&c, &req(None)).await.unwrap_err();
+    let err = addon::ensure(&c.addon_inputs(), &req(None))
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Retryable);
     let msg = err.to_string();
     assert!(
@@ -395,7 +403,7 @@ async fn missing_package_and_oversized_package_are_bad_input() {
     let (rig, _, d1703) = rig_with_packages();
     let path = rig.package_path("17.03", &d1703);
     rig.server.remove(&path);
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::BadInput);
@@ -414,7 +422,7 @@ async fn missing_package_and_oversized_package_are_bad_input() {
 
     let (rig, _, d1703) = rig_with_packages();
     let err = addon::ensure(
-        &config(&rig, json!({"max_package_bytes": 1000})),
+        &config(&rig, json!({"max_package_bytes": 1000})).addon_inputs(),
         &req(None),
     )
     .await
@@ -436,7 +444,7 @@ async fn missing_mapping_and_manifest_errors_name_what_and_where() {
     let (rig, _, _) = rig_with_packages();
     let c = config(&rig, json!({}));
     let err = addon::ensure(
-        &c,
+        &c.addon_inputs(),
         &AddonRequest {
             cluster_version: "v1.10.1+coreos.0".into(),
             next_os_version: None,
@@ -455,7 +463,9 @@ async fn missing_mapping_and_manifest_errors_name_what_and_where() {
     );
     // No manifest published for the OS version: BadInput naming the URL.
     rig.set_os_version("1688.0.0");
-    let err = addon::ensure(&c, &req(None)).await.unwrap_err();
+    let err = addon::ensure(&c.addon_inputs(), &req(None))
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::BadInput);
     assert_eq!(
         err.to_string(),
@@ -474,7 +484,7 @@ async fn pending_update_installs_for_the_next_os_and_keeps_the_running_one_cover
     let next = "1688.0.0";
     let e = rig.publish_package("17.03", &d1703);
     rig.publish_manifest(next, &[e]);
-    let out = addon::ensure(&config(&rig, json!({})), &req(Some(next)))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(Some(next)))
         .await
         .unwrap();
     assert_eq!(out.os_versions, [next, OS]);
@@ -499,7 +509,7 @@ async fn package_already_in_another_store_is_reused_by_hash() {
         "/var/lib/torcx/store/1576.4.0/docker:17.03-old-name.torcx.tgz",
         &d1703,
     );
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(package_requests(&rig, "17.03", &d1703), 0, "no download");
@@ -512,7 +522,7 @@ async fn package_already_in_another_store_is_reused_by_hash() {
     // In the vendor store of this OS under its torcx name: nothing to do.
     let (rig, _, d1703) = rig_with_packages();
     rig.write("/usr/share/torcx/store/docker:17.03.torcx.tgz", &d1703);
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(package_requests(&rig, "17.03", &d1703), 0);
@@ -534,7 +544,7 @@ async fn the_users_own_next_profile_is_kept_and_extended() {
         r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"rkt","reference":"1.30"},{"name":"docker","reference":"1.12"}]}}"#,
     );
     rig.write("/etc/torcx/next-profile", "mine\n");
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(out.profile.as_deref(), Some("mine"));
@@ -548,9 +558,12 @@ async fn the_users_own_next_profile_is_kept_and_extended() {
     // "vendor" in next-profile is torcx's own: our configured profile is used.
     let (rig, _, _) = rig_with_packages();
     rig.write("/etc/torcx/next-profile", "vendor\n");
-    let out = addon::ensure(&config(&rig, json!({"profile_name": "k8s"})), &req(None))
-        .await
-        .unwrap();
+    let out = addon::ensure(
+        &config(&rig, json!({"profile_name": "k8s"})).addon_inputs(),
+        &req(None),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.profile.as_deref(), Some("k8s"));
     assert_eq!(rig.read("/etc/torcx/next-profile").unwrap(), "k8s\n");
 }
@@ -564,7 +577,7 @@ async fn os_before_remote_packages_keeps_the_vendor_docker() {
         "/usr/share/torcx/profiles/vendor.json",
         r#"{"kind":"profile-manifest-v0","value":{"images":[{"name":"docker","reference":"1.12"}]}}"#,
     );
-    let out = addon::ensure(&config(&rig, json!({})), &req(None))
+    let out = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(rig.server.requests(), vec![], "nothing fetched");
@@ -598,7 +611,7 @@ async fn local_manifest_file_and_file_packages_work_offline() {
         &rig,
         json!({"manifest_file": rig.path("/srv/mirror/{os_version}/torcx_manifest.json").display().to_string()}),
     );
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(out.docker_next, "17.03");
     assert_eq!(
         std::fs::read(rig.path(&format!("{STORE}/docker:17.03.torcx.tgz"))).unwrap(),
@@ -614,7 +627,7 @@ async fn download_cut_every_time_is_retryable_and_leaves_no_final_file() {
     for n in [10_000, 20_000, 30_000] {
         rig.server.fail_next(&path, Fault::Truncate(n));
     }
-    let err = addon::ensure(&config(&rig, json!({})), &req(None))
+    let err = addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Retryable);
@@ -661,7 +674,7 @@ async fn download_cut_every_time_is_retryable_and_leaves_no_final_file() {
     );
     assert!(!rig.exists("/etc/torcx/next-profile"));
     // The next run completes from there.
-    addon::ensure(&config(&rig, json!({})), &req(None))
+    addon::ensure(&config(&rig, json!({})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert_eq!(

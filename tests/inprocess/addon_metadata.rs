@@ -193,7 +193,7 @@ async fn fresh_store_gets_the_package_from_the_first_location_that_has_it() {
     r.rig.set_running_docker("1.12.6");
     let c = r.config(json!({"url": url}));
 
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
 
     let want = docker_archive("17.03.2-ce");
     let store_file = r.rig.path(&format!("{STORE}/docker:17.03.2.torcx.tgz"));
@@ -226,12 +226,12 @@ async fn fresh_store_gets_the_package_from_the_first_location_that_has_it() {
     );
 
     // Idempotent: the package is reused from the store by hash.
-    let again = addon::ensure(&c, &req(None)).await.unwrap();
+    let again = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(again.installed, Vec::<PathBuf>::new());
     assert_eq!(r.rig.server.requests_for(&pkg).len(), 1);
     // After the reboot torcx applied it: nothing to do.
     r.rig.set_running_docker("17.03.2");
-    let after = addon::ensure(&c, &req(None)).await.unwrap();
+    let after = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert!(!after.reboot_needed);
 }
 
@@ -280,7 +280,7 @@ async fn a_local_directory_mirror_serves_too() {
     let r = Rig::new();
     let d = r.mirror_dir("dir-mirror", &packages(), true);
     let c = r.config(json!({"url": format!("file://{}", d.display())}));
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(out.docker_next, "17.03.2");
     assert_eq!(
         fs::read(r.rig.path(&format!("{STORE}/docker:17.03.2.torcx.tgz"))).unwrap(),
@@ -308,7 +308,9 @@ async fn tampered_metadata_installs_nothing() {
     r.publish_tree("mirror", &d);
     let c = r.config(json!({"url": r.rig.server.url("/mirror")}));
 
-    let err = addon::ensure(&c, &req(None)).await.unwrap_err();
+    let err = addon::ensure(&c.addon_inputs(), &req(None))
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification, "{err}");
     let msg = err.to_string();
     assert!(msg.contains("signed metadata rejected"), "{msg}");
@@ -332,7 +334,9 @@ async fn tampered_package_installs_nothing() {
     r.rig.server.put(&path, bad);
     let c = r.config(json!({"url": url}));
 
-    let err = addon::ensure(&c, &req(None)).await.unwrap_err();
+    let err = addon::ensure(&c.addon_inputs(), &req(None))
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification, "{err}");
     let msg = err.to_string();
     assert!(
@@ -349,7 +353,7 @@ async fn tampered_package_installs_nothing() {
 async fn unsigned_metadata_is_refused_unless_allowed() {
     let r = Rig::new();
     let url = r.serve("mirror", &packages(), false);
-    let err = addon::ensure(&r.config(json!({"url": url})), &req(None))
+    let err = addon::ensure(&r.config(json!({"url": url})).addon_inputs(), &req(None))
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
@@ -362,7 +366,7 @@ async fn unsigned_metadata_is_refused_unless_allowed() {
     r.assert_untouched();
 
     let c = r.config(json!({"url": url, "allow_unsigned": ["url"]}));
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(out.docker_next, "17.03.2");
     assert_eq!(
         fs::read(r.rig.path(&format!("{STORE}/docker:17.03.2.torcx.tgz"))).unwrap(),
@@ -413,7 +417,9 @@ async fn pending_os_update_gets_its_own_build_and_the_running_os_keeps_one() {
     files.push((artifact("17.03.2", NEXT), docker_archive("17.03.2-ce-next")));
     let url = r.serve("mirror", &files, true);
     let c = r.config(json!({"url": url}));
-    let out = addon::ensure(&c, &req(Some(NEXT))).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(Some(NEXT)))
+        .await
+        .unwrap();
     assert_eq!(out.docker_next, "17.03.2");
     assert_eq!(out.os_versions, [NEXT, OS]);
     assert_eq!(
@@ -434,7 +440,7 @@ async fn old_os_versions_get_no_remote_package() {
     let r = Rig::new();
     r.rig.set_os_version("1465.8.0");
     let url = r.serve("mirror", &packages(), true);
-    let out = addon::ensure(&r.config(json!({"url": url})), &req(None))
+    let out = addon::ensure(&r.config(json!({"url": url})).addon_inputs(), &req(None))
         .await
         .unwrap();
     assert!(
@@ -475,7 +481,7 @@ async fn sysext_backend_takes_the_docker_sysext_product() {
     let mut v = r.config_value(json!({"url": url}));
     v["addon"]["backend"] = json!("sysext");
     let c = Config::from_json(&v.to_string(), Path::new("/c.json")).unwrap();
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(out.docker_next, "24.0.9");
     let raw = r.rig.path("/etc/extensions/docker.raw");
     assert_eq!(fs::read(&raw).unwrap(), image);
@@ -485,7 +491,7 @@ async fn sysext_backend_takes_the_docker_sysext_product() {
     );
     assert!(r.requests_under("/mirror/docker/docker-torcx").is_empty());
     // In place: nothing fetched again.
-    let again = addon::ensure(&c, &req(None)).await.unwrap();
+    let again = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert!(again.installed.is_empty(), "{:?}", again.installed);
     assert_eq!(r.requests_under("/mirror/docker/").len(), 1);
 }
@@ -531,7 +537,7 @@ async fn a_mirror_written_and_signed_by_simplestreams_serves_the_package() {
     r.rig.set_running_docker("1.12.6");
     let c = r.config(json!({"url": r.rig.server.url("/ss")}));
 
-    let out = addon::ensure(&c, &req(None)).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
 
     assert_eq!(out.docker_next, "17.03.2");
     assert!(out.reboot_needed);

@@ -56,7 +56,7 @@ fn reboot(rig: &AddonRig, release: &str) {
 async fn sysext_image_installed_masked_enabled_and_reboot_only_when_it_changes() {
     let (rig, image) = rig();
     let c = config(&rig);
-    let out = addon::ensure(&c, &req()).await.unwrap();
+    let out = addon::ensure(&c.addon_inputs(), &req()).await.unwrap();
 
     let raw = rig.path("/etc/extensions/docker.raw");
     assert_eq!(std::fs::read(&raw).unwrap(), image);
@@ -85,10 +85,10 @@ async fn sysext_image_installed_masked_enabled_and_reboot_only_when_it_changes()
     assert_eq!(out.docker_running, None);
     assert!(out.reboot_needed && out.wipe_docker_datadir);
     assert_eq!(out.installed.len(), 5, "{:?}", out.installed);
-    assert!(!addon::confirm_active(&c, &out).unwrap());
+    assert!(!addon::confirm_active(&c.addon_inputs(), &out).unwrap());
 
     // Same boot, again: nothing written, still a reboot away.
-    let again = addon::ensure(&c, &req()).await.unwrap();
+    let again = addon::ensure(&c.addon_inputs(), &req()).await.unwrap();
     assert!(again.installed.is_empty(), "{:?}", again.installed);
     assert!(again.reboot_needed);
     assert_eq!(
@@ -103,8 +103,8 @@ async fn sysext_image_installed_masked_enabled_and_reboot_only_when_it_changes()
     // The boot merged it (a release file without a version: the agent's
     // record of what it installed in the previous boot tells).
     reboot(&rig, "ID=flatcar\nSYSEXT_LEVEL=1.0\n");
-    assert!(addon::confirm_active(&c, &out).unwrap());
-    let after = addon::ensure(&c, &req()).await.unwrap();
+    assert!(addon::confirm_active(&c.addon_inputs(), &out).unwrap());
+    let after = addon::ensure(&c.addon_inputs(), &req()).await.unwrap();
     assert_eq!(after.docker_running.as_deref(), Some("24.0.9"));
     assert_eq!(
         after.docker_running_source.as_deref(),
@@ -120,7 +120,9 @@ async fn sysext_already_running_that_docker_needs_no_reboot() {
         "/usr/lib/extension-release.d/extension-release.docker",
         "ID=flatcar\nSYSEXT_LEVEL=1.0\nSYSEXT_VERSION_ID=24.0.9\n",
     );
-    let out = addon::ensure(&config(&rig), &req()).await.unwrap();
+    let out = addon::ensure(&config(&rig).addon_inputs(), &req())
+        .await
+        .unwrap();
     assert_eq!(out.docker_running.as_deref(), Some("24.0.9"));
     assert_eq!(out.docker_running_source.as_deref(), Some("sysext-release"));
     assert!(!out.reboot_needed && !out.wipe_docker_datadir);
@@ -135,7 +137,9 @@ async fn sysext_upgrade_replaces_the_image_and_wipes_across_minors() {
         "/usr/lib/extension-release.d/extension-release.docker",
         "ID=flatcar\nSYSEXT_LEVEL=1.0\nSYSEXT_VERSION_ID=23.0.6\n",
     );
-    let out = addon::ensure(&config(&rig), &req()).await.unwrap();
+    let out = addon::ensure(&config(&rig).addon_inputs(), &req())
+        .await
+        .unwrap();
     assert_eq!(
         std::fs::read(rig.path("/etc/extensions/docker.raw")).unwrap(),
         image
@@ -149,7 +153,9 @@ async fn sysext_tampered_image_installs_nothing() {
     let (rig, _) = rig();
     let p = format!("/sysext/{}/docker-24.0.9-x86-64.raw", rig.board);
     rig.server.put(&p, filler("evil", 300 * 1024));
-    let err = addon::ensure(&config(&rig), &req()).await.unwrap_err();
+    let err = addon::ensure(&config(&rig).addon_inputs(), &req())
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Verification);
     assert!(
         err.to_string().starts_with(&format!(

@@ -3,11 +3,11 @@
 //! afterwards, that the previous one is kept, the exit code and message,
 //! and that nothing else is left behind.
 
-use crate::agent_mirror::{Rig, agent_bytes, artifact, err, ok, stamped};
 use serde_json::{Value, json};
 use std::fs;
 use std::process::Command;
 use std::time::Instant;
+use testkit::agent_mirror::{Rig, agent_bytes, artifact, err, ok, stamped};
 use testkit::pkgserver::Fault;
 
 #[test]

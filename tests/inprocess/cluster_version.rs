@@ -74,9 +74,12 @@ async fn version_from_api_server_with_client_certificate() {
         .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(&node.config("worker", ""), Some("v1.8.4_coreos.0"))
-        .await
-        .unwrap();
+    let v = cluster::discover(
+        &node.config("worker", "").cluster_inputs(),
+        Some("v1.8.4_coreos.0"),
+    )
+    .await
+    .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert_eq!(v.image_tag(), "v1.9.6_coreos.0");
     assert_eq!(v.apiserver_version.as_deref(), Some("v1.9.6+coreos.0"));
@@ -115,7 +118,7 @@ async fn version_from_api_server_with_token() {
         &server.url(),
         &KubeAuth::Token("abcdef.0123456789abcdef".into()),
     );
-    let v = cluster::discover(&node.config("master", ""), None)
+    let v = cluster::discover(&node.config("master", "").cluster_inputs(), None)
         .await
         .unwrap();
     assert_eq!(v.version, "v1.10.2");
@@ -148,7 +151,9 @@ async fn server_from_another_ca_gets_no_credentials() {
         // Even with the seed fallback on: an untrusted server is not
         // "unreachable", it is refused.
         let e = cluster::discover(
-            &node.config("worker", r#""api_attempts":3,"fallback_to_seed":true"#),
+            &node
+                .config("worker", r#""api_attempts":3,"fallback_to_seed":true"#)
+                .cluster_inputs(),
             Some("v1.9.6_coreos.0"),
         )
         .await
@@ -183,7 +188,9 @@ async fn unreachable_api_server_is_retryable_after_bounded_attempts() {
     node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
     let e = cluster::discover(
-        &node.config("worker", r#""api_attempts":4"#),
+        &node
+            .config("worker", r#""api_attempts":4"#)
+            .cluster_inputs(),
         Some("v1.9.6_coreos.0"),
     )
     .await
@@ -207,7 +214,9 @@ async fn unreachable_api_server_falls_back_to_seed_only_when_configured() {
     let node = Node::new();
     node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
     let v = cluster::discover(
-        &node.config("worker", r#""api_attempts":2,"fallback_to_seed":true"#),
+        &node
+            .config("worker", r#""api_attempts":2,"fallback_to_seed":true"#)
+            .cluster_inputs(),
         Some("v1.9.6_coreos.0"),
     )
     .await
@@ -241,7 +250,9 @@ async fn transient_failures_are_retried_then_succeed() {
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
     let v = cluster::discover(
-        &node.config("worker", r#""api_attempts":4,"api_retry_max_secs":2"#),
+        &node
+            .config("worker", r#""api_attempts":4,"api_retry_max_secs":2"#)
+            .cluster_inputs(),
         None,
     )
     .await
@@ -271,9 +282,14 @@ async fn server_errors_until_attempts_run_out_are_retryable() {
     .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node
+            .config("worker", r#""api_attempts":3"#)
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(e.to_string().contains("failed after 3 attempts"), "{e}");
     assert!(e.to_string().contains("HTTP 500"), "{e}");
@@ -298,9 +314,14 @@ async fn forbidden_version_is_retried_as_a_server_still_starting() {
     .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
-        .await
-        .unwrap();
+    let v = cluster::discover(
+        &node
+            .config("worker", r#""api_attempts":3"#)
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     let statuses: Vec<u16> = server.log().requests.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![403, 403, 200]);
@@ -315,9 +336,14 @@ async fn forbidden_version_is_retried_as_a_server_still_starting() {
     .await
     .unwrap();
     node.write_kubeconfig(&pki, &lasting.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(&node.config("worker", r#""api_attempts":2"#), None)
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node
+            .config("worker", r#""api_attempts":2"#)
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
     assert_eq!(e.exit_code(), exit::RETRYABLE);
     let m = e.to_string();
@@ -342,9 +368,14 @@ async fn rejected_token_is_bad_input_without_retry() {
     .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::Token("wrong".into()));
-    let e = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node
+            .config("worker", r#""api_attempts":3"#)
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
     assert!(
         e.to_string()
@@ -376,9 +407,14 @@ async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
     assert!(text.contains(&b64_of(&stranger.client.cert_pem)));
     assert!(text.contains(&b64_of(&stranger.client.key_pem)));
     std::fs::write(node.kubeconfig(), text).unwrap();
-    let e = cluster::discover(&node.config("worker", r#""api_attempts":3"#), None)
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node
+            .config("worker", r#""api_attempts":3"#)
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
     assert!(
         e.to_string()
@@ -402,9 +438,14 @@ async fn not_a_version_answer_is_retried_then_retryable() {
     .unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(&node.config("worker", r#""api_attempts":2"#), None)
-        .await
-        .unwrap_err();
+    let e = cluster::discover(
+        &node
+            .config("worker", r#""api_attempts":2"#)
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(e.to_string().contains("not Kubernetes version JSON"), "{e}");
     assert_eq!(server.log().requests.len(), 2);
@@ -419,7 +460,9 @@ async fn forced_version_that_breaks_skew_is_refused() {
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
     let e = cluster::discover(
-        &node.config("worker", r#""forced_version":"v1.10.2""#),
+        &node
+            .config("worker", r#""forced_version":"v1.10.2""#)
+            .cluster_inputs(),
         None,
     )
     .await
@@ -438,7 +481,9 @@ async fn forced_version_that_breaks_skew_is_refused() {
 
     // Within the policy: accepted, and the server's version is recorded.
     let v = cluster::discover(
-        &node.config("worker", r#""forced_version":"v1.8.15""#),
+        &node
+            .config("worker", r#""forced_version":"v1.8.15""#)
+            .cluster_inputs(),
         None,
     )
     .await
@@ -450,10 +495,12 @@ async fn forced_version_that_breaks_skew_is_refused() {
     // The check can be switched off: no request at all.
     let before = server.log().connections;
     let v = cluster::discover(
-        &node.config(
-            "worker",
-            r#""forced_version":"v1.10.2","check_forced_skew":false"#,
-        ),
+        &node
+            .config(
+                "worker",
+                r#""forced_version":"v1.10.2","check_forced_skew":false"#,
+            )
+            .cluster_inputs(),
         None,
     )
     .await
@@ -468,7 +515,9 @@ async fn forced_version_with_unreachable_server_is_only_a_warning() {
     let node = Node::new();
     node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
     let v = cluster::discover(
-        &node.config("worker", r#""forced_version":"v1.10.2""#),
+        &node
+            .config("worker", r#""forced_version":"v1.10.2""#)
+            .cluster_inputs(),
         None,
     )
     .await
@@ -482,9 +531,12 @@ async fn bootkube_master_never_contacts_the_api_server() {
     let server = FakeApiServer::start(&pki, opts("v1.10.2")).await.unwrap();
     let node = Node::new();
     node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(&node.config("bootkube-master", ""), Some("v1.9.6_coreos.0"))
-        .await
-        .unwrap();
+    let v = cluster::discover(
+        &node.config("bootkube-master", "").cluster_inputs(),
+        Some("v1.9.6_coreos.0"),
+    )
+    .await
+    .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert!(matches!(v.source, VersionSource::Seed { .. }));
     assert_eq!(server.log().connections, 0);
@@ -501,7 +553,7 @@ async fn bad_kubeconfig_is_bad_input_naming_file_and_field() {
             "    insecure-skip-tls-verify: true\n    certificate-authority-data",
         );
     std::fs::write(node.kubeconfig(), text).unwrap();
-    let e = cluster::discover(&node.config("worker", ""), None)
+    let e = cluster::discover(&node.config("worker", "").cluster_inputs(), None)
         .await
         .unwrap_err();
     assert_eq!(e.exit_code(), exit::BAD_INPUT);

@@ -20,9 +20,6 @@
 //! Run it: `cargo test --test inprocess`; one file: `cargo test --test
 //! inprocess assets_s3::`.
 
-// The signed mirror of stamped agents the upgrade tests install from (shared with the node tier).
-#[path = "../shared/agent_mirror.rs"]
-mod agent_mirror;
 // `node-bootstrap upgrade`: choice, verification, replace, rollback, kill -9.
 mod agent_upgrade;
 // `node-bootstrap addon ensure/confirm` (torcx backend) on a node laid out in a temp dir.
@@ -43,6 +40,10 @@ mod assets_s3;
 mod assets_unpack;
 // Cluster version discovery against the API server stand-in.
 mod cluster_version;
+// README's exit code table against `--help`, the error classes and the unit.
+mod docs_exit_codes;
+// Every repository path the docs name exists; nothing outside the repository is cited.
+mod docs_paths;
 // `helper bootkube|tectonic` in script mode.
 mod helper_script;
 // Artifact metadata: generate, find, search order, signatures, HTTP and S3 locations.

@@ -113,7 +113,10 @@ fn generated_signed_metadata_is_found_fetched_and_verified() {
     let c = f.config(&format!(r#","url":"file://{}""#, m.display()));
     let rt = testkit::runtime();
     let found = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Major(17))))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Major(17)),
+        ))
         .unwrap();
     assert_eq!(found.kind, LocationKind::Url);
     assert!(found.signed);
@@ -137,7 +140,7 @@ fn generated_signed_metadata_is_found_fetched_and_verified() {
 
     let dest = f.path("store/docker:17.12.torcx.tgz");
     fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    rt.block_on(metadata::fetch_item(&c, &found, &dest))
+    rt.block_on(metadata::fetch_item(&c.metadata_inputs(), &found, &dest))
         .unwrap();
     assert_eq!(fs::read(&dest).unwrap(), DOCKER_1712);
 
@@ -149,7 +152,7 @@ fn generated_signed_metadata_is_found_fetched_and_verified() {
     .unwrap();
     let dest2 = f.path("store/other.tgz");
     let e = rt
-        .block_on(metadata::fetch_item(&c, &found, &dest2))
+        .block_on(metadata::fetch_item(&c.metadata_inputs(), &found, &dest2))
         .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Verification);
     assert!(e.to_string().contains("sha256 is"), "{e}");
@@ -166,7 +169,7 @@ fn the_first_location_with_a_matching_product_wins() {
     let rt = testkit::runtime();
     let found = rt
         .block_on(metadata::find(
-            &c,
+            &c.metadata_inputs(),
             &docker(VersionMatch::Exact("17.03".into())),
         ))
         .unwrap();
@@ -181,7 +184,7 @@ fn the_first_location_with_a_matching_product_wins() {
     // Asking for 1.12 stops at the local store.
     let found = rt
         .block_on(metadata::find(
-            &c,
+            &c.metadata_inputs(),
             &docker(VersionMatch::Exact("1.12".into())),
         ))
         .unwrap();
@@ -193,7 +196,9 @@ fn the_first_location_with_a_matching_product_wins() {
         "com.node-bootstrap:docker:1520.3.0:arm64",
         VersionMatch::Latest,
     );
-    let e = rt.block_on(metadata::find(&c, &q)).unwrap_err();
+    let e = rt
+        .block_on(metadata::find(&c.metadata_inputs(), &q))
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput);
     assert!(
         e.to_string().contains(&format!(
@@ -221,7 +226,10 @@ fn signed_is_tried_before_unsigned_and_unsigned_is_refused_by_default() {
     ));
     let rt = testkit::runtime();
     let found = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap();
     assert!(found.signed);
     assert_eq!(found.version, "17.03");
@@ -231,7 +239,10 @@ fn signed_is_tried_before_unsigned_and_unsigned_is_refused_by_default() {
     assert!(!u.join("streams/v1/index.sjson").exists());
     let c = f.config(&format!(r#","url":"{}""#, u.display()));
     let e = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap_err();
     assert!(
         e.to_string().contains(
@@ -245,7 +256,10 @@ fn signed_is_tried_before_unsigned_and_unsigned_is_refused_by_default() {
         u.display()
     ));
     let found = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap();
     assert!(!found.signed);
 
@@ -276,7 +290,10 @@ fn tampered_or_foreign_signed_metadata_disqualifies_the_location() {
     ));
     let rt = testkit::runtime();
     let found = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap();
     // Not the local store's unsigned files either: the next location.
     assert_eq!(found.kind, LocationKind::Url);
@@ -294,7 +311,10 @@ fn tampered_or_foreign_signed_metadata_disqualifies_the_location() {
     // Alone, it is a verification failure.
     let c = f.config(r#","allow_unsigned":["local"]"#);
     let e = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Verification, "{e}");
 
@@ -303,7 +323,10 @@ fn tampered_or_foreign_signed_metadata_disqualifies_the_location() {
     let foreign = other.mirror("foreign", &[("17.03", DOCKER_1703)], true);
     let c = f.config(&format!(r#","url":"{}""#, foreign.display()));
     let e = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Verification, "{e}");
     assert!(
@@ -520,7 +543,10 @@ fn http_and_bucket_locations_serve_a_generated_mirror() {
     ));
     let rt = testkit::runtime();
     let found = rt
-        .block_on(metadata::find(&c, &docker(VersionMatch::Latest)))
+        .block_on(metadata::find(
+            &c.metadata_inputs(),
+            &docker(VersionMatch::Latest),
+        ))
         .unwrap();
     assert_eq!(found.kind, LocationKind::Url);
     assert_eq!(
@@ -531,7 +557,7 @@ fn http_and_bucket_locations_serve_a_generated_mirror() {
         )
     );
     let dest = f.path("got.tgz");
-    rt.block_on(metadata::fetch_item(&c, &found, &dest))
+    rt.block_on(metadata::fetch_item(&c.metadata_inputs(), &found, &dest))
         .unwrap();
     assert_eq!(fs::read(&dest).unwrap(), DOCKER_1703);
 

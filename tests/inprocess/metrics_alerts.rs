@@ -9,9 +9,10 @@
 use node_bootstrap::error::{Error, ErrorClass};
 use node_bootstrap::journal::{StateJournal, Step};
 use node_bootstrap::metrics::record::{Deltas, Finished};
-use node_bootstrap::metrics::render::{Snapshot, render};
-use node_bootstrap::metrics::state::MetricsState;
-use node_bootstrap::metrics::{Command as Cmd, Remote, result_of};
+use node_bootstrap::metrics::{Command as Cmd, Remote};
+use node_bootstrap::textfile::render::{Snapshot, render};
+use node_bootstrap::textfile::result_of;
+use node_bootstrap::textfile::state::MetricsState;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::Write as _;

@@ -5,11 +5,11 @@
 //! leaves its outcome and exit code, an upgrade's mirror retry and bytes
 //! are counted, and without `metrics.textfile_dir` nothing is written.
 
-use crate::agent_mirror;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
+use testkit::agent_mirror;
 use testkit::cli::stderr;
 
 struct Node {

@@ -13,7 +13,7 @@ use node_bootstrap::error::ErrorClass;
 use node_bootstrap::journal::{
     JournalFile, StateJournal, Step, StepRecord, StepResult, StepStatus,
 };
-use node_bootstrap::kubeletenv::{self, EnvFile};
+use node_bootstrap::kubelet_env::{self, EnvFile};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -322,7 +322,7 @@ proptest! {
             Some(b) => format!("v{maj}.{min}.{pat}+{b}"),
             None => format!("v{maj}.{min}.{pat}"),
         };
-        let text = kubeletenv::render_for(&seed, &v, "cgroupfs").unwrap();
+        let text = kubelet_env::render_for(&seed, &v, "cgroupfs").unwrap();
         let back = EnvFile::parse(&text, Path::new("/etc/kubernetes/kubelet.env")).unwrap();
         let tag = v.replace('+', "_");
         prop_assert_eq!(back.get("KUBELET_IMAGE_TAG"), Some(tag.as_str()));

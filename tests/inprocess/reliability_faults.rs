@@ -72,7 +72,7 @@ impl Api {
             .build()
             .unwrap();
         rt.block_on(node_bootstrap::cluster::discover(
-            &self.config(),
+            &self.config().cluster_inputs(),
             Some("v1.8.4_coreos.0"),
         ))
     }
@@ -196,7 +196,7 @@ mod pkg {
             )
             .unwrap();
             addon::ensure(
-                &c,
+                &c.addon_inputs(),
                 &AddonRequest {
                     cluster_version: "v1.9.6+coreos.0".into(),
                     next_os_version: None,

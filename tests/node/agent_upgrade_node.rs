@@ -2,10 +2,10 @@
 //! upgrades itself first from a signed mirror on loopback, hands over, and
 //! the new agent completes the first boot.
 
-use crate::agent_mirror::Rig;
 use serde_json::{Value, json};
 use std::fs;
 use std::time::Duration;
+use testkit::agent_mirror::Rig;
 
 /// `run` with `agent.upgrade: minor` finds a newer agent of its major, installs it, hands over to it, and the
 /// new agent completes the first boot (kubelet runs); later boots keep it.

@@ -9,30 +9,27 @@
 //! and conditions (with the agent stub), the real agent's `run` through an
 //! OS update, the docker addon and its reboot (applied by the real
 //! `torcx-generator`, or by `systemd-sysext`), pull mode from moto,
-//! `status` against systemd, and power cuts at every stage of a first
-//! boot.
+//! `status` against systemd, power cuts at every stage of a first
+//! boot, and pods running on containerd (CRI) and docker (dockershim).
 //!
 //! What it needs: root (namespaces, overlay mounts), systemd, util-linux
 //! (`unshare`, `nsenter`), the real torcx (`scripts/build-torcx.sh`) and
-//! `moto_server`, `prometheus-node-exporter` and `promtool`
-//! (scripts/setup.sh). Elsewhere each test says
+//! `moto_server`, `prometheus-node-exporter` and `promtool`, containerd,
+//! the CNI plugins and the pods' images (scripts/setup.sh). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //! `scripts/mutate-units.sh` runs `node_units::` against mutated units.
 //!
 //! Run it: `sudo -E cargo test --test node`; one file: `cargo test --test
 //! node addon_node::`. `SIMNODE_KEEP=1` keeps a node's files.
 
-// The signed mirror of stamped agents (shared with the inprocess tier; this
-// tier uses only part of it).
-#[path = "../shared/agent_mirror.rs"]
-#[allow(dead_code)]
-mod agent_mirror;
 // `run` with `agent.upgrade`: the agent upgrades itself, then completes the first boot.
 mod agent_upgrade_node;
 // The docker addon's subcommands run inside a node, rebooted when they say so.
 mod addon_node;
 // A real cluster: a bootkube master and workers joining it, Ready.
 mod cluster_join;
+// The real kubelet on containerd through CRI: Node Ready, a pod Running, logs and exec.
+mod containerd_pod;
 // The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.

@@ -52,7 +52,7 @@ variable "agent_http_headers" {
 }
 
 variable "agent_config" {
-  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode (if the object already has them they must agree)."
+  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode (if the object already has them they must agree), and refuses at plan time what the agent would refuse on the node: pull mode without assets.s3 (bucket and key), an assets.s3 without them, a helper in docker mode without docker.image."
   type        = string
   default     = "{}"
   nullable    = false
@@ -72,6 +72,40 @@ variable "agent_config" {
   validation {
     condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).assets.mode, var.assets_mode) == var.assets_mode
     error_message = "agent_config.assets.mode disagrees with the assets_mode variable; remove it from agent_config (the module sets it) or make them equal."
+  }
+  # What the agent refuses when it loads the config (exit 4 on the node,
+  # src/assets/config.rs and src/helper/config.rs), refused here at plan time.
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || var.assets_mode != "pull" || try(jsondecode(var.agent_config).assets.s3, null) != null
+    error_message = "assets_mode is \"pull\" but agent_config has no assets.s3: the agent pulls the bundle from S3 and needs its bucket and key (agent_config.assets.s3 = { bucket = \"...\", key = \"...\" }, see docs/operators.md, \"Pull mode\")."
+  }
+  validation {
+    condition = try(jsondecode(var.agent_config).assets.s3, null) == null || (
+      can(regex("^[^/]*[^/[:space:]][^/]*$", jsondecode(var.agent_config).assets.s3.bucket)) &&
+      can(regex("[^[:space:]]", jsondecode(var.agent_config).assets.s3.key))
+    )
+    error_message = "agent_config.assets.s3 needs \"bucket\" (a bucket name without \"/\") and \"key\" (the bundle's object key), both non-empty strings."
+  }
+  validation {
+    condition = alltrue([
+      for h in ["bootkube", "tectonic"] :
+      contains(["script", "docker"], try(coalesce(jsondecode(var.agent_config).helpers[h].mode, "script"), "script"))
+    ])
+    error_message = "agent_config.helpers.<bootkube|tectonic>.mode must be \"script\" or \"docker\"."
+  }
+  validation {
+    condition = (
+      try(coalesce(jsondecode(var.agent_config).helpers.bootkube.mode, "script"), "script") != "docker" &&
+      try(jsondecode(var.agent_config).helpers.bootkube.docker, null) == null
+    ) || can(regex("^[^[:space:]]+$", jsondecode(var.agent_config).helpers.bootkube.docker.image))
+    error_message = "agent_config.helpers.bootkube.docker.image is required in docker mode (and whenever helpers.bootkube.docker is set): an image reference without spaces."
+  }
+  validation {
+    condition = (
+      try(coalesce(jsondecode(var.agent_config).helpers.tectonic.mode, "script"), "script") != "docker" &&
+      try(jsondecode(var.agent_config).helpers.tectonic.docker, null) == null
+    ) || can(regex("^[^[:space:]]+$", jsondecode(var.agent_config).helpers.tectonic.docker.image))
+    error_message = "agent_config.helpers.tectonic.docker.image is required in docker mode (and whenever helpers.tectonic.docker is set): an image reference without spaces."
   }
 }
 

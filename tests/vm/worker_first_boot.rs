@@ -1,0 +1,81 @@
+//! A worker's first boot from the Ignition config terraform renders.
+
+use crate::checks::*;
+use crate::rig::*;
+use crate::*;
+use serde_json::json;
+use std::time::Instant;
+
+#[test]
+fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubelet() {
+    if skip(&["terraform", "ssh-keygen", "strip"]) {
+        return;
+    }
+    let _one_at_a_time = testkit::vm::exclusive();
+    let t0 = Instant::now();
+    let d = Delivery::new();
+    // The shipped defaults (real node paths; OS updates and the addon off).
+    // The bootkube master is not booted here, only rendered.
+    let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
+    let metal = d.metal(&json!({}), None, (22, &host_key));
+    let mut vm = d.worker(&metal);
+    vm.boot().unwrap();
+    vm.wait_ready(BOOT).unwrap();
+
+    let (code, out) = status_wait(&vm);
+    assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());
+
+    // Ignition alone enabled the units (no hand step), from its preset.
+    let enabled = vm
+        .exec(&[
+            "systemctl",
+            "is-enabled",
+            "k8s-node-bootstrap.service",
+            "kubelet.service",
+        ])
+        .unwrap();
+    assert_eq!(enabled.stdout_str(), "enabled\nenabled\n");
+    assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");
+    assert_eq!(
+        vm.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
+        "0"
+    );
+    // The binary Ignition fetched over HTTP is the one the mirror serves
+    // (Ignition checked the SHA-512 the config gave; so does the test).
+    let sum = vm.exec(&["sha512sum", "/opt/bin/node-bootstrap"]).unwrap();
+    assert!(
+        sum.stdout_str().starts_with(&d.agent.sha512),
+        "{}",
+        sum.stdout_str()
+    );
+    assert_eq!(
+        d.mirror.requests_for(AGENT_PATH).len(),
+        1,
+        "fetched once, by Ignition"
+    );
+    // The cluster version came from the API server (client certificate),
+    // not from the seed.
+    assert_eq!(
+        vm.read("/etc/kubernetes/kubelet.env").unwrap(),
+        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n"
+    );
+    assert!(
+        d.cluster
+            .api
+            .log()
+            .requests
+            .iter()
+            .any(|r| r.path == "/version" && r.client_cert)
+    );
+    assert_eq!(
+        lines(&vm, "/var/lib/kubelet-wrapper/starts"),
+        [testkit::agentnode::kubelet_start_record(
+            "v1.9.6_coreos.0",
+            "systemd"
+        )]
+    );
+    // The first boot is over: the next one will not run Ignition again.
+    assert!(!vm.exists(testkit::vm::FIRSTBOOT_FLAG));
+    vm.shutdown().unwrap();
+    report(&vm, t0);
+}
