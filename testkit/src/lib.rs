@@ -23,6 +23,7 @@ pub mod s3;
 pub mod simnode;
 pub mod simplestreams;
 pub mod sshd;
+pub mod tls_bootstrap;
 pub mod torcx;
 pub mod torcx_fixtures;
 pub mod vm;

@@ -22,6 +22,8 @@
 
 // "What runs now" from a private dockerd's API, and the fallback to torcx.
 mod addon_docker;
+// Bootstrap tokens and kubelet TLS bootstrapping against the real control plane.
+mod bootstrap_tokens;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
