@@ -4,13 +4,13 @@ output "rendered" {
   sensitive   = true
 
   precondition {
-    condition     = (var.kubeconfig == null) != (var.bootstrap_kubeconfig == null)
-    error_message = "give exactly one of kubeconfig (a shared kubeconfig with long-lived client credentials) and bootstrap_kubeconfig (a bootstrap token the kubelet trades for its own certificate; see the bootstrap-token module)."
-  }
-  precondition {
     # On a sensitive copy, so the error never prints the kubeconfig.
     condition     = can(yamldecode(local.kubeconfig).clusters[0].cluster.server)
     error_message = "${local.bootstrap ? "bootstrap_kubeconfig" : "kubeconfig"} must be a kubeconfig (YAML or JSON) with at least one cluster that has a server."
+  }
+  precondition {
+    condition     = (var.kubeconfig == null) != (var.bootstrap_kubeconfig == null)
+    error_message = "give exactly one of kubeconfig (a shared kubeconfig with long-lived client credentials) and bootstrap_kubeconfig (a bootstrap token the kubelet trades for its own certificate; see the bootstrap-token module)."
   }
   precondition {
     condition     = !local.bootstrap || local.bootstrap_only_token
