@@ -17,6 +17,12 @@
 //!   and exits once the API server is ready, and a `tectonic-wrapper.sh`
 //!   that applies the cluster's first manifests with kubectl.
 //!
+//! Either runs in bootstrap-token mode when [`crate::tls_bootstrap`] turns
+//! it on ([`ControlPlane::enable_tls_bootstrap`]): bootstrap token
+//! authentication, the controller manager signing node certificates with the
+//! cluster CA, and the tokens' Secrets and RBAC as rendered by
+//! `terraform/modules/bootstrap-token` among the first manifests.
+//!
 //! [`Kubectl`] talks to either as the cluster's administrator.
 
 use crate::apiserver::{Issued, KubeAuth, Pki};

@@ -583,3 +583,87 @@ fn the_ignition_module_refuses_a_bootstrap_kubeconfig_with_anything_but_a_bootst
     let out = plan(&tf, &classic);
     assert!(out.status.success(), "{}", flat(&out));
 }
+
+#[test]
+fn the_metal_example_starts_its_workers_with_the_bootstrap_token_and_its_masters_with_the_kubeconfig()
+ {
+    if skip_without(&["terraform"]) {
+        return;
+    }
+    let inputs = root().join("ignition/render/inputs");
+    let assets = tempfile::tempdir().unwrap();
+    for f in ["bootkube.sh", "tectonic-wrapper.sh"] {
+        fs::write(assets.path().join(f), "#!/bin/sh\n").unwrap();
+    }
+    let secret = "0123456789s3cr3t";
+    let tf = Terraform::new(root().join("terraform/examples/metal"));
+    tf.init();
+    let vars = json!({
+        "bootkube_master": {"name": "master-0", "host": "192.0.2.10"},
+        "workers": ["worker-0"],
+        "assets_dir": assets.path(),
+        "ssh_authorized_keys": [fs::read_to_string(inputs.join("operator.pub")).unwrap()],
+        "agent_url": "https://mirror.example.com/node-bootstrap",
+        "agent_sha512": "ab".repeat(64),
+        "kubelet_image_tag": "v1.20.2",
+        "runtime_mappings_path": inputs.join("runtime-mappings.yaml"),
+        "kubeconfig_path": inputs.join("kubeconfig"),
+        "bootstrap_token": {"id": "abcdef", "secret": secret, "expiration": "2099-01-01T00:00:00Z"},
+    });
+    let f = tf.work().join("metal.tfvars.json");
+    fs::write(&f, serde_json::to_string_pretty(&vars).unwrap()).unwrap();
+    let planfile = tf.work().join("plan");
+    let out = tf.run(&[
+        "plan",
+        "-input=false",
+        "-no-color",
+        "-lock=false",
+        &format!("-var-file={}", f.display()),
+        &format!("-out={}", planfile.display()),
+    ]);
+    let text = flat(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        !text.contains(secret),
+        "the token secret reached the plan's output"
+    );
+    // The planned configs, as `terraform show -json` gives them.
+    let shown: Value =
+        serde_json::from_str(&tf.ok(&["show", "-json", &planfile.display().to_string()])).unwrap();
+    let configs = &shown["planned_values"]["outputs"]["ignition_configs"]["value"];
+    let config = |n: &str| -> Value { serde_json::from_str(configs[n].as_str().unwrap()).unwrap() };
+    let paths = |cfg: &Value| -> Vec<String> {
+        cfg["storage"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let worker = config("worker-0");
+    assert!(paths(&worker).contains(&BOOTSTRAP_KUBECONFIG.to_string()));
+    assert!(!paths(&worker).contains(&"/etc/kubernetes/kubeconfig".to_string()));
+    let ca = fs::read_to_string(inputs.join("mirror-ca.pem")).unwrap();
+    assert_eq!(
+        credential_findings(&worker, secret, &[&ca]),
+        Vec::<String>::new()
+    );
+    let boot: Value = serde_saphyr::from_str(
+        &crate::support::ignition_file_text(&worker, BOOTSTRAP_KUBECONFIG).unwrap(),
+    )
+    .unwrap();
+    let shared: Value =
+        serde_saphyr::from_str(&fs::read_to_string(inputs.join("kubeconfig")).unwrap()).unwrap();
+    assert_eq!(
+        boot["clusters"][0]["cluster"],
+        shared["clusters"][0]["cluster"]
+    );
+    assert_eq!(
+        boot["users"][0]["user"]["token"],
+        format!("abcdef.{secret}")
+    );
+    let master = config("master-0");
+    assert!(paths(&master).contains(&"/etc/kubernetes/kubeconfig".to_string()));
+    assert!(!paths(&master).contains(&BOOTSTRAP_KUBECONFIG.to_string()));
+    assert!(!master.to_string().contains(secret));
+}

@@ -6,15 +6,20 @@
 //! private `dbus-daemon` configured like the system bus with the shipped
 //! `com.coreos.update1` policy (which lets only root own the name); a fleet
 //! of agent processes retrying a failing API server spreads its retries;
-//! `status` probes update_engine and Docker; the kubelet sysext image
+//! `status` probes update_engine and Docker; kubelet TLS bootstrapping
+//! against a real 1.20 control plane in bootstrap-token mode, with the
+//! token, kubeconfig and RBAC of `terraform/modules/bootstrap-token` (a
+//! node's certificate requested, approved, used and renewed; expired and
+//! deleted tokens refused); the kubelet sysext image
 //! checks (the image mounted read-only in a private mount namespace, as
 //! systemd-sysext would read it); and the docker addon and the
 //! docker-mode helpers against a real, private `dockerd` (its own socket,
 //! data root and exec root in a temp dir, so it never touches the host's
 //! Docker).
 //!
-//! What it needs: root, `dbus-daemon`, `dockerd` and `busybox-static`
-//! (scripts/setup.sh installs them). Elsewhere each test says
+//! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static`,
+//! terraform and the real Kubernetes parts (scripts/setup.sh installs and
+//! builds them). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //!
 //! Run it: `sudo -E cargo test --test host`; one file: `cargo test --test
