@@ -449,6 +449,49 @@ mod tests {
     }
 
     #[test]
+    fn the_bootkube_masters_assets_carry_the_signing_key_the_flags_and_the_manifests() {
+        let mut cp = ControlPlane::new(&[]);
+        let plain = cp.bootkube_assets("/opt/tectonic", "/img", "kind: VersionManifestV1\n");
+        cp.tls_bootstrap = Some(TlsBootstrap {
+            signing_duration: Duration::from_secs(600),
+            manifests: vec![("node-bootstrap-rbac.yaml".into(), "kind: List\n".into())],
+        });
+        let assets = cp.bootkube_assets("/opt/tectonic", "/img", "kind: VersionManifestV1\n");
+        let file = |files: &[(String, Vec<u8>, u32)], name: &str| {
+            files
+                .iter()
+                .find(|f| f.0 == name)
+                .map(|f| (String::from_utf8_lossy(&f.1).into_owned(), f.2))
+        };
+        assert_eq!(file(&plain, "tls/ca.key"), None);
+        assert_eq!(
+            file(&assets, "tls/ca.key"),
+            Some((cp.pki.ca_key_pem(), 0o600))
+        );
+        assert_eq!(
+            file(&assets, "manifests/20-node-bootstrap-rbac.yaml"),
+            Some(("kind: List\n".into(), 0o600))
+        );
+        let unit = |name: &str| file(&assets, &format!("units/{name}")).unwrap().0;
+        assert!(unit("kube-apiserver.service").contains("--enable-bootstrap-token-auth=true"));
+        let cm = unit("kube-controller-manager.service");
+        for flag in [
+            "--cluster-signing-cert-file=/opt/tectonic/tls/ca.crt",
+            "--cluster-signing-key-file=/opt/tectonic/tls/ca.key",
+            "--cluster-signing-duration=600s",
+            "--controllers=*,bootstrapsigner,tokencleaner",
+        ] {
+            assert!(cm.contains(flag), "{flag} not in {cm}");
+        }
+        assert!(
+            !file(&plain, "units/kube-controller-manager.service")
+                .unwrap()
+                .0
+                .contains("--cluster-signing")
+        );
+    }
+
+    #[test]
     fn generated_tokens_are_well_formed_and_keep_their_secret_out_of_debug() {
         let t = BootstrapToken::generate();
         let ok = |s: &str, n: usize| {
