@@ -160,27 +160,7 @@ output "token" {{
         vars.to_string().as_bytes(),
         0o600,
     )?;
-    let tf = |args: &[&str]| -> Result<String> {
-        let out = Command::new("terraform")
-            .arg(format!("-chdir={}", work.path().display()))
-            .args(args)
-            .env("TF_CLI_CONFIG_FILE", "/dev/null")
-            .env("TF_DATA_DIR", work.path().join("tfdata"))
-            .env("TF_IN_AUTOMATION", "1")
-            .env("CHECKPOINT_DISABLE", "1")
-            .output()
-            .context("running terraform")?;
-        if !out.status.success() {
-            bail!(
-                "terraform {args:?} for {module} failed ({}):\n{}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-                module = module.display(),
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let tf = |args: &[&str]| terraform(work.path(), &module, args);
     tf(&["init", "-backend=false", "-input=false", "-no-color"])?;
     tf(&[
         "apply",
@@ -202,7 +182,7 @@ output "token" {{
         out[k]
             .as_str()
             .map(str::to_string)
-            .with_context(|| format!("the module has no string output {k}: {out}"))
+            .with_context(|| format!("the module has no string output {k}"))
     };
     let manifests = out["manifests"]
         .as_object()
@@ -218,6 +198,30 @@ output "token" {{
         rbac_manifest: s("rbac_manifest")?,
         manifests,
     })
+}
+
+/// `terraform -chdir=DIR ARGS` with its data dir in `dir`: stdout, or an
+/// error with terraform's output.
+fn terraform(dir: &Path, module: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("terraform")
+        .arg(format!("-chdir={}", dir.display()))
+        .args(args)
+        .env("TF_CLI_CONFIG_FILE", "/dev/null")
+        .env("TF_DATA_DIR", dir.join("tfdata"))
+        .env("TF_IN_AUTOMATION", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .context("running terraform")?;
+    if !out.status.success() {
+        bail!(
+            "terraform {args:?} for {} failed ({}):\n{}{}",
+            module.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The control plane's bootstrap-token mode.

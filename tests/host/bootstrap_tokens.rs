@@ -253,22 +253,31 @@ fn issued_pem(csr: &Value) -> String {
     String::from_utf8(b64d(csr["status"]["certificate"].as_str().unwrap())).unwrap()
 }
 
-#[test]
-fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_own_certificate() {
-    if skip() {
-        return;
-    }
-    let token = BootstrapToken::generate();
-    let (cp, running, bootstrap_kubeconfig) = start(&token);
-    let parts = testkit::kube::parts().unwrap();
-    let node = "worker-tls";
-    let ca = cp.pki.ca_pem.clone();
+/// The cluster and the node the steps below act for.
+struct Rig {
+    cp: ControlPlane,
+    running: RunningControlPlane,
+    node: &'static str,
+}
 
-    // (a) The module's bootstrap kubeconfig, as the agent and the kubelet
-    // read it: /version answers, through client-go (kubectl) and plain HTTPS.
+impl Rig {
+    fn ca(&self) -> &str {
+        &self.cp.pki.ca_pem
+    }
+
+    fn client_with(&self, cert: &str, key: &str) -> NodeClient {
+        NodeClient::from_kubeconfig(&cert_kubeconfig(&self.cp.url(), self.ca(), cert, key))
+    }
+}
+
+/// (a) The module's bootstrap kubeconfig, as the agent and the kubelet read
+/// it: `/version` answers, through client-go (kubectl) and plain HTTPS; and
+/// nothing about nodes or secrets does.
+fn bootstrap_kubeconfig_reads_version_and_nothing_else(kubeconfig: &str) -> NodeClient {
+    let parts = testkit::kube::parts().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kc_path = dir.path().join("bootstrap-kubeconfig");
-    std::fs::write(&kc_path, &bootstrap_kubeconfig).unwrap();
+    std::fs::write(&kc_path, kubeconfig).unwrap();
     let out = std::process::Command::new(parts.kubectl())
         .arg(format!("--kubeconfig={}", kc_path.display()))
         .args(["get", "--raw", "/version"])
@@ -279,13 +288,12 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
         "kubectl with the bootstrap kubeconfig: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let bootstrap = NodeClient::from_kubeconfig(&bootstrap_kubeconfig);
+    let bootstrap = NodeClient::from_kubeconfig(kubeconfig);
     let (status, version) = bootstrap.get("/version");
     assert_eq!(
         (status, version["gitVersion"].as_str()),
         (200, Some(parts.version.as_str()))
     );
-    // What the token gives beyond that: nothing about nodes or secrets.
     for path in ["/api/v1/nodes", "/api/v1/namespaces/kube-system/secrets"] {
         assert_eq!(
             bootstrap.get(path).0,
@@ -293,13 +301,21 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
             "{path} with the bootstrap token"
         );
     }
+    bootstrap
+}
 
-    // (b) A client certificate request made with the token: approved by the
-    // controller manager (nodeclient, for system:bootstrappers), signed by
-    // the cluster CA for the signing duration.
+/// (b) A client certificate request made with the token: approved by the
+/// controller manager (nodeclient, for system:bootstrappers), signed by the
+/// cluster CA for the signing duration. Returns the certificate and key.
+fn first_certificate(
+    rig: &Rig,
+    bootstrap: &NodeClient,
+    token: &BootstrapToken,
+) -> (String, String) {
+    let node = rig.node;
     let (request, key) = csr(&format!("system:node:{node}"), "system:nodes", &[]);
     let created = create_csr(
-        &bootstrap,
+        bootstrap,
         "node-csr-first",
         &request,
         CLIENT_SIGNER,
@@ -313,7 +329,7 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
     ] {
         assert!(groups.contains(&json!(g)), "{g} not in {groups:?}");
     }
-    let first = wait_issued(&bootstrap, &running, "node-csr-first");
+    let first = wait_issued(bootstrap, &rig.running, "node-csr-first");
     let a = approval(&first);
     assert_eq!(
         (a["reason"].as_str(), a["message"].as_str()),
@@ -324,21 +340,24 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
         "{first}"
     );
     let cert = issued_pem(&first);
-    verify_client_cert(&ca, &cert).unwrap();
+    verify_client_cert(rig.ca(), &cert).unwrap();
     let info = cert_info(&cert);
     assert_eq!(info.cn, [format!("system:node:{node}")]);
     assert_eq!(info.org, ["system:nodes"]);
-    assert_eq!(info.issuer, ca_subject(&ca));
+    assert_eq!(info.issuer, ca_subject(rig.ca()));
     assert_eq!(info.lifetime_secs, SIGNING.as_secs() as i64);
     assert!(
         (BACKDATE_SECS..BACKDATE_SECS + 60).contains(&info.age_secs),
         "NotBefore {} s ago",
         info.age_secs
     );
+    (cert, key)
+}
 
-    // (c) With its certificate the node registers and reads its own Node,
-    // may change it, and may not change another node's: NodeRestriction.
-    let me = NodeClient::from_kubeconfig(&cert_kubeconfig(&cp.url(), &ca, &cert, &key));
+/// (c) With its certificate the node registers and reads its own Node, may
+/// change it, and may not change another node's: NodeRestriction.
+fn confined_to_its_own_node(rig: &Rig, me: &NodeClient) {
+    let node = rig.node;
     let (status, body) = me.call(
         "POST",
         "/api/v1/nodes",
@@ -350,8 +369,8 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
         (status, body["metadata"]["name"].as_str()),
         (200, Some(node))
     );
-    running
-        .kubectl
+    let kubectl = &rig.running.kubectl;
+    kubectl
         .apply_yaml("apiVersion: v1\nkind: Node\nmetadata:\n  name: other-node\n")
         .unwrap();
     let label = json!({"metadata": {"labels": {"example.com/rack": "r1"}}});
@@ -366,8 +385,7 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
         )),
         "not NodeRestriction's refusal: {msg}"
     );
-    let other = running
-        .kubectl
+    let other = kubectl
         .run(&["get", "node", "other-node", "-o", "json"])
         .unwrap();
     let other: Value = serde_json::from_str(&other).unwrap();
@@ -376,9 +394,58 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
             .get("example.com/rack")
             .is_none()
     );
+}
+
+/// (e) Renewal: a new request made with the node's own certificate
+/// (`cert`), approved as selfnodeclient (for system:nodes), a new serial;
+/// the new certificate works.
+fn renewal_with_its_own_certificate(rig: &Rig, me: &NodeClient, cert: &str) {
+    let node = rig.node;
+    let (request, key) = csr(&format!("system:node:{node}"), "system:nodes", &[]);
+    let created = create_csr(
+        me,
+        "node-csr-renewal",
+        &request,
+        CLIENT_SIGNER,
+        &CLIENT_USAGES,
+    );
+    assert_eq!(created["spec"]["username"], format!("system:node:{node}"));
+    let renewal = wait_issued(me, &rig.running, "node-csr-renewal");
+    assert_eq!(
+        approval(&renewal)["message"],
+        "Auto approving self kubelet client certificate after SubjectAccessReview.",
+        "{renewal}"
+    );
+    let renewed_cert = issued_pem(&renewal);
+    verify_client_cert(rig.ca(), &renewed_cert).unwrap();
+    let (old, new) = (cert_info(cert), cert_info(&renewed_cert));
+    assert_eq!((&new.cn, &new.org), (&old.cn, &old.org));
+    assert_ne!(new.serial, old.serial, "the renewal is a new certificate");
+    assert_eq!(new.lifetime_secs, SIGNING.as_secs() as i64);
+    let renewed = rig.client_with(&renewed_cert, &key);
+    assert_eq!(renewed.get(&format!("/api/v1/nodes/{node}")).0, 200);
+}
+
+#[test]
+fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_own_certificate() {
+    if skip() {
+        return;
+    }
+    let token = BootstrapToken::generate();
+    let (cp, running, bootstrap_kubeconfig) = start(&token);
+    let rig = Rig {
+        cp,
+        running,
+        node: "worker-tls",
+    };
+    let bootstrap = bootstrap_kubeconfig_reads_version_and_nothing_else(&bootstrap_kubeconfig);
+    let (cert, key) = first_certificate(&rig, &bootstrap, &token);
+    let me = rig.client_with(&cert, &key);
+    confined_to_its_own_node(&rig, &me);
 
     // A serving certificate request (serverTLSBootstrap) is left for an
     // administrator: the controller manager approves client requests only.
+    let node = rig.node;
     let (serving_req, _) = csr(&format!("system:node:{node}"), "system:nodes", &[node]);
     create_csr(
         &me,
@@ -388,47 +455,20 @@ fn a_node_with_the_modules_bootstrap_token_earns_renews_and_is_confined_to_its_o
         &["digital signature", "key encipherment", "server auth"],
     );
 
-    // (e) Renewal: a new request made with the node's own certificate,
-    // approved as selfnodeclient (for system:nodes), a new serial.
-    let (request2, key2) = csr(&format!("system:node:{node}"), "system:nodes", &[]);
-    let created = create_csr(
-        &me,
-        "node-csr-renewal",
-        &request2,
-        CLIENT_SIGNER,
-        &CLIENT_USAGES,
-    );
-    assert_eq!(created["spec"]["username"], format!("system:node:{node}"));
-    let renewal = wait_issued(&me, &running, "node-csr-renewal");
-    assert_eq!(
-        approval(&renewal)["message"],
-        "Auto approving self kubelet client certificate after SubjectAccessReview.",
-        "{renewal}"
-    );
-    let cert2 = issued_pem(&renewal);
-    verify_client_cert(&ca, &cert2).unwrap();
-    let info2 = cert_info(&cert2);
-    assert_eq!((&info2.cn, &info2.org), (&info.cn, &info.org));
-    assert_ne!(
-        info2.serial, info.serial,
-        "the renewal is a new certificate"
-    );
-    assert_eq!(info2.lifetime_secs, SIGNING.as_secs() as i64);
-    let renewed = NodeClient::from_kubeconfig(&cert_kubeconfig(&cp.url(), &ca, &cert2, &key2));
-    assert_eq!(renewed.get(&format!("/api/v1/nodes/{node}")).0, 200);
+    renewal_with_its_own_certificate(&rig, &me, &cert);
 
     // The serving request is still waiting (the renewal, made after it, was
     // signed); an administrator's approval gets it signed by the cluster CA.
     std::thread::sleep(Duration::from_secs(2));
     let (_, serving) = me.get(&format!("{CSRS}/node-csr-serving"));
     assert_eq!(serving["status"], json!({}), "{serving}");
-    running
+    rig.running
         .kubectl
         .run(&["certificate", "approve", "node-csr-serving"])
         .unwrap();
-    let serving = wait_issued(&me, &running, "node-csr-serving");
+    let serving = wait_issued(&me, &rig.running, "node-csr-serving");
     let serving_info = cert_info(&issued_pem(&serving));
-    assert_eq!(serving_info.issuer, ca_subject(&ca));
+    assert_eq!(serving_info.issuer, ca_subject(rig.ca()));
     assert_eq!(serving_info.cn, [format!("system:node:{node}")]);
 }
 
