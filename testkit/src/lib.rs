@@ -27,6 +27,7 @@ pub mod simnode;
 pub mod simplestreams;
 pub mod sshd;
 pub mod terraform;
+pub mod tls_bootstrap;
 pub mod torcx;
 pub mod torcx_fixtures;
 pub mod vm;

@@ -212,6 +212,14 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
 
     for (file, role, mode) in FULL_CONFIGS {
         let cfg = load(file);
+        // Workers start with a bootstrap token only (the bootstrap-token
+        // module's kubeconfig; delivery_bootstrap_token.rs checks it holds
+        // no other credential); masters with the shared kubeconfig.
+        let kubeconfig_path = if *role == "worker" {
+            "/etc/kubernetes/bootstrap-kubeconfig"
+        } else {
+            "/etc/kubernetes/kubeconfig"
+        };
         let paths: Vec<&str> = cfg["storage"]["files"]
             .as_array()
             .unwrap()
@@ -225,7 +233,7 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
                 "/etc/node-bootstrap/config.json",
                 "/etc/kubernetes/installer/kubelet.env",
                 "/etc/kubernetes/installer/runtime-mappings.yaml",
-                "/etc/kubernetes/kubeconfig",
+                kubeconfig_path,
                 "/etc/kubernetes/ca.crt",
                 "/etc/kubernetes/installer/keyring.asc",
                 "/etc/ssl/certs/node-bootstrap-ca.pem",
@@ -285,7 +293,13 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
             agent["metrics"]["textfile_dir"], "/var/lib/node_exporter/textfile_collector",
             "{file}"
         );
-        for (k, v) in input_config.as_object().unwrap() {
+        // With the bootstrap kubeconfig, the agent reads /version with the
+        // token (cluster.credential); with the shared one, its default.
+        let mut expected_config = input_config.clone();
+        if *role == "worker" {
+            expected_config["cluster"]["credential"] = "bootstrap-token".into();
+        }
+        for (k, v) in expected_config.as_object().unwrap() {
             assert_eq!(&agent[k], v, "{file}: config.{k}");
         }
 
@@ -302,12 +316,24 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
             ignition_file_text(&cfg, "/etc/kubernetes/installer/keyring.asc").unwrap(),
             keyring
         );
+        let node_kubeconfig = ignition_file_text(&cfg, kubeconfig_path).unwrap();
+        if *role == "worker" {
+            // The example kubeconfig's server and CA, the example token.
+            let shared: Value = serde_saphyr::from_str(&kubeconfig).unwrap();
+            let boot: Value = serde_saphyr::from_str(&node_kubeconfig).unwrap();
+            assert_eq!(
+                boot["clusters"][0]["cluster"],
+                shared["clusters"][0]["cluster"]
+            );
+            assert_eq!(
+                boot["users"][0]["user"],
+                json!({"token": "07401b.f395accd246ae52d"})
+            );
+        } else {
+            assert_eq!(node_kubeconfig, kubeconfig);
+        }
         assert_eq!(
-            ignition_file_text(&cfg, "/etc/kubernetes/kubeconfig").unwrap(),
-            kubeconfig
-        );
-        assert_eq!(
-            ignition_file(&cfg, "/etc/kubernetes/kubeconfig").unwrap()["mode"],
+            ignition_file(&cfg, kubeconfig_path).unwrap()["mode"],
             0o600,
             "{file}: the kubeconfig is a secret"
         );
