@@ -180,4 +180,74 @@ mod tests {
         let err = check_runtime_serves(Minor(1, 22), &new, sock).unwrap_err();
         assert!(err.to_string().contains("speaks only v1alpha2"), "{err}");
     }
+
+    #[test]
+    fn the_step_refuses_before_anything_changes_and_records_the_rules() {
+        let r = decide("v1.20.2", Requested::Auto, false).unwrap();
+        assert_eq!(r.runtime, Runtime::Docker);
+        assert_eq!(
+            (r.kubernetes.as_str(), r.kubelet_rules.as_str()),
+            ("1.20", "1.20")
+        );
+        let r = decide("v1.24.3+k3s1", Requested::Auto, false).unwrap();
+        assert_eq!(r.runtime, Runtime::Containerd);
+        let err = decide("v1.24.0", Requested::Docker, false).unwrap_err();
+        assert_eq!(err.class(), crate::error::ErrorClass::Refused);
+        let err = decide("v1.37.0", Requested::Containerd, false).unwrap_err();
+        assert!(err.to_string().contains("newer than the newest"), "{err}");
+        let r = decide("v1.37.0", Requested::Containerd, true).unwrap();
+        assert_eq!(
+            (r.kubernetes.as_str(), r.kubelet_rules.as_str()),
+            ("1.37", "1.36")
+        );
+        assert_eq!(r.rules(), Some(Minor(1, 36)));
+    }
+}
+
+/// The `runtime` step's record: the runtime chosen for the cluster
+/// version, and the Kubernetes version whose rules configure its kubelet.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RuntimeRecord {
+    pub runtime: Runtime,
+    pub requested: Requested,
+    /// The cluster's `major.minor`, e.g. `1.20`.
+    pub kubernetes: String,
+    /// The version whose kubelet rules apply: the cluster's, or the
+    /// newest the agent knows when `kubelet_config.allow_newer_kubernetes`
+    /// let a newer cluster through.
+    pub kubelet_rules: String,
+}
+
+impl RuntimeRecord {
+    /// The [`Minor`] of `kubelet_rules`.
+    pub fn rules(&self) -> Option<Minor> {
+        parse_minor(&self.kubelet_rules)
+    }
+}
+
+/// `1.20` -> `Minor(1, 20)`.
+pub fn parse_minor(s: &str) -> Option<Minor> {
+    let (a, b) = s.split_once('.')?;
+    Some(Minor(a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The `runtime` step: the cluster version checked against what the agent
+/// knows how to configure, and the runtime chosen for it. Nothing is
+/// installed or written; a refusal here comes before every change.
+pub fn decide(
+    cluster_version: &str,
+    requested: Requested,
+    allow_newer_kubernetes: bool,
+) -> Result<RuntimeRecord> {
+    let v = crate::cluster::KubeVersion::parse(cluster_version)
+        .map_err(|e| Error::refused(format!("cluster version: {e}")))?;
+    let minor = Minor(v.major, v.minor);
+    let rules = crate::kubelet_config::check_known(minor, allow_newer_kubernetes)?;
+    let runtime = choose(requested, minor)?;
+    Ok(RuntimeRecord {
+        runtime,
+        requested,
+        kubernetes: minor.to_string(),
+        kubelet_rules: rules.to_string(),
+    })
 }

@@ -27,7 +27,9 @@ use std::path::Path;
 use std::time::Duration;
 
 /// A CRI API version, as in the gRPC package name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum CriApi {
     /// `runtime.v1alpha2`: kubelet 1.20 to 1.25.
     #[serde(rename = "v1alpha2")]

@@ -4,5 +4,7 @@
 //! agent writes it, and what a CRI runtime says of itself over its socket.
 
 pub mod choice;
+pub mod config;
 pub mod containerd;
 pub mod cri;
+pub mod ensure;

@@ -13,10 +13,96 @@
 //! flag a version removed. [`table`] holds the versions, each with its
 //! source in Kubernetes' changelog; [`render`] applies them.
 
+pub mod config;
 pub mod table;
 
 use crate::error::{Error, Result};
+use crate::settings::Paths;
 use table::{CONFIG_FILE_SINCE, Key, Minor, NEWEST, OLDEST, row_of};
+
+/// What rendering reads of the agent's config.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a Paths,
+    pub settings: &'a config::KubeletConfigSettings,
+    /// `cluster.credential` is `bootstrap-token`: the kubelet earns its
+    /// own client certificate and rotates it.
+    pub tls_bootstrap: bool,
+    /// `master` or `bootkube-master`: the master taint by default.
+    pub master: bool,
+    /// `runtime.sandbox_image` as configured.
+    pub sandbox_image: Option<&'a str>,
+}
+
+/// The runtime the kubelet talks to, as the flow found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeFacts {
+    Docker {
+        cgroup_driver: String,
+    },
+    Containerd {
+        socket: String,
+        cgroup_driver: String,
+    },
+}
+
+impl RuntimeFacts {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RuntimeFacts::Docker { .. } => "docker",
+            RuntimeFacts::Containerd { .. } => "containerd",
+        }
+    }
+
+    pub fn cgroup_driver(&self) -> &str {
+        match self {
+            RuntimeFacts::Docker { cgroup_driver }
+            | RuntimeFacts::Containerd { cgroup_driver, .. } => cgroup_driver,
+        }
+    }
+}
+
+impl Inputs<'_> {
+    /// What the kubelet runs with on this node, for `runtime`.
+    pub fn kubelet_inputs(&self, runtime: &RuntimeFacts, cgroup_v1_host: bool) -> KubeletInputs {
+        let p = self.paths;
+        let path = |p: &std::path::Path| p.display().to_string();
+        let (kubeconfig, bootstrap) = if self.tls_bootstrap {
+            (
+                path(&p.kubelet_dir.join("kubeconfig")),
+                Some(Bootstrap {
+                    bootstrap_kubeconfig: path(&p.bootstrap_kubeconfig),
+                    cert_dir: path(&p.kubelet_dir.join("pki")),
+                }),
+            )
+        } else {
+            (path(&p.kubeconfig), None)
+        };
+        let endpoint = match runtime {
+            RuntimeFacts::Docker { .. } => RuntimeEndpoint::Dockershim {
+                sandbox_image: self.sandbox_image.map(str::to_string),
+                cni_conf_dir: path(&p.cni_conf_dir),
+                cni_bin_dir: path(&p.cni_bin_dir),
+            },
+            RuntimeFacts::Containerd { socket, .. } => RuntimeEndpoint::Cri {
+                endpoint: format!("unix://{socket}"),
+            },
+        };
+        KubeletInputs {
+            kubeconfig,
+            bootstrap,
+            client_ca_file: path(&p.kubelet_client_ca),
+            static_pod_path: path(&p.static_pod_dir),
+            cluster_dns: self.settings.cluster_dns.clone(),
+            cluster_domain: self.settings.cluster_domain.clone(),
+            cgroup_driver: runtime.cgroup_driver().to_string(),
+            taints: self.settings.taints_for(self.master),
+            server_tls_bootstrap: self.settings.server_tls_bootstrap,
+            runtime: endpoint,
+            cgroup_v1_host,
+        }
+    }
+}
 
 /// Serving certificates through CSRs are beta (and the field exists)
 /// from here; the agent does not offer them to older kubelets.
@@ -31,7 +117,8 @@ pub enum RuntimeEndpoint {
     /// Docker through the kubelet's built-in dockershim (up to 1.23), with
     /// CNI run by the kubelet and the pod sandbox image it names.
     Dockershim {
-        sandbox_image: String,
+        /// `--pod-infra-container-image`; `None`: the kubelet's default.
+        sandbox_image: Option<String>,
         cni_conf_dir: String,
         cni_bin_dir: String,
     },
@@ -204,7 +291,9 @@ pub fn render(v: Minor, inputs: &KubeletInputs) -> Result<Rendered> {
             out.set(Key::NetworkPlugin, Value::Word("cni"))?;
             out.set(Key::CniConfDir, Value::Str(cni_conf_dir))?;
             out.set(Key::CniBinDir, Value::Str(cni_bin_dir))?;
-            out.set(Key::PodInfraContainerImage, Value::Str(sandbox_image))?;
+            if let Some(image) = sandbox_image {
+                out.set(Key::PodInfraContainerImage, Value::Str(image))?;
+            }
         }
         RuntimeEndpoint::Cri { endpoint } => {
             if row_of(Key::ContainerRuntime).flag_at(v) {
@@ -216,7 +305,7 @@ pub fn render(v: Minor, inputs: &KubeletInputs) -> Result<Rendered> {
     if inputs.cgroup_v1_host && row_of(Key::FailCgroupV1).field_at(v) {
         out.set(Key::FailCgroupV1, Value::Bool(false))?;
     }
-    Ok(out.finish())
+    out.finish()
 }
 
 /// A setting's value, in the one shape both forms can take.
@@ -310,7 +399,23 @@ impl<'a> Out<'a> {
         Ok(())
     }
 
-    fn finish(mut self) -> Rendered {
+    fn finish(self) -> Result<Rendered> {
+        // kubelet.service passes the flags as `$KUBELET_ARGS`, split at
+        // whitespace: a value with a space would become two arguments.
+        if let Some(f) = self
+            .flags
+            .iter()
+            .find(|f| f.chars().any(char::is_whitespace))
+        {
+            return Err(Error::config(format!(
+                "the kubelet flag {f:?} holds whitespace, which kubelet.service cannot pass as one \
+                 argument (a path or setting with a space?)"
+            )));
+        }
+        Ok(self.finish_checked())
+    }
+
+    fn finish_checked(mut self) -> Rendered {
         if self.v < CONFIG_FILE_SINCE {
             return Rendered {
                 file: None,

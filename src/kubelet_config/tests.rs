@@ -26,7 +26,7 @@ fn inputs(runtime: RuntimeEndpoint) -> KubeletInputs {
 
 fn docker() -> RuntimeEndpoint {
     RuntimeEndpoint::Dockershim {
-        sandbox_image: "k8s.gcr.io/pause:3.2".into(),
+        sandbox_image: Some("k8s.gcr.io/pause:3.2".into()),
         cni_conf_dir: "/etc/kubernetes/cni/net.d".into(),
         cni_bin_dir: "/opt/cni/bin".into(),
     }

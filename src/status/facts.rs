@@ -343,10 +343,12 @@ mod tests {
                 "agent-upgrade",
                 "assets",
                 "cluster-version",
+                "runtime",
                 "os-update",
                 "docker-addon",
                 "reboot",
                 "kubelet-sysext",
+                "containerd",
                 "kubelet-env",
                 "custom"
             ]
