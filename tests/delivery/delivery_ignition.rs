@@ -165,19 +165,11 @@ fn each_role_gets_its_units_verbatim_from_units_dir_and_enables_the_right_ones()
         } else {
             "master"
         };
-        let taints = if node_role == "master" {
-            "node-role.kubernetes.io/master=:NoSchedule"
-        } else {
-            ""
-        };
         assert_eq!(
             kubelet["dropins"],
             json!([{"name": "10-node.conf", "contents": format!(
                 "# Rendered by terraform/modules/ignition for a {role} node.\n[Service]\n\
                  Environment=\"KUBELET_NODE_LABELS=node.kubernetes.io/role={node_role}\"\n\
-                 Environment=\"KUBELET_NODE_TAINTS={taints}\"\n\
-                 Environment=\"KUBELET_CLUSTER_DNS=10.3.0.10\"\n\
-                 Environment=\"KUBELET_CLUSTER_DOMAIN=cluster.local\"\n\
                  Environment=\"KUBELET_EXTRA_ARGS=\"\n"
             )}]),
             "{file}: kubelet's drop-in"
@@ -299,6 +291,18 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
         if *role == "worker" {
             expected_config["cluster"]["credential"] = "bootstrap-token".into();
         }
+        // The kubelet's cluster DNS, domain and the role's taints: the
+        // agent writes them as the cluster's kubelet version takes them.
+        let taints = if *role == "worker" {
+            json!([])
+        } else {
+            json!(["node-role.kubernetes.io/master=:NoSchedule"])
+        };
+        expected_config["kubelet_config"] = json!({
+            "cluster_dns": ["10.3.0.10"],
+            "cluster_domain": "cluster.local",
+            "taints": taints,
+        });
         for (k, v) in expected_config.as_object().unwrap() {
             assert_eq!(&agent[k], v, "{file}: config.{k}");
         }
@@ -528,7 +532,7 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     assert!(!paths.contains(&"/etc/kubernetes/installer/keyring.asc"));
     assert_eq!(
         ignition_file_text(&rendered, "/etc/node-bootstrap/config.json").unwrap(),
-        "{\"assets\":{\"mode\":\"push\"},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
+        "{\"assets\":{\"mode\":\"push\"},\"kubelet_config\":{\"cluster_dns\":[\"10.3.0.10\"],\"cluster_domain\":\"cluster.local\",\"taints\":[]},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
     );
     let p = tf.work().join("worker.ign");
     fs::write(&p, tf.output("rendered").as_str().unwrap()).unwrap();

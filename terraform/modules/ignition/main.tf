@@ -52,7 +52,9 @@ locals {
   # (node.kubernetes.io/role: a kubelet may set labels in that namespace on
   # its own Node; node-role.kubernetes.io/* it may not, since 1.16), the
   # master's taint, the cluster DNS, extra flags. kubelet.service reads
-  # them from this drop-in's environment.
+  # the labels from this drop-in's environment; the taints, cluster DNS
+  # and domain go to the agent (agent_config.kubelet_config), which writes
+  # them as the cluster's kubelet version takes them.
   node_role   = var.role == "worker" ? "worker" : "master"
   node_labels = merge(var.node_labels, { "node.kubernetes.io/role" = local.node_role })
   node_taints = var.node_taints != null ? var.node_taints : (
@@ -62,9 +64,6 @@ locals {
     "# Rendered by terraform/modules/ignition for a ${var.role} node.\n",
     "[Service]\n",
     "Environment=\"KUBELET_NODE_LABELS=${join(",", [for k in sort(keys(local.node_labels)) : "${k}=${local.node_labels[k]}"])}\"\n",
-    "Environment=\"KUBELET_NODE_TAINTS=${join(",", local.node_taints)}\"\n",
-    "Environment=\"KUBELET_CLUSTER_DNS=${var.cluster_dns_ip}\"\n",
-    "Environment=\"KUBELET_CLUSTER_DOMAIN=${var.cluster_domain}\"\n",
     "Environment=\"KUBELET_EXTRA_ARGS=${join(" ", var.kubelet_extra_args)}\"\n",
   ])
 
@@ -105,6 +104,13 @@ locals {
     local.bootstrap ? {
       cluster = merge(try(local.agent_config_in.cluster, {}), { credential = "bootstrap-token" })
     } : {},
+    {
+      kubelet_config = merge(try(local.agent_config_in.kubelet_config, {}), {
+        cluster_dns    = [var.cluster_dns_ip]
+        cluster_domain = var.cluster_domain
+        taints         = local.node_taints
+      })
+    },
   )
 
   seed_kubelet_env = join("", [

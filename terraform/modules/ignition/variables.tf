@@ -112,6 +112,10 @@ variable "agent_config" {
     error_message = "agent_config.cluster.credential disagrees with the kubeconfig given: it must be \"bootstrap-token\" with bootstrap_kubeconfig and \"kubeconfig\" with kubeconfig; remove it from agent_config (the module sets it) or make them agree."
   }
   validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || length(setintersection(keys(try(jsondecode(var.agent_config).kubelet_config, {})), ["cluster_dns", "cluster_domain", "taints"])) == 0
+    error_message = "agent_config.kubelet_config must not set cluster_dns, cluster_domain or taints: the module sets them from the cluster_dns_ip, cluster_domain and node_taints variables."
+  }
+  validation {
     condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).paths.bootstrap_kubeconfig, "/etc/kubernetes/bootstrap-kubeconfig") == "/etc/kubernetes/bootstrap-kubeconfig"
     error_message = "agent_config.paths.bootstrap_kubeconfig must be /etc/kubernetes/bootstrap-kubeconfig (or absent): the module writes the bootstrap kubeconfig there and kubelet.service's --bootstrap-kubeconfig names it."
   }
