@@ -310,6 +310,18 @@ mod tests {
     }
 
     #[test]
+    fn docs_show_this_table() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operators.md"))
+            .expect("docs/operators.md");
+        let table = markdown();
+        assert!(
+            doc.contains(&table),
+            "docs/operators.md (\"The kubelet's configuration by version\") must hold the table \
+             as src/kubelet_config/table.rs renders it:\n{table}"
+        );
+    }
+
+    #[test]
     fn minors_order_numerically() {
         assert!(Minor(1, 10) > Minor(1, 9));
         assert!(Minor(1, 9) < Minor(1, 10));
