@@ -311,8 +311,9 @@ mod tests {
 
     #[test]
     fn docs_show_this_table() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operators.md"))
-            .expect("docs/operators.md");
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operators.md"))
+                .expect("docs/operators.md");
         let table = markdown();
         assert!(
             doc.contains(&table),

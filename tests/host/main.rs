@@ -37,6 +37,8 @@ mod cni_networks;
 mod containerd_cri;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
+// The runtime and the kubelet's rules decided from the cluster's version, before anything changes.
+mod runtime_choice;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
 mod fleet_retries;
 // The kubelet sysext image checks: mounted as systemd-sysext would, refused before install.

@@ -90,8 +90,12 @@ fn kubelet_worker(cp: &ControlPlane, parts: &KubeParts, name: &str, runtime_args
     an::install_kubelet_image(&n, SEED_URL, &tag, KubeletImage::Real(parts)).unwrap();
     n.write(
         "/etc/kubernetes/kubelet.env",
+        // What an agent writes for a 1.8/1.9-style kubelet (every setting a
+        // flag), which a 1.20 kubelet still takes.
         format!(
-            "KUBELET_IMAGE_URL=\"{SEED_URL}\"\nKUBELET_IMAGE_TAG=\"{tag}\"\nKUBELET_CGROUP_DRIVER=\"{driver}\"\n"
+            "KUBELET_IMAGE_URL=\"{SEED_URL}\"\nKUBELET_IMAGE_TAG=\"{tag}\"\nKUBELET_CGROUP_DRIVER=\"{driver}\"\n\
+             KUBELET_ARGS=\"{}\"\n",
+            an::flags_only_kubelet_args(driver)
         ),
         0o644,
     )
