@@ -22,17 +22,17 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 const EXIT_CODES_HELP: &str = "\
-Exit codes:
+Exit codes (README \"Exit codes\" lists every case):
   0   success (status: node complete)
-  1   internal error (a bug or unexpected host condition)
+  1   internal error (a bug or unexpected host condition); systemd restarts the unit
   2   usage error
-  3   retryable failure (network, API server, update_engine, reboot pending); systemd restarts the unit
-  4   configuration error (config file missing or invalid); not retried
+  3   retryable failure (network, API server, update_engine, reboot not done in time); systemd restarts the unit
+  4   configuration error (config file missing or invalid, S3 access denied); not retried
   5   bad input (seed file, kubeconfig, mappings, archive missing or malformed); not retried
-  6   verification failure (signature or checksum); nothing was installed
-  7   refused (version skew, unsupported platform); not retried
-  8   locked (another node-bootstrap is running)
-  10  status: bootstrap in progress
+  6   verification failure (signature, checksum, TLS trust); nothing was installed; systemd restarts the unit
+  7   refused (version skew, an update that did not take effect, clock before the CA, unsupported platform, upgrade: a newer major); not retried
+  8   locked (another node-bootstrap is running); systemd restarts the unit
+  10  status: bootstrap in progress (assets check: assets still awaited)
   11  status: failed
   12  status: unknown (could not read enough to tell)";
 
