@@ -5,6 +5,7 @@
 //! "addon": {
 //!   "enabled": true,
 //!   "backend": "torcx",
+//!   "package_source": "torcx-manifest",
 //!   "manifest_url": "https://mirror.example/manifests/{board}/{os_version}/torcx_manifest.json",
 //!   "manifest_file": null,
 //!   "mappings_file": null,
@@ -35,8 +36,9 @@
 //!   (`manifest_url`/`manifest_file`, `keyring`, `allow_unsigned`).
 //! - `"metadata"`: the artifact metadata search path of the `sources`
 //!   section ([`crate::metadata`]: `sources.dev_dir`, `sources.local_dir`,
-//!   `sources.url`, the cluster's bucket, the default; signed `.sjson`
-//!   before unsigned, unsigned only where `sources.allow_unsigned` says).
+//!   `sources.url`, the cluster's bucket, the default location when asked
+//!   for; signed `.sjson` before unsigned, unsigned only where
+//!   `sources.allow_unsigned` says).
 //!   Nothing else in `addon` is needed; `manifest_url`, `manifest_file`,
 //!   `keyring` and `allow_unsigned` belong to the manifest source and are
 //!   refused here (their `sources.*` counterparts apply) rather than

@@ -17,9 +17,10 @@
 //! Locations are tried in this order (seed 001): `dev_dir` (development
 //! mode only), `local_dir`, `url`, the cluster's bucket
 //! (`s3://<assets.s3.bucket>/<bucket_prefix>`, when `assets.s3` is set), and
-//! the built-in default. At each, signed metadata (`index.sjson`) is tried
-//! before unsigned (`index.json`), which is used only where
-//! `allow_unsigned` names the location's kind.
+//! the default location, only when `default_url` is set or `use_default` is
+//! true. At each, signed metadata (`index.sjson`) is tried before unsigned
+//! (`index.json`), which is used only where `allow_unsigned` names the
+//! location's kind.
 
 use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
 use serde::{Deserialize, Serialize};
@@ -78,7 +79,9 @@ pub struct RawSources {
     pub bucket_prefix: Option<String>,
     /// The built-in default location (see [`DEFAULT_URL`]).
     pub default_url: Option<String>,
-    /// Search the default location (default true).
+    /// Search the default location (default: true when `default_url` is
+    /// set, else false; the built-in default, [`DEFAULT_URL`], is a reserved
+    /// name that never resolves).
     pub use_default: Option<bool>,
     /// Location kinds where unsigned metadata is accepted (default none).
     #[serde(default)]
