@@ -16,7 +16,7 @@ mod status;
 mod upgrade;
 
 use crate::config::{Config, DEFAULT_CONFIG_PATH};
-use crate::error::{Result, exit};
+use crate::error::{Error, Result, exit};
 use crate::logging::{self, LogFormat};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -88,7 +88,9 @@ pub enum Command {
     /// checked to run here, installed over agent.binary with the previous
     /// one kept for --rollback.
     Upgrade(upgrade::UpgradeArgs),
-    /// Validate the configuration file and print the settings in effect.
+    /// Validate the configuration file and print the settings in effect as
+    /// a config file (every field, defaults filled in; helpers' docker env
+    /// values redacted).
     CheckConfig,
     /// Print the version (--json: version, arch, the versions an upgrade
     /// takes without --major).
@@ -187,7 +189,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
         }),
         Command::CheckConfig => {
             let config = load(&cli)?;
-            println!("{config:#?}");
+            let shown = serde_json::to_string_pretty(&config.to_raw())
+                .map_err(|e| Error::internal(format!("failed to show the settings: {e}")))?;
+            eprintln!("config ok: {}", cli.config.display());
+            println!("{shown}");
             Ok(exit::SUCCESS)
         }
         Command::Run => {
