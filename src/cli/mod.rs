@@ -60,8 +60,9 @@ pub enum Command {
     /// The ExecStart of k8s-node-bootstrap.service; safe to re-run, resumes
     /// after a crash.
     Run,
-    /// Check config, kubeconfig, state dir, system bus, disk space and clock
-    /// without changing anything.
+    /// Run the checks `run` starts with (seed kubelet.env, kubeconfig,
+    /// clock, state dir, disk space, system bus) and print one line each;
+    /// changes nothing but the state dir, created if missing.
     Preflight,
     /// Show where this node's bootstrap stands and why.
     Status(status::StatusArgs),
