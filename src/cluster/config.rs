@@ -1,7 +1,7 @@
 //! The `cluster` config section.
 
 use crate::settings::{FieldError, FieldResult, in_range, seconds_in};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 impl ClusterSettings {
@@ -15,7 +15,7 @@ impl ClusterSettings {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawCluster {
     /// Use this version and do not ask anyone (e.g. "v1.9.6+coreos.0").
@@ -67,6 +67,21 @@ pub struct ClusterSettings {
     pub fallback_to_seed: bool,
     pub check_forced_skew: bool,
     pub credential: Credential,
+}
+
+impl ClusterSettings {
+    /// The section as a config file writes it, every default filled in.
+    pub fn to_raw(&self) -> RawCluster {
+        RawCluster {
+            forced_version: self.forced_version.clone(),
+            api_attempts: Some(self.api_attempts),
+            api_retry_initial_secs: Some(self.api_retry_initial.as_secs()),
+            api_retry_max_secs: Some(self.api_retry_max.as_secs()),
+            api_timeout_secs: Some(self.api_timeout.as_secs()),
+            fallback_to_seed: Some(self.fallback_to_seed),
+            check_forced_skew: Some(self.check_forced_skew),
+        }
+    }
 }
 
 impl RawCluster {

@@ -204,6 +204,53 @@ fn without_userinfo(url: &str) -> String {
     }
 }
 
+/// Whether a value of the file could be data (a key, a certificate, a
+/// token) rather than the name, path or URL its field holds: it has a line
+/// break or other space (PEM text, base64 broken over lines, two YAML
+/// values run together by a damaged file), is longer than any name (255),
+/// holds PEM armour or its base64 (`-----`, `LS0tLS`), or has a run of 16
+/// or more characters mixing upper case, lower case and digits (base64, a
+/// token; names and paths are words). Such a value is never quoted in an
+/// error, which reaches the journal.
+fn could_be_data(v: &str) -> bool {
+    let v = v.trim();
+    let random_run = |run: &str| {
+        run.len() >= 16
+            && run.bytes().any(|b| b.is_ascii_uppercase())
+            && run.bytes().any(|b| b.is_ascii_lowercase())
+            && run.bytes().any(|b| b.is_ascii_digit())
+    };
+    v.chars().any(|c| c.is_whitespace() || c.is_control())
+        || v.len() > 255
+        || v.contains("-----")
+        || v.contains("LS0tLS")
+        || v.split(|c: char| !c.is_ascii_alphanumeric() && c != '+')
+            .any(random_run)
+}
+
+/// A value of the file as an error shows it: quoted, or, when it
+/// [`could_be_data`], only its length.
+fn quoted(v: &str) -> String {
+    if could_be_data(v) {
+        format!(
+            "the {}-character value (not shown: it looks like data, not a name, path or URL)",
+            v.chars().count()
+        )
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// A name of the file (a context's, cluster's or user's) inside a field
+/// path: as written, or, when it [`could_be_data`], its length.
+fn label(name: &str) -> String {
+    if could_be_data(name) {
+        format!("<{} characters>", name.chars().count())
+    } else {
+        name.to_string()
+    }
+}
+
 /// Reads and resolves the kubeconfig at `path`.
 pub fn load(path: &Path) -> Result<Kubeconfig> {
     let text = read_limited(path).map_err(|e| {
@@ -223,7 +270,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
     let raw = read_raw(text, path)?;
     let base = path.parent().unwrap_or(Path::new("/"));
     let ctx = select_context(&raw, &bad)?;
-    let cf = format!("clusters[{}].cluster", ctx.cluster);
+    let cf = format!("clusters[{}].cluster", label(&ctx.cluster));
     let cluster = raw
         .clusters
         .iter()
@@ -233,8 +280,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
             bad(
                 &format!("{}.cluster", ctx.field),
                 &format!(
-                    "names cluster {:?}, which is not in `clusters`",
-                    ctx.cluster
+                    "names cluster {}, which is not in `clusters`",
+                    quoted(&ctx.cluster)
                 ),
             )
         })?
@@ -248,7 +295,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
         Some(p) => Some(url::Url::parse(p).map_err(|e| {
             bad(
                 &format!("{cf}.proxy-url"),
-                &format!("{:?} is not a URL: {e}", without_userinfo(p)),
+                &format!("{} is not a URL: {e}", quoted(&without_userinfo(p))),
             )
         })?),
     };
@@ -315,12 +362,15 @@ fn select_context(
         None => {
             return Err(bad(
                 "current-context",
-                &format!("names context {current:?}, which is not in `contexts`"),
+                &format!(
+                    "names context {}, which is not in `contexts`",
+                    quoted(current)
+                ),
             ));
         }
     };
     let name = ctx_name(ctx);
-    let field = format!("contexts[{name}].context");
+    let field = format!("contexts[{}].context", label(&name));
     let rc = ctx.context.as_ref().ok_or_else(|| bad(&field, "missing"))?;
     let cluster = rc
         .cluster
@@ -350,15 +400,15 @@ fn server_url(
     let server = url::Url::parse(server_s.trim()).map_err(|e| {
         bad(
             &field,
-            &format!("{:?} is not a URL: {e}", without_userinfo(server_s)),
+            &format!("{} is not a URL: {e}", quoted(&without_userinfo(server_s))),
         )
     })?;
     if server.scheme() != "https" {
         return Err(bad(
             &field,
             &format!(
-                "{:?} is not an https URL; node-bootstrap only talks to the API server over TLS",
-                without_userinfo(server_s)
+                "{} is not an https URL; node-bootstrap only talks to the API server over TLS",
+                quoted(&without_userinfo(server_s))
             ),
         ));
     }
@@ -444,12 +494,12 @@ fn user_credentials(
         .ok_or_else(|| {
             bad(
                 &format!("{}.user", ctx.field),
-                &format!("names user {:?}, which is not in `users`", ctx.user),
+                &format!("names user {}, which is not in `users`", quoted(&ctx.user)),
             )
         })?;
     match &u.user {
         None => Ok(Credentials::default()),
-        Some(ru) => credentials(ru, &format!("users[{}].user", ctx.user), base, bad),
+        Some(ru) => credentials(ru, &format!("users[{}].user", label(&ctx.user)), base, bad),
     }
 }
 
@@ -575,10 +625,9 @@ fn token(
 /// What to say of a field that names a file (`certificate-authority`,
 /// `client-key`, `tokenFile`, …) whose file cannot be read. Operators paste
 /// the data into the file field by mistake, and the error must not quote
-/// it (a key, a token): a value that no file name could be (a component
-/// longer than 255 bytes, or a line break) is described, never shown; with
-/// `hide_bare_names`, so is a value without a `/` (a token is such a
-/// value). Otherwise the path is shown, as it helps.
+/// it (a key, a token): a value that [`could_be_data`] is described, never
+/// shown; with `hide_bare_names`, so is a value without a `/` (a token is
+/// such a value). Otherwise the path is shown, as it helps.
 fn unreadable_file(
     raw: &str,
     resolved: &Path,
@@ -586,12 +635,10 @@ fn unreadable_file(
     data_field: &str,
     hide_bare_names: bool,
 ) -> String {
-    const NAME_MAX: usize = 255;
     let raw = raw.trim();
-    let data_like = raw.contains('\n') || raw.split('/').any(|c| c.len() > NAME_MAX);
-    if data_like {
+    if could_be_data(raw) {
         format!(
-            "cannot read the file it names: its {}-character value is no file path \
+            "cannot read the file it names: its {}-character value looks like data, not a file path \
              (not shown: it may be secret data, which goes in {data_field})",
             raw.chars().count()
         )
@@ -890,7 +937,7 @@ mod tests {
         let m = err(&good.replace("client-key-data:", "client-key:"));
         assert!(
             m.contains("users[kubelet].user.client-key: cannot read the file it names: its ")
-                && m.contains("-character value is no file path (not shown: it may be secret data, which goes in client-key-data)"),
+                && m.contains("-character value looks like data, not a file path (not shown: it may be secret data, which goes in client-key-data)"),
             "{m}"
         );
         assert!(!m.contains(&key[..40]), "the key is quoted: {m}");
@@ -919,6 +966,69 @@ mod tests {
             m.contains("users[kubelet].user.client-key: cannot read /etc/kubernetes/missing.key: No such file or directory"),
             "{m}"
         );
+    }
+
+    /// 2026-11-26, found by the kubeconfig property test: a damaged file
+    /// ran the server line into the CA data (`server: https://10.3.0.1:4
+    /// certificate-author LS0t…`), and "is not a URL" quoted it all. No
+    /// field's value that looks like data is quoted, whichever field holds
+    /// it (a URL, a name, a file path with slashes in its base64).
+    #[test]
+    fn data_in_any_field_is_not_quoted() {
+        let p = pki();
+        let good = tectonic(&p, "https://10.3.0.1:443");
+        let (ca, key) = (b64(&p.ca), b64(&p.key));
+        let hidden = |m: &str, data: &str| {
+            for w in data.as_bytes().windows(12).step_by(6) {
+                let w = std::str::from_utf8(w).unwrap();
+                assert!(!m.contains(w), "{w:?} of the data is quoted: {m}");
+            }
+        };
+        let run_together = good.replace(
+            ":443\n    certificate-authority-data: ",
+            ":4  certificate-author ",
+        );
+        assert_ne!(run_together, good);
+        let m = err(&run_together);
+        assert!(
+            m.contains("clusters[local].cluster.server: the ")
+                && m.contains("-character value (not shown: it looks like data, not a name, path or URL) is not a URL"),
+            "{m}"
+        );
+        hidden(&m, &ca);
+        let m = err(&good.replace(
+            "    server: https://10.3.0.1:443\n",
+            &format!(
+                "    server: https://10.3.0.1:443\n    proxy-url: {}\n",
+                &key[..60]
+            ),
+        ));
+        assert!(
+            m.contains("cluster.proxy-url: the 60-character value"),
+            "{m}"
+        );
+        hidden(&m, &key[..60]);
+        // Base64 with slashes, each piece shorter than a file name may be.
+        let pieces = format!("{}/{}/{}", &key[..40], &key[40..80], &key[80..120]);
+        let m = err(&good.replace(
+            &format!("client-key-data: {key}"),
+            &format!("client-key: {pieces}"),
+        ));
+        assert!(
+            m.contains("users[kubelet].user.client-key: cannot read the file it names: its 122-character value looks like data"),
+            "{m}"
+        );
+        hidden(&m, &pieces);
+        // A name: the user a context names.
+        let m = err(&good.replace("user: kubelet\n", &format!("user: {}\n", &key[..40])));
+        assert!(
+            m.contains("contexts[].context.user: names user the 40-character value"),
+            "{m}"
+        );
+        hidden(&m, &key[..40]);
+        // Names, paths and URLs are still shown.
+        let m = err(&good.replace(":443", ":99999"));
+        assert!(m.contains("\"https://10.3.0.1:99999\" is not a URL"), "{m}");
     }
 
     #[test]

@@ -15,14 +15,14 @@
 
 use crate::error::{Error, Result};
 use crate::settings::{FieldResult, Paths, RawPaths, Role};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
 
 /// The raw file, exactly as written. Every section is optional.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     #[serde(default)]
@@ -135,6 +135,28 @@ impl Config {
                 fe.message
             ))
         })
+    }
+
+    /// The settings in effect as a config file writes them: every field
+    /// of every section, defaults filled in (`null` where unset means
+    /// off or none), durations in `*_secs` and sizes in the units the file
+    /// uses, secrets in `helpers.*.docker.env` shown as `<redacted>`. Read
+    /// back, it gives the same settings (`check-config` prints it).
+    pub fn to_raw(&self) -> RawConfig {
+        RawConfig {
+            role: self.role,
+            paths: self.paths.to_raw(),
+            cluster: self.cluster.to_raw(),
+            os_update: self.os_update.to_raw(),
+            addon: self.addon.to_raw(&self.paths),
+            assets: self.assets.to_raw(),
+            sources: self.sources.to_raw(&self.paths),
+            helpers: self.helpers.to_raw(&self.paths.assets_dir),
+            metrics: self.metrics.to_raw(),
+            reboot: self.reboot.to_raw(),
+            agent: self.agent.to_raw(),
+            kubelet: self.kubelet.to_raw(),
+        }
     }
 
     /// All defaults, as if the file were `{}`.

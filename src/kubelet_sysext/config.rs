@@ -53,7 +53,7 @@ pub enum Backend {
     Sysext,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKubelet {
     /// `wrapper` (default) or `sysext`.
@@ -86,6 +86,20 @@ impl Default for KubeletSettings {
         RawKubelet::default()
             .validate()
             .expect("the built-in kubelet defaults are valid")
+    }
+}
+
+impl KubeletSettings {
+    /// The section as a config file writes it, every default filled in.
+    pub fn to_raw(&self) -> RawKubelet {
+        RawKubelet {
+            backend: self.backend,
+            extension_name: Some(self.extension_name.clone()),
+            images_dir: Some(self.images_dir.clone()),
+            max_minor_lag: Some(self.max_minor_lag),
+            max_image_bytes: Some(self.max_image_bytes),
+            merge_timeout_secs: Some(self.merge_timeout.as_secs()),
+        }
     }
 }
 

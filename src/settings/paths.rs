@@ -2,13 +2,13 @@
 //! Container Linux defaults.
 
 use super::{FieldResult, absolute_path};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 macro_rules! paths {
     ($( $(#[$doc:meta])* $name:ident = $default:expr; )*) => {
         /// Raw `paths` section: every entry optional.
-        #[derive(Debug, Default, Deserialize)]
+        #[derive(Debug, Default, Deserialize, Serialize)]
         #[serde(deny_unknown_fields)]
         pub struct RawPaths {
             $( $(#[$doc])* pub $name: Option<PathBuf>, )*
@@ -28,6 +28,15 @@ macro_rules! paths {
                         self.$name.unwrap_or_else(|| PathBuf::from($default)),
                     )?, )*
                 })
+            }
+        }
+
+        impl Paths {
+            /// The section as a config file writes it, every path given.
+            pub fn to_raw(&self) -> RawPaths {
+                RawPaths {
+                    $( $name: Some(self.$name.clone()), )*
+                }
             }
         }
     };

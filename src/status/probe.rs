@@ -148,6 +148,7 @@ async fn systemd_and_update_engine(
 
 /// Docker's version, asked only when docker.service runs (asking a
 /// socket-activated docker would start it) or when systemd cannot say.
+/// Not asking is no fault: `units` shows docker.service's state.
 async fn docker(
     units: Option<&[UnitState]>,
     socket: &Path,
@@ -155,16 +156,7 @@ async fn docker(
     u: &mut Unreachables,
 ) -> Option<DockerInfo> {
     match units.and_then(|us| us.iter().find(|s| s.name == DOCKER)) {
-        Some(s) if !s.is_active() => {
-            u.note(
-                "docker",
-                format!(
-                    "{DOCKER} is {} (not asked, to avoid starting it)",
-                    s.active_state
-                ),
-            );
-            None
-        }
+        Some(s) if !s.is_active() => None,
         _ => u.ok("docker", docker_version(socket, timeout).await),
     }
 }
@@ -530,5 +522,33 @@ mod tests {
                 .unwrap_err()
                 .contains("invalid torcx profile")
         );
+    }
+
+    #[test]
+    fn an_inactive_docker_is_not_asked_and_not_unreachable() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let socket = d.path().join("docker.sock");
+        let ask = |units: Option<Vec<UnitState>>| {
+            let mut u = Unreachables::default();
+            let info = rt.block_on(docker(
+                units.as_deref(),
+                &socket,
+                Duration::from_millis(200),
+                &mut u,
+            ));
+            (info.is_some(), u.0)
+        };
+        let (asked, notes) = ask(Some(vec![UnitState::not_loaded(DOCKER)]));
+        assert!(!asked);
+        assert!(notes.is_empty(), "not asked is no fault: {notes:?}");
+        // systemd could not say: the socket is asked, and it does not answer.
+        let (asked, notes) = ask(None);
+        assert!(!asked);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].source, "docker");
     }
 }

@@ -222,6 +222,14 @@ fn files(o: &mut String, f: &super::facts::Facts) {
     }
     if let Some(d) = &f.docker {
         let _ = writeln!(o, "docker: {} (API {})", d.version, d.api_version);
+    } else if f.units.is_some() && !f.unreachable.iter().any(|u| u.source == "docker") {
+        // systemd answered and Docker was not asked: docker.service is not
+        // active, and asking would start it.
+        let _ = writeln!(
+            o,
+            "docker: not asked ({} is not active)",
+            super::facts::DOCKER
+        );
     }
     if let Some(u) = &f.update_engine {
         let mut s = u.current_operation.clone();

@@ -412,7 +412,7 @@ fn pointer_config_replaces_itself_with_the_pull_config_verified_by_sha512() {
 #[test]
 fn agent_config_in_every_example_is_accepted_by_the_agent() {
     let dir = tempfile::tempdir().unwrap();
-    for (file, role, _) in FULL_CONFIGS {
+    for (file, role, mode) in FULL_CONFIGS {
         let cfg = load(file);
         let text = ignition_file_text(&cfg, "/etc/node-bootstrap/config.json").unwrap();
         let p = dir.path().join(format!("{file}.config.json"));
@@ -429,13 +429,14 @@ fn agent_config_in_every_example_is_accepted_by_the_agent() {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
-        let shown = String::from_utf8_lossy(&out.stdout).to_lowercase();
-        let role_shown = role.replace('-', "");
-        assert!(
-            shown
-                .replace(['-', '_'], "")
-                .contains(&format!("role: {role_shown}")),
-            "{file}: check-config does not show role {role}:\n{shown}"
+        let shown = testkit::cli::json_stdout(&out);
+        assert_eq!(
+            shown["role"], *role,
+            "{file}: check-config does not show role {role}:\n{shown:#}"
+        );
+        assert_eq!(
+            shown["assets"]["mode"], *mode,
+            "{file}: check-config does not show assets mode {mode}:\n{shown:#}"
         );
     }
 }

@@ -38,6 +38,8 @@ mod assets_push;
 mod assets_s3;
 // Malicious asset bundles are refused and leave nothing behind.
 mod assets_unpack;
+// `check-config`: the settings in effect, shown as a config file that reads back.
+mod check_config;
 // Cluster version discovery against the API server stand-in.
 mod cluster_version;
 // README's exit code table against `--help`, the error classes and the unit.
