@@ -80,6 +80,7 @@ impl ClusterSettings {
             api_timeout_secs: Some(self.api_timeout.as_secs()),
             fallback_to_seed: Some(self.fallback_to_seed),
             check_forced_skew: Some(self.check_forced_skew),
+            credential: Some(self.credential),
         }
     }
 }

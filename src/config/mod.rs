@@ -156,6 +156,8 @@ impl Config {
             reboot: self.reboot.to_raw(),
             agent: self.agent.to_raw(),
             kubelet: self.kubelet.to_raw(),
+            kubelet_config: self.kubelet_config.to_raw(),
+            runtime: self.runtime.to_raw(),
         }
     }
 

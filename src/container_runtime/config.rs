@@ -32,14 +32,14 @@
 
 use super::choice::Requested;
 use crate::settings::{FieldError, FieldResult, seconds_in};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// containerd's sandbox image unless configured: the one containerd 2.0
 /// and 2.1 default to, on the registry every Kubernetes release uses.
 pub const DEFAULT_SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRuntime {
     pub name: Option<Requested>,
@@ -48,7 +48,7 @@ pub struct RawRuntime {
     pub containerd: RawContainerd,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawContainerd {
     pub snapshotter: Option<String>,
@@ -82,6 +82,21 @@ pub struct ContainerdSettings {
 }
 
 impl RuntimeSettings {
+    /// The section as a config file writes it, every default filled in
+    /// (`sandbox_image` `null`: containerd's default, the kubelet's with
+    /// docker).
+    pub fn to_raw(&self) -> RawRuntime {
+        RawRuntime {
+            name: Some(self.requested),
+            sandbox_image: self.sandbox_image.clone(),
+            containerd: RawContainerd {
+                snapshotter: Some(self.containerd.snapshotter.clone()),
+                existing_config: Some(self.containerd.existing_config),
+                start_timeout_secs: Some(self.containerd.start_timeout.as_secs()),
+            },
+        }
+    }
+
     /// The sandbox image containerd is configured with.
     pub fn containerd_sandbox_image(&self) -> &str {
         self.sandbox_image

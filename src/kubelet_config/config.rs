@@ -27,12 +27,12 @@
 
 use super::Taint;
 use crate::settings::{FieldError, FieldResult};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The taint master roles register with unless configured.
 pub const MASTER_TAINT: &str = "node-role.kubernetes.io/master=:NoSchedule";
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKubeletConfig {
     pub cluster_dns: Option<Vec<String>>,
@@ -53,6 +53,21 @@ pub struct KubeletConfigSettings {
 }
 
 impl KubeletConfigSettings {
+    /// The section as a config file writes it, every default filled in
+    /// (`taints` `null`: the role's).
+    pub fn to_raw(&self) -> RawKubeletConfig {
+        RawKubeletConfig {
+            cluster_dns: Some(self.cluster_dns.clone()),
+            cluster_domain: Some(self.cluster_domain.clone()),
+            taints: self
+                .taints
+                .as_ref()
+                .map(|t| t.iter().map(Taint::flag_form).collect()),
+            server_tls_bootstrap: Some(self.server_tls_bootstrap),
+            allow_newer_kubernetes: Some(self.allow_newer_kubernetes),
+        }
+    }
+
     /// The taints a node of this role registers with.
     pub fn taints_for(&self, master: bool) -> Vec<Taint> {
         match &self.taints {

@@ -173,7 +173,8 @@ impl Taint {
         })
     }
 
-    fn flag_form(&self) -> String {
+    /// The flag's form, which [`Taint::parse`] reads back.
+    pub fn flag_form(&self) -> String {
         match &self.value {
             Some(v) => format!("{}={}:{}", self.key, v, self.effect),
             None => format!("{}:{}", self.key, self.effect),
@@ -321,7 +322,8 @@ enum Value<'a> {
 }
 
 impl Value<'_> {
-    fn flag_form(&self) -> String {
+    /// The flag's form, which [`Taint::parse`] reads back.
+    pub fn flag_form(&self) -> String {
         match self {
             Value::Bool(b) => b.to_string(),
             Value::Int(i) => i.to_string(),
