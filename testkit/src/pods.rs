@@ -465,6 +465,13 @@ mod tests {
     }
 }
 
+/// The kubelet flag a simulated node's kubelet gets so the host's disk
+/// level never evicts its pods (a test part: the nodes share the host's
+/// file system, which builds and other tests fill; the default thresholds,
+/// 10% and 15% free, are easily crossed on a busy test machine).
+pub const NO_DISK_EVICTION: &str =
+    "--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%";
+
 /// How long a pod may take to run once created (it takes about a second).
 pub const POD_TIMEOUT: Duration = Duration::from_secs(60);
 
