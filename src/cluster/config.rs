@@ -38,6 +38,23 @@ pub struct RawCluster {
     /// the skew policy; an unreachable server is then only a warning
     /// (default true).
     pub check_forced_skew: Option<bool>,
+    /// What the node authenticates to the API server with (default
+    /// `kubeconfig`): see [`Credential`].
+    pub credential: Option<Credential>,
+}
+
+/// The node's credential at first boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Credential {
+    /// `paths.kubeconfig`: a long-lived client certificate or token the
+    /// operator made for the node; the kubelet uses it as it is.
+    #[default]
+    Kubeconfig,
+    /// `paths.bootstrap_kubeconfig`: a bootstrap token, with which the
+    /// kubelet earns a client certificate of its own (TLS bootstrapping)
+    /// and rotates it.
+    BootstrapToken,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +66,7 @@ pub struct ClusterSettings {
     pub api_timeout: Duration,
     pub fallback_to_seed: bool,
     pub check_forced_skew: bool,
+    pub credential: Credential,
 }
 
 impl ClusterSettings {
@@ -62,6 +80,7 @@ impl ClusterSettings {
             api_timeout_secs: Some(self.api_timeout.as_secs()),
             fallback_to_seed: Some(self.fallback_to_seed),
             check_forced_skew: Some(self.check_forced_skew),
+            credential: Some(self.credential),
         }
     }
 }
@@ -108,6 +127,7 @@ impl RawCluster {
             )?,
             fallback_to_seed: self.fallback_to_seed.unwrap_or(false),
             check_forced_skew: self.check_forced_skew.unwrap_or(true),
+            credential: self.credential.unwrap_or_default(),
         })
     }
 }

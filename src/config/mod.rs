@@ -49,6 +49,10 @@ pub struct RawConfig {
     pub agent: crate::agent_upgrade::config::RawAgent,
     #[serde(default)]
     pub kubelet: crate::kubelet_sysext::config::RawKubelet,
+    #[serde(default)]
+    pub kubelet_config: crate::kubelet_config::config::RawKubeletConfig,
+    #[serde(default)]
+    pub runtime: crate::container_runtime::config::RawRuntime,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -68,6 +72,8 @@ pub struct Config {
     pub reboot: crate::reboot::config::RebootSettings,
     pub agent: crate::agent_upgrade::config::AgentSettings,
     pub kubelet: crate::kubelet_sysext::config::KubeletSettings,
+    pub kubelet_config: crate::kubelet_config::config::KubeletConfigSettings,
+    pub runtime: crate::container_runtime::config::RuntimeSettings,
 }
 
 impl RawConfig {
@@ -87,6 +93,8 @@ impl RawConfig {
             reboot: self.reboot.validate()?,
             agent: self.agent.validate()?,
             kubelet: self.kubelet.validate()?,
+            kubelet_config: self.kubelet_config.validate()?,
+            runtime: self.runtime.validate()?,
         })
     }
 }
@@ -148,6 +156,8 @@ impl Config {
             reboot: self.reboot.to_raw(),
             agent: self.agent.to_raw(),
             kubelet: self.kubelet.to_raw(),
+            kubelet_config: self.kubelet_config.to_raw(),
+            runtime: self.runtime.to_raw(),
         }
     }
 
@@ -216,6 +226,25 @@ impl Config {
         crate::helper::Inputs {
             paths: &self.paths,
             helpers: &self.helpers,
+        }
+    }
+
+    pub fn containerd_inputs(&self) -> crate::container_runtime::ensure::Inputs<'_> {
+        crate::container_runtime::ensure::Inputs {
+            paths: &self.paths,
+            runtime: &self.runtime,
+            systemd_config_dir: &self.addon.systemd_config_dir,
+        }
+    }
+
+    pub fn kubelet_config_inputs(&self) -> crate::kubelet_config::Inputs<'_> {
+        crate::kubelet_config::Inputs {
+            paths: &self.paths,
+            settings: &self.kubelet_config,
+            tls_bootstrap: self.cluster.credential
+                == crate::cluster::config::Credential::BootstrapToken,
+            master: !matches!(self.role, crate::settings::Role::Worker),
+            sandbox_image: self.runtime.sandbox_image.as_deref(),
         }
     }
 

@@ -343,10 +343,12 @@ mod tests {
                 "agent-upgrade",
                 "assets",
                 "cluster-version",
+                "runtime",
                 "os-update",
                 "docker-addon",
                 "reboot",
                 "kubelet-sysext",
+                "containerd",
                 "kubelet-env",
                 "custom"
             ]
@@ -358,16 +360,18 @@ mod tests {
                 StepState::Pending,
                 StepState::Done,
                 StepState::Interrupted,
+                StepState::Pending,
                 StepState::Failed,
                 StepState::Pending,
                 StepState::Running,
                 StepState::Pending,
                 StepState::Pending,
+                StepState::Pending,
                 StepState::Running
             ]
         );
-        assert_eq!(p[3].retryable, Some(false));
-        assert_eq!(p[5].this_boot, Some(false));
+        assert_eq!(p[4].retryable, Some(false));
+        assert_eq!(p[6].this_boot, Some(false));
         // The helpers show on the master even before they ran.
         let p = steps(&j, Some("now"), true, &[]);
         assert!(p.iter().any(|p| p.name == "helper/tectonic"));

@@ -414,6 +414,8 @@ mod tests {
         crate::journal::StepResult::KubeletEnv(crate::journal::KubeletEnvRecord {
             path: "/etc/kubernetes/kubelet.env".into(),
             image_tag: "v1.9.6_coreos.0".into(),
+            runtime: None,
+            kubelet_config: None,
         })
     }
     use crate::settings::Role;

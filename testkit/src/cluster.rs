@@ -51,6 +51,9 @@ pub const STALE_SEED_TAG: &str = "v1.19.7";
 pub const CLUSTER_DNS_IP: &str = "10.3.0.53";
 pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
+/// The pod sandbox image the rig builds and loads into each node's runtime
+/// (kubelet 1.20's default, so docker nodes need no flag for it).
+pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
 
 /// How a node's kubeconfig authenticates.
 #[derive(Debug, Clone)]
@@ -61,6 +64,18 @@ pub enum Auth {
     Token(String),
     /// A bearer token the API server does not know.
     UnknownToken(String),
+}
+
+/// The container runtime a node's agent is told to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// `runtime.name` `auto`: docker for the cluster's 1.20, put in place
+    /// by the addon (torcx) and reached through dockershim.
+    Auto,
+    /// `runtime.name` `containerd`: the OS's containerd (Debian's 1.6.20,
+    /// as Flatcar ships one), configured and started by the agent,
+    /// reached through CRI.
+    Containerd,
 }
 
 /// One node of the cluster.
@@ -74,6 +89,7 @@ pub struct NodeSpec {
     /// the kubelet as a system extension (`kubelet.backend = "sysext"`)
     /// from the rig's signed mirror of kubelet images.
     pub kubelet_sysext: bool,
+    pub runtime: Runtime,
 }
 
 impl NodeSpec {
@@ -83,6 +99,7 @@ impl NodeSpec {
             bootkube_master: true,
             auth: Auth::Cert,
             kubelet_sysext: false,
+            runtime: Runtime::Auto,
         }
     }
     pub fn worker(name: &str, auth: Auth) -> NodeSpec {
@@ -91,13 +108,22 @@ impl NodeSpec {
             bootkube_master: false,
             auth,
             kubelet_sysext: false,
+            runtime: Runtime::Auto,
         }
     }
-    /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]).
+    /// A worker whose agent is told to run containerd.
+    pub fn containerd_worker(name: &str) -> NodeSpec {
+        NodeSpec {
+            runtime: Runtime::Containerd,
+            ..NodeSpec::worker(name, Auth::Cert)
+        }
+    }
+    /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]), on
+    /// containerd as today's Flatcar runs it.
     pub fn sysext_worker(name: &str) -> NodeSpec {
         NodeSpec {
             kubelet_sysext: true,
-            ..NodeSpec::worker(name, Auth::Cert)
+            ..NodeSpec::containerd_worker(name)
         }
     }
 }
@@ -120,9 +146,15 @@ pub struct ClusterRig {
     dir: tempfile::TempDir,
 }
 
-/// The runtime mappings of the cluster: Kubernetes 1.20 runs on docker 20.10.
+/// A second docker the mirror offers: a stand-in image that cannot run a
+/// kubelet's pods, so an addon that took it by a wrong rule leaves its
+/// node unusable.
+pub const OTHER_DOCKER: &str = "19.03";
+
+/// The runtime mappings of the cluster: Kubernetes 1.20 runs on docker
+/// 20.10, then 19.03; the mirror offers both.
 pub fn runtime_mappings() -> String {
-    runtime_mappings_yaml("1.20", &[docker_image::REFERENCE])
+    runtime_mappings_yaml("1.20", &[docker_image::REFERENCE, OTHER_DOCKER])
 }
 
 /// `v1.20.2` -> `[v1.20.1, v1.21.0]` (no older patch of a `.0`).
@@ -158,8 +190,18 @@ impl ClusterRig {
         let docker = docker_image::real_docker()?;
         let mirror = AddonRig::new(OS_VERSION);
         let entry = mirror.publish_package(docker_image::REFERENCE, &docker.bytes()?);
-        mirror.publish_manifest(OS_VERSION, &[entry]);
+        let other = mirror.publish_package(
+            OTHER_DOCKER,
+            &crate::torcx_fixtures::docker_archive(&format!("{OTHER_DOCKER}.15")),
+        );
+        mirror.publish_manifest(OS_VERSION, &[other, entry]);
         let mut control_plane = ControlPlane::new(&[]);
+        // `kubectl logs` and `exec` reach a pod through its kubelet, which
+        // the API server dials by the Node's InternalIP (the nodes'
+        // hostnames resolve nowhere).
+        control_plane
+            .extra_apiserver_args
+            .push("--kubelet-preferred-address-types=InternalIP".into());
         for n in nodes {
             if let Auth::Token(t) = &n.auth {
                 control_plane.tokens.push(StaticToken::for_node(&n.name, t));
@@ -244,6 +286,17 @@ impl ClusterRig {
                 .as_ref()
                 .expect("the kubelet image mirror");
             an::merge(&mut config, mirror.config_patch());
+        }
+        if spec.runtime == Runtime::Containerd {
+            // containerd's sandbox image: the pause image the rig loads
+            // (there is no registry); the CNI plugins where Debian puts them.
+            an::merge(
+                &mut config,
+                json!({
+                    "runtime": {"name": "containerd", "sandbox_image": PAUSE_IMAGE},
+                    "paths": {"cni_bin_dir": crate::pods::CNI_BIN_DIR},
+                }),
+            );
         }
         config.to_string()
     }
@@ -332,22 +385,47 @@ impl ClusterRig {
             .lock()
             .unwrap()
             .insert(spec.name.clone(), port);
+        // Docker through dockershim would run CNI itself: none (no network
+        // add-on runs; pods use the host's network). containerd runs CNI:
+        // a loopback network in its conf dir makes it report NetworkReady.
+        let no_cni = match spec.runtime {
+            Runtime::Auto => " --network-plugin=",
+            Runtime::Containerd => "",
+        };
         n.drop_in(
             "kubelet.service",
             "20-test-node",
             &format!(
                 "# The test machine: nodes share the host's network (own ports; no iptables\n\
-                 # chains of the kubelet's in the host's tables), no network add-on runs (no\n\
-                 # CNI), the host may have swap.\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --network-plugin= --fail-swap-on=false\"\n"
+                 # chains of the kubelet's in the host's tables), no network add-on runs, the\n\
+                 # host may have swap, and nodes share the host's disk, which other tests and\n\
+                 # builds fill (no eviction for it).\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false{no_cni} --fail-swap-on=false {}\"\n",
+                 crate::pods::NO_DISK_EVICTION
             ),
         )?;
+        crate::pods::install_runc_shim(&n)?;
         n.drop_in(
             "docker.service",
             "20-test-node",
-            "# The test machine: a root on overlayfs, the host's network shared by nodes.\n[Service]\n\
-             Environment=\"DOCKER_OPTS=--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false\"\n",
+            &format!(
+                "# The test machine: a root on overlayfs, the host's network shared by nodes;\n\
+                 # TEST PART: the runc shim as the default runtime (see testkit::pods).\n[Service]\n\
+                 Environment=\"DOCKER_OPTS=--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false {}\"\n",
+                crate::pods::DOCKER_RUNC_SHIM_OPTS
+            ),
         )?;
+        if spec.runtime == Runtime::Containerd {
+            crate::pods::containerd_test_parts(&n)?;
+            // The host's (Debian's) containerd config shows through the
+            // node's root: Flatcar has none in /etc, the agent writes it.
+            n.hide("/etc/containerd/config.toml")?;
+            n.write(
+                "/etc/kubernetes/cni/net.d/10-loopback.conflist",
+                crate::pods::cni_loopback_conflist(),
+                0o644,
+            )?;
+        }
         n.drop_in(
             "k8s-node-bootstrap.service",
             "test-restart",

@@ -6,7 +6,11 @@
 //! private `dbus-daemon` configured like the system bus with the shipped
 //! `com.coreos.update1` policy (which lets only root own the name); a fleet
 //! of agent processes retrying a failing API server spreads its retries;
-//! `status` probes update_engine and Docker; the kubelet sysext image
+//! `status` probes update_engine and Docker; kubelet TLS bootstrapping
+//! against a real 1.20 control plane in bootstrap-token mode, with the
+//! token, kubeconfig and RBAC of `terraform/modules/bootstrap-token` (a
+//! node's certificate requested, approved, used and renewed; expired and
+//! deleted tokens refused); the kubelet sysext image
 //! checks (the image mounted read-only in a private mount namespace, as
 //! systemd-sysext would read it); and the docker addon and the
 //! docker-mode helpers against a real, private `dockerd` (its own socket,
@@ -15,8 +19,9 @@
 //! gives nodes' runtimes work with Debian's plugins (in private network
 //! namespaces).
 //!
-//! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static` and
-//! `containernetworking-plugins` (scripts/setup.sh installs them). Elsewhere each test says
+//! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static`,
+//! `containernetworking-plugins`, `containerd`, terraform and the real
+//! Kubernetes parts (scripts/setup.sh installs and builds them). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //!
 //! Run it: `sudo -E cargo test --test host`; one file: `cargo test --test
@@ -24,10 +29,16 @@
 
 // "What runs now" from a private dockerd's API, and the fallback to torcx.
 mod addon_docker;
+// Bootstrap tokens and kubelet TLS bootstrapping against the real control plane.
+mod bootstrap_tokens;
 // The test rig's CNI networks through Debian's plugins in private namespaces.
 mod cni_networks;
+// The CRI probe against a real, private containerd.
+mod containerd_cri;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
+// The runtime and the kubelet's rules decided from the cluster's version, before anything changes.
+mod runtime_choice;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
 mod fleet_retries;
 // The kubelet sysext image checks: mounted as systemd-sysext would, refused before install.

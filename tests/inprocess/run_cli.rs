@@ -35,6 +35,7 @@ impl Host {
             "role": role,
             "paths": {
                 "kubelet_env": self.p("kubelet.env"),
+                "kubelet_config": self.p("kubelet-config.yaml"),
                 "seed_dir": self.p("installer"),
                 "kubeconfig": self.p("kubeconfig"),
                 "state_dir": self.p("state"),

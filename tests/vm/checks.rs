@@ -89,6 +89,7 @@ pub(crate) fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror, cluster_
     let j = state_journal(vm).expect("a state journal");
     for step in [
         "cluster-version",
+        "runtime",
         "os-update",
         "docker-addon",
         "kubelet-env",
@@ -185,7 +186,11 @@ pub(crate) fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) -> bool {
     if let Some(env) = vm.read("/etc/kubernetes/kubelet.env") {
         assert_eq!(
             env,
-            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n",
+            format!(
+                "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n\
+                 KUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_RUNTIME=\"docker\"\nKUBELET_ARGS=\"{}\"\n",
+                testkit::agentnode::flags_only_kubelet_args("systemd")
+            ),
             "kubelet.env is whole or absent"
         );
     }
