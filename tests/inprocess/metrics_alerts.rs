@@ -406,7 +406,8 @@ fn the_join_alert_fires_for_a_node_not_ready_after_kubelet_env_and_only_there() 
     for files in fleet.files.values() {
         assert_lints_clean(files.last().unwrap());
     }
-    let warning = |instance: &str| json!({"exp_labels": {"severity": "warning", "instance": instance}});
+    let warning =
+        |instance: &str| json!({"exp_labels": {"severity": "warning", "instance": instance}});
     let (ok, out) = fleet.promtool_test(
         MINUTES,
         json!([
