@@ -200,11 +200,23 @@ fn dispatch(cli: Cli) -> Result<u8> {
             // systemd's notification socket: `STATUS=` shows why a run
             // failed, bad config included.
             let notifier = crate::systemd::notify::Notifier::from_env();
-            published(&cli, crate::metrics::Command::Run, true, |config| {
-                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier));
-                run.map(|()| exit::SUCCESS)
+            let mut bootstrapped = None;
+            let code = published(&cli, crate::metrics::Command::Run, true, |config| {
+                use crate::flow::command::Ran;
+                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier))?;
+                if let Ran::Bootstrapped(at) = run {
+                    bootstrapped = Some((config.clone(), at));
+                }
+                Ok(exit::SUCCESS)
             })
-            .inspect_err(|e| notifier.status(&format!("failed: {e}")))
+            .inspect_err(|e| notifier.status(&format!("failed: {e}")))?;
+            // The run's outcome is published; the join is watched after it
+            // (src/flow/join_watch.rs), never changing the exit code.
+            if let Some((config, at)) = bootstrapped {
+                let watch = crate::flow::command::watch_join(&config, &notifier, at);
+                runtime()?.block_on(watch);
+            }
+            Ok(code)
         }
         Command::Preflight => {
             let config = load(&cli)?;

@@ -215,6 +215,13 @@ impl Config {
         }
     }
 
+    pub fn join_inputs(&self) -> crate::join::Inputs<'_> {
+        crate::join::Inputs {
+            paths: &self.paths,
+            cluster: &self.cluster,
+        }
+    }
+
     pub fn assets_inputs(&self) -> crate::assets::Inputs<'_> {
         crate::assets::Inputs {
             paths: &self.paths,

@@ -89,8 +89,13 @@ impl Seams for NodeSeams<'_> {
         let seed = paths.seed_kubelet_env();
         kubelet_env::read_seed(&seed)?;
         let kubeconfig = if self.needs_api_server() {
-            crate::cluster::kubeconfig::load(&paths.kubeconfig)?;
-            Some(paths.kubeconfig.display().to_string())
+            let credential = self.config.cluster.credential;
+            crate::cluster::credential::load(paths, credential)?;
+            Some(
+                crate::cluster::credential::path(paths, credential)
+                    .display()
+                    .to_string(),
+            )
         } else {
             None
         };
