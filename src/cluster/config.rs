@@ -90,6 +90,7 @@ impl ClusterSettings {
             fallback_to_seed: Some(self.fallback_to_seed),
             check_forced_skew: Some(self.check_forced_skew),
             credential: Some(self.credential),
+            join_watch_secs: Some(self.join_watch.as_secs()),
         }
     }
 }
