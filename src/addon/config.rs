@@ -412,15 +412,11 @@ fn sysext_mask(mask: Option<Vec<String>>) -> FieldResult<Vec<String>> {
             "containerd-flatcar".to_string(),
         ]
     });
-    for (i, name) in sysext_mask.iter().enumerate() {
-        crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
-        if name == crate::sysext::DOCKER_EXTENSION {
-            return Err(FieldError::new(
-                format!("addon.sysext_mask[{i}]"),
-                "must not mask the extension this agent installs",
-            ));
-        }
-    }
+    crate::sysext::check_masks(
+        "addon.sysext_mask",
+        &sysext_mask,
+        crate::sysext::DOCKER_EXTENSION,
+    )?;
     Ok(sysext_mask)
 }
 

@@ -230,7 +230,8 @@ impl<S: Seams> Driver<'_, S> {
                         "the runtime step recorded no Kubernetes version for the kubelet's rules",
                     )
                 })?;
-                StepResult::Containerd(s.containerd(rules).await?)
+                let version = cluster_version(journal)?;
+                StepResult::Containerd(s.containerd(&version, rules).await?)
             }
             Step::KubeletEnv => {
                 let version = cluster_version(journal)?;
@@ -610,7 +611,7 @@ mod tests {
                 false,
             )
         }
-        async fn containerd(&self, rules: Minor) -> Result<ContainerdRecord> {
+        async fn containerd(&self, _cluster: &str, rules: Minor) -> Result<ContainerdRecord> {
             self.calls.borrow_mut().push(format!("containerd {rules}"));
             if let Some(class) = self.containerd_error {
                 return Err(Error::new(
@@ -626,6 +627,7 @@ mod tests {
                 runtime: "containerd://1.6.20".into(),
                 cri_api: crate::container_runtime::cri::CriApi::V1,
                 cgroup_driver: "systemd".into(),
+                package: None,
             })
         }
         async fn write_kubelet_env(
