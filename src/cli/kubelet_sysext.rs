@@ -88,8 +88,8 @@ pub fn ensure(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
             rec.version,
             rec.rule.as_str(),
             rec.cluster_version,
-            rec.image.display(),
-            if rec.refreshed {
+            rec.installed.image.display(),
+            if rec.installed.refreshed {
                 "; a running kubelet.service keeps its old binary until restarted"
             } else {
                 ""

@@ -199,7 +199,12 @@ impl RawRuntime {
                     c.images_dir
                         .unwrap_or_else(|| PathBuf::from("/opt/extensions/containerd")),
                 )?,
-                sysext_mask: sysext_mask(c.sysext_mask)?,
+                sysext_mask: crate::sysext::masks_setting(
+                    "runtime.containerd.sysext_mask",
+                    c.sysext_mask,
+                    &["containerd-flatcar"],
+                    crate::sysext::CONTAINERD_EXTENSION,
+                )?,
                 max_image_bytes: match c.max_image_bytes.unwrap_or(DEFAULT_MAX_IMAGE_BYTES) {
                     0 => {
                         return Err(FieldError::new(
@@ -218,16 +223,4 @@ impl RawRuntime {
             },
         })
     }
-}
-
-/// The extensions masked while the agent's containerd is merged: names
-/// as systemd-sysext takes them, never the agent's own.
-fn sysext_mask(mask: Option<Vec<String>>) -> FieldResult<Vec<String>> {
-    let mask = mask.unwrap_or_else(|| vec!["containerd-flatcar".to_string()]);
-    crate::sysext::check_masks(
-        "runtime.containerd.sysext_mask",
-        &mask,
-        crate::sysext::CONTAINERD_EXTENSION,
-    )?;
-    Ok(mask)
 }

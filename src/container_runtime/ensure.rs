@@ -112,7 +112,7 @@ pub async fn ensure(
     let paths = inputs.paths;
     let choice = package::choose(inputs, cluster.kubernetes, cluster.listed.as_deref()).await?;
     let package = package::provide(inputs, &choice).await?;
-    let merged_now = package.as_ref().is_some_and(|p| p.refreshed);
+    let merged_now = package.as_ref().is_some_and(|p| p.installed.refreshed);
     if merged_now {
         // containerd.service may have come with the extension.
         systemd.reload().await?;

@@ -116,27 +116,11 @@ pub struct PackageRecord {
     pub version: String,
     /// Why not the OS's.
     pub why: String,
-    /// `/opt/extensions/containerd/containerd-1.7.13-x86-64.raw`.
-    pub image: PathBuf,
-    /// `/etc/extensions/containerd.raw`.
-    pub link: PathBuf,
-    pub sha512: String,
-    pub url: String,
-    pub location: String,
-    pub signed: bool,
-    /// Downloaded by this run (false: the verified file was in place).
-    pub downloaded: bool,
-    /// The image the link named before, when this run replaced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous: Option<PathBuf>,
-    /// `systemd-sysext refresh` ran in this run.
-    pub refreshed: bool,
-    /// The OS's extensions masked by this run.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub masked: Vec<PathBuf>,
-    /// Older images removed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub removed: Vec<PathBuf>,
+    /// The image (`/opt/extensions/containerd/containerd-1.7.13-x86-64.raw`,
+    /// linked as `/etc/extensions/containerd.raw`), where it came from,
+    /// and what the install did.
+    #[serde(flatten)]
+    pub installed: sysext_package::Installed,
 }
 
 impl Inputs<'_> {
@@ -289,7 +273,7 @@ pub async fn provide(inputs: &Inputs<'_>, choice: &Choice) -> Result<Option<Pack
     let want = &chosen.parsed;
     let says_version =
         |says: &str| version::from_version_answer(says).is_some_and(|v| v.same_release(want));
-    let done = sysext_package::install(
+    let installed = sysext_package::install(
         &inputs.spec(),
         &inputs.metadata,
         &chosen.found,
@@ -301,17 +285,7 @@ pub async fn provide(inputs: &Inputs<'_>, choice: &Choice) -> Result<Option<Pack
     Ok(Some(PackageRecord {
         version: chosen.version.clone(),
         why: why.clone(),
-        image: done.image,
-        link: done.link,
-        sha512: done.sha512,
-        url: chosen.url.clone(),
-        location: chosen.location.clone(),
-        signed: chosen.signed,
-        downloaded: done.downloaded,
-        previous: done.previous,
-        refreshed: done.refreshed,
-        masked: done.masked,
-        removed: done.removed,
+        installed,
     }))
 }
 

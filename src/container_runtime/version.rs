@@ -76,13 +76,12 @@ impl ContainerdVersion {
 
     /// Release order: numbers, then a pre-release before its release.
     pub fn order(&self, other: &ContainerdVersion) -> Ordering {
-        (self.major, self.minor, self.patch)
-            .cmp(&(other.major, other.minor, other.patch))
+        let key = |v: &ContainerdVersion| (v.major, v.minor, v.patch, v.pre.is_none());
+        key(self)
+            .cmp(&key(other))
             .then_with(|| match (&self.pre, &other.pre) {
-                (None, None) => Ordering::Equal,
-                (None, Some(_)) => Ordering::Greater,
-                (Some(_), None) => Ordering::Less,
-                (Some(a), Some(b)) => a.cmp(b),
+                (Some(a), Some(b)) => crate::cluster::version::pre_release_cmp(a, b),
+                _ => Ordering::Equal,
             })
     }
 }

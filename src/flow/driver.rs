@@ -592,16 +592,10 @@ mod tests {
                 cluster_version: version.into(),
                 version: "v1.9.6".into(),
                 rule: crate::kubelet_sysext::choice::Rule::Exact,
-                image: "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw".into(),
-                link: "/etc/extensions/kubernetes.raw".into(),
-                sha512: "00".into(),
-                url: "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw".into(),
-                location: "/mirror".into(),
-                signed: true,
-                downloaded: true,
-                previous: None,
-                refreshed: true,
-                removed: vec![],
+                installed: crate::sysext::package::Installed::example(
+                    "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw",
+                    "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw",
+                ),
             })
         }
         fn decide_runtime(&self, version: &str) -> Result<RuntimeRecord> {

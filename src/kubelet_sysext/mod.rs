@@ -44,7 +44,9 @@ use crate::sysext::install::Extension;
 use crate::sysext::package;
 use choice::{Decision, Rule};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(test)]
+use std::path::PathBuf;
 use tracing::{info, warn};
 
 /// What the kubelet sysext step reads of the agent's config: its own
@@ -153,25 +155,9 @@ pub struct KubeletSysextRecord {
     /// The kubelet merged, e.g. `v1.20.2`.
     pub version: String,
     pub rule: Rule,
-    /// The versioned image, e.g. `/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw`.
-    pub image: PathBuf,
-    /// The link systemd-sysext reads, e.g. `/etc/extensions/kubernetes.raw`.
-    pub link: PathBuf,
-    pub sha512: String,
-    /// Where it came from.
-    pub url: String,
-    pub location: String,
-    pub signed: bool,
-    /// Downloaded by this run (false: the verified file was in place).
-    pub downloaded: bool,
-    /// The image the link named before, when this run replaced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous: Option<PathBuf>,
-    /// `systemd-sysext refresh` ran (false: this image was merged already).
-    pub refreshed: bool,
-    /// Older images removed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub removed: Vec<PathBuf>,
+    /// The image, where it came from, and what the install did.
+    #[serde(flatten)]
+    pub installed: package::Installed,
 }
 
 /// The product id of kubelet images for this machine.
@@ -275,7 +261,7 @@ pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<Kubele
         kubelet_version(says)
             .is_some_and(|s| choice::precedence(&s, version) == std::cmp::Ordering::Equal)
     };
-    let done = package::install(
+    let installed = package::install(
         &config.spec(),
         &config.metadata,
         found,
@@ -287,16 +273,7 @@ pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<Kubele
         cluster_version: cluster_version.to_string(),
         version: found.version.clone(),
         rule: chosen.rule,
-        image: done.image,
-        link: done.link,
-        sha512: done.sha512,
-        url: found.url.clone(),
-        location: found.location.clone(),
-        signed: found.signed,
-        downloaded: done.downloaded,
-        previous: done.previous,
-        refreshed: done.refreshed,
-        removed: done.removed,
+        installed,
     })
 }
 

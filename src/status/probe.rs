@@ -338,7 +338,7 @@ fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<Kubelet
         .filter_map(|s| s.result.as_ref()?.kubelet_sysext())
         .next();
     let version = record
-        .filter(|r| Some(&r.image) == image.as_ref())
+        .filter(|r| Some(&r.installed.image) == image.as_ref())
         .map(|r| r.version.clone());
     Some(KubeletSysext {
         link: extension.link_path().display().to_string(),

@@ -54,9 +54,16 @@ pub fn check_name(field: &str, name: &str) -> FieldResult<()> {
     }
 }
 
-/// Checks the extensions a setting `field` masks: names systemd-sysext
-/// takes, none of them `own`, the extension the caller installs.
-pub fn check_masks(field: &str, names: &[String], own: &str) -> FieldResult<()> {
+/// The extensions a setting `field` masks (`default` unless set):
+/// names systemd-sysext takes, none of them `own`, the extension the
+/// caller installs.
+pub fn masks_setting(
+    field: &str,
+    names: Option<Vec<String>>,
+    default: &[&str],
+    own: &str,
+) -> FieldResult<Vec<String>> {
+    let names = names.unwrap_or_else(|| default.iter().map(|n| n.to_string()).collect());
     for (i, name) in names.iter().enumerate() {
         let field = format!("{field}[{i}]");
         check_name(&field, name)?;
@@ -67,7 +74,7 @@ pub fn check_masks(field: &str, names: &[String], own: &str) -> FieldResult<()> 
             ));
         }
     }
-    Ok(())
+    Ok(names)
 }
 
 /// The release file of extension `name` when it is merged

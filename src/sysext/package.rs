@@ -26,6 +26,7 @@ use super::install::{self, Extension};
 use crate::digest::{Sha512, sha512_file};
 use crate::error::{Error, ErrorClass, Result};
 use crate::metadata::{self, Found};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tracing::info;
@@ -62,8 +63,9 @@ pub struct Spec<'a> {
 /// caller's rule (`Kubernetes v1.20.2`, `containerd … 1.6.20~ds1 …`).
 pub type SaysVersion<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
-/// What [`install`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What [`install`] did: the part of a step's record every extension of
+/// the agent shares (flattened into the kubelet's and containerd's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Installed {
     /// The versioned image, e.g. `/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw`.
     pub image: PathBuf,
@@ -71,18 +73,44 @@ pub struct Installed {
     pub link: PathBuf,
     /// The metadata's sha512, lower case.
     pub sha512: String,
+    /// Where it came from.
+    pub url: String,
+    pub location: String,
+    pub signed: bool,
     /// Downloaded by this run (false: the verified file was in place).
     pub downloaded: bool,
     /// The image the link named before, when this run replaced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<PathBuf>,
     /// `systemd-sysext refresh` ran (false: this image was merged already).
     pub refreshed: bool,
     /// Older images removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<PathBuf>,
-    /// Masks written by this run.
+    /// The OS's extensions masked by this run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masked: Vec<PathBuf>,
-    /// What the merged program's `--version` said.
-    pub merged_says: String,
+}
+
+#[cfg(test)]
+impl Installed {
+    /// A fresh install of `image` from `url` (signed, downloaded, merged),
+    /// for tests of what reads records.
+    pub(crate) fn example(image: &str, url: &str) -> Installed {
+        Installed {
+            image: image.into(),
+            link: "/etc/extensions/kubernetes.raw".into(),
+            sha512: "00".into(),
+            url: url.into(),
+            location: url.rsplit_once('/').map_or(url, |(l, _)| l).into(),
+            signed: true,
+            downloaded: true,
+            previous: None,
+            refreshed: true,
+            removed: vec![],
+            masked: vec![],
+        }
+    }
 }
 
 /// Installs and merges `found` (version `found.version`, for `arch`) as
@@ -166,12 +194,14 @@ pub async fn install(
         image: image_path,
         link,
         sha512: hex,
+        url: found.url.clone(),
+        location: found.location.clone(),
+        signed: found.signed,
         downloaded,
         previous,
         refreshed: !merged_already,
         removed,
         masked,
-        merged_says,
     })
 }
 
