@@ -58,12 +58,12 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
     } else {
         println!(
             "kubelet {} ({} for cluster {}) from {} ({} metadata); offered: {}",
-            c.version,
+            c.image.version,
             c.rule.as_str(),
             c.cluster_version,
-            c.url,
-            if c.signed { "signed" } else { "UNSIGNED" },
-            c.offered.join(", ")
+            c.image.url,
+            if c.image.signed { "signed" } else { "UNSIGNED" },
+            c.image.offered.join(", ")
         );
     }
     Ok(exit::SUCCESS)

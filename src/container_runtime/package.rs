@@ -40,22 +40,20 @@
 //! systemd-sysext (Container Linux, Flatcar before 3185) are past their
 //! end of life, with no Kubernetes that needs a containerd they lack.
 
-use super::ensure::Inputs;
+use super::ensure::{Inputs, STEP};
 use super::version::{self, ContainerdVersion, Series};
 use crate::error::{Error, Result};
 use crate::kubelet_config::table::Minor;
-use crate::metadata::{self, ArtifactQuery, Found, format::VersionMatch};
-use crate::sysext::image::systemd_arch;
 use crate::sysext::install::Extension;
+use crate::sysext::offers::{self, Taken};
 use crate::sysext::package as sysext_package;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use tracing::{info, warn};
+use tracing::info;
 
-/// The metadata product of containerd images.
+/// The metadata product of containerd images (series `any`, as every
+/// extension image of the agent: [`crate::sysext::offers`]).
 pub const PRODUCT: &str = "containerd";
-/// Their series: they fit any OS release their extension-release allows.
-pub const SERIES: &str = "any";
 /// Where containerd is, inside the image and (merged) on the node.
 pub const PROGRAM: &str = "usr/bin/containerd";
 /// The unit an image must bring (an OS without containerd has none).
@@ -73,23 +71,6 @@ pub struct OsContainerd {
     pub version: Option<String>,
 }
 
-/// The containerd image chosen from the search path.
-#[derive(Debug, Clone, Serialize)]
-pub struct Chosen {
-    pub version: String,
-    pub url: String,
-    pub location: String,
-    pub signed: bool,
-    /// Every version the search path offered, in search order.
-    pub offered: Vec<String>,
-    #[serde(skip)]
-    found: Box<Found>,
-    #[serde(skip)]
-    parsed: ContainerdVersion,
-    #[serde(skip)]
-    arch: &'static str,
-}
-
 /// Where the node's containerd comes from (`containerd choose` prints it).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "from", rename_all = "kebab-case")]
@@ -105,7 +86,7 @@ pub enum Choice {
         /// Why not the OS's.
         why: String,
         #[serde(flatten)]
-        chosen: Chosen,
+        chosen: Taken<ContainerdVersion>,
     },
 }
 
@@ -138,7 +119,7 @@ impl Inputs<'_> {
         let c = &self.runtime.containerd;
         sysext_package::Spec {
             extension: self.extension(),
-            step: super::ensure::STEP,
+            step: STEP,
             program: PROGRAM,
             what: "containerd",
             requires: &[UNIT_FILE],
@@ -188,7 +169,7 @@ pub async fn choose(inputs: &Inputs<'_>, kube: Minor, list: Option<&[Series]>) -
                 let parsed = ContainerdVersion::parse(containerd.version.as_deref().unwrap_or(""));
                 match version::os_fits(kube, list, parsed.as_ref()) {
                     Ok(()) => {
-                        info!(step = super::ensure::STEP, binary = %containerd.binary.display(),
+                        info!(step = STEP, binary = %containerd.binary.display(),
                             says = %containerd.says, "the OS's containerd fits the cluster");
                         return Ok(Choice::Os {
                             containerd,
@@ -213,7 +194,7 @@ pub async fn choose(inputs: &Inputs<'_>, kube: Minor, list: Option<&[Series]>) -
         }
         why
     };
-    info!(step = super::ensure::STEP, why = %why, "containerd comes as a package");
+    info!(step = STEP, why = %why, "containerd comes as a package");
     let chosen = choose_image(inputs, kube, list)
         .await
         .map_err(|e| e.context(format!("{why}; no containerd package to install instead")))?;
@@ -221,47 +202,24 @@ pub async fn choose(inputs: &Inputs<'_>, kube: Minor, list: Option<&[Series]>) -
 }
 
 /// Step 3 of [`choose`]: the image the search path offers.
-async fn choose_image(inputs: &Inputs<'_>, kube: Minor, list: Option<&[Series]>) -> Result<Chosen> {
-    let arch = systemd_arch().ok_or_else(|| {
-        Error::refused(format!(
-            "no containerd images exist for architecture {}",
-            std::env::consts::ARCH
-        ))
-    })?;
-    let sources = inputs.metadata.sources;
-    let id = ArtifactQuery::new(sources, PRODUCT, SERIES, arch, VersionMatch::Latest).product_id;
-    let offers = metadata::find_all(&inputs.metadata, &id)
-        .await
-        .map_err(|e| e.context(format!("no containerd image ({id}) in the search path")))?;
-    let mut usable: Vec<(ContainerdVersion, &Found)> = Vec::new();
-    for f in &offers.items {
-        match ContainerdVersion::parse(&f.version) {
-            Some(v) => usable.push((v, f)),
-            None => {
-                warn!(step = super::ensure::STEP, url = %f.url, version = %f.version,
-                    "ignoring a containerd image whose version is not a containerd version")
-            }
-        }
-    }
-    let versions: Vec<ContainerdVersion> = usable.iter().map(|(v, _)| v.clone()).collect();
-    let index = version::choose_offer(kube, list, &versions).map_err(|why| {
+async fn choose_image(
+    inputs: &Inputs<'_>,
+    kube: Minor,
+    list: Option<&[Series]>,
+) -> Result<Taken<ContainerdVersion>> {
+    let offers = offers::find(&inputs.metadata, PRODUCT, "containerd", STEP, |v| {
+        ContainerdVersion::parse(v).ok_or_else(|| format!("{v:?} is not a containerd version"))
+    })
+    .await?;
+    let index = version::choose_offer(kube, list, &offers.versions()).map_err(|why| {
         Error::refused(format!(
             "no containerd to install: {why}; publish one, nothing was installed"
         ))
     })?;
-    let (parsed, found) = &usable[index];
-    info!(step = super::ensure::STEP, version = %found.version, url = %found.url,
-        location = %found.location, signed = found.signed, "containerd image chosen");
-    Ok(Chosen {
-        version: found.version.clone(),
-        url: found.url.clone(),
-        location: found.location.clone(),
-        signed: found.signed,
-        offered: offers.items.iter().map(|f| f.version.clone()).collect(),
-        found: Box::new((*found).clone()),
-        parsed: parsed.clone(),
-        arch,
-    })
+    let image = offers.take(index);
+    info!(step = STEP, version = %image.version, url = %image.url,
+        location = %image.location, signed = image.signed, "containerd image chosen");
+    Ok(image)
 }
 
 /// Installs and merges the chosen image (module docs); `None` for the
@@ -297,7 +255,7 @@ fn enable_for_later_boots(systemd_config_dir: &Path) -> Result<()> {
         return Ok(());
     }
     crate::sysext::atomic_symlink(&Path::new("/").join(UNIT_FILE), &wants)?;
-    info!(step = super::ensure::STEP, path = %wants.display(), "containerd.service enabled for later boots");
+    info!(step = STEP, path = %wants.display(), "containerd.service enabled for later boots");
     Ok(())
 }
 

@@ -38,16 +38,16 @@ pub mod config;
 
 use crate::cluster::version::KubeVersion;
 use crate::error::{Error, Result};
-use crate::metadata::{self, ArtifactQuery, Found, format::VersionMatch};
-use crate::sysext::image::systemd_arch;
+use crate::metadata;
 use crate::sysext::install::Extension;
+use crate::sysext::offers::{self, Taken};
 use crate::sysext::package;
 use choice::{Decision, Rule};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 #[cfg(test)]
 use std::path::PathBuf;
-use tracing::{info, warn};
+use tracing::info;
 
 /// What the kubelet sysext step reads of the agent's config: its own
 /// section, the node's paths, systemd-sysext's directories (kept in the
@@ -135,8 +135,6 @@ impl OwnedInputs {
 pub const STEP: &str = "kubelet-sysext";
 /// The metadata product of kubelet sysext images.
 pub const PRODUCT: &str = "kubernetes";
-/// Their series: they fit any OS release their extension-release allows.
-pub const SERIES: &str = "any";
 /// Where the kubelet is, inside the image and (merged) on the node.
 pub const KUBELET_PATH: &str = "usr/bin/kubelet";
 
@@ -162,49 +160,16 @@ pub struct KubeletSysextRecord {
 
 /// The product id of kubelet images for this machine.
 pub fn product_id(config: &Inputs<'_>) -> Result<(String, &'static str)> {
-    let arch = systemd_arch().ok_or_else(|| {
-        Error::refused(format!(
-            "no kubelet sysext images exist for architecture {}",
-            std::env::consts::ARCH
-        ))
-    })?;
-    let q = ArtifactQuery::new(
-        config.metadata.sources,
-        PRODUCT,
-        SERIES,
-        arch,
-        VersionMatch::Latest,
-    );
-    Ok((q.product_id, arch))
-}
-
-/// "v1.21.0 (https://mirror/…), …": what the search path offered.
-fn offered(items: &[Found]) -> String {
-    let mut v: Vec<String> = items
-        .iter()
-        .map(|f| format!("{} at {}", f.version, f.location))
-        .collect();
-    v.dedup();
-    v.join(", ")
+    crate::sysext::offers::product_id(config.metadata.sources, PRODUCT)
 }
 
 /// The image chosen for a cluster version, and where it comes from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Chosen {
     pub cluster_version: String,
-    pub version: String,
     pub rule: Rule,
-    pub url: String,
-    pub location: String,
-    pub signed: bool,
-    /// Every version the search path offered, in search order.
-    pub offered: Vec<String>,
-    #[serde(skip)]
-    found: Box<Found>,
-    #[serde(skip)]
-    parsed: KubeVersion,
-    #[serde(skip)]
-    arch: &'static str,
+    #[serde(flatten)]
+    pub image: Taken<KubeVersion>,
 }
 
 /// Steps 1 and 2 of [`ensure`]: which image the search path offers for
@@ -212,43 +177,30 @@ pub struct Chosen {
 pub async fn choose(config: &Inputs<'_>, cluster_version: &str) -> Result<Chosen> {
     let cluster = KubeVersion::parse(cluster_version)
         .map_err(|e| Error::bad_input(format!("cluster version: {e}")))?;
-    let (id, arch) = product_id(config)?;
-    let offers = metadata::find_all(&config.metadata, &id)
-        .await
-        .map_err(|e| e.context(format!("no kubelet sysext image ({id}) in the search path")))?;
-    let mut usable: Vec<(KubeVersion, &Found)> = Vec::new();
-    for f in &offers.items {
-        match KubeVersion::parse(&f.version) {
-            Ok(v) => usable.push((v, f)),
-            Err(e) => {
-                warn!(step = STEP, url = %f.url, error = %e, "ignoring a kubelet image whose version is not a Kubernetes version")
-            }
-        }
-    }
-    let versions: Vec<KubeVersion> = usable.iter().map(|(v, _)| v.clone()).collect();
-    let (index, rule) = match choice::choose(&cluster, &versions, config.kubelet.max_minor_lag) {
+    let offers = offers::find(&config.metadata, PRODUCT, "kubelet sysext", STEP, |v| {
+        KubeVersion::parse(v)
+    })
+    .await?;
+    let (index, rule) = match choice::choose(
+        &cluster,
+        &offers.versions(),
+        config.kubelet.max_minor_lag,
+    ) {
         Decision::Take { index, rule } => (index, rule),
         Decision::Refuse { why } => {
             return Err(Error::refused(format!(
                 "{why} ({}); publish a kubelet image of the cluster's version, nothing was installed",
-                offered(&offers.items)
+                offers.listed()
             )));
         }
     };
-    let (version, found) = &usable[index];
-    info!(step = STEP, version = %found.version, rule = rule.as_str(), cluster_version,
-        url = %found.url, location = %found.location, signed = found.signed, "kubelet image chosen");
+    let image = offers.take(index);
+    info!(step = STEP, version = %image.version, rule = rule.as_str(), cluster_version,
+        url = %image.url, location = %image.location, signed = image.signed, "kubelet image chosen");
     Ok(Chosen {
         cluster_version: cluster_version.to_string(),
-        version: found.version.clone(),
         rule,
-        url: found.url.clone(),
-        location: found.location.clone(),
-        signed: found.signed,
-        offered: offers.items.iter().map(|f| f.version.clone()).collect(),
-        found: Box::new((*found).clone()),
-        parsed: version.clone(),
-        arch,
+        image,
     })
 }
 
@@ -256,7 +208,7 @@ pub async fn choose(config: &Inputs<'_>, cluster_version: &str) -> Result<Chosen
 /// (module docs).
 pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<KubeletSysextRecord> {
     let chosen = choose(config, cluster_version).await?;
-    let (version, found) = (&chosen.parsed, &*chosen.found);
+    let (version, found) = (&chosen.image.parsed, &*chosen.image.found);
     let says_version = |says: &str| {
         kubelet_version(says)
             .is_some_and(|s| choice::precedence(&s, version) == std::cmp::Ordering::Equal)
@@ -265,7 +217,7 @@ pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<Kubele
         &config.spec(),
         &config.metadata,
         found,
-        chosen.arch,
+        chosen.image.arch,
         &says_version,
     )
     .await?;

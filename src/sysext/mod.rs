@@ -5,14 +5,16 @@
 //! OS's own extensions, and `systemd-sysext.service` enabled for later
 //! boots; what is inside an image and whether this node's systemd-sysext
 //! would merge it ([`image`]); versioned images, their link and the merge
-//! ([`install`]); and one image from the artifact search path put in
-//! place and merged ([`package`]), which the kubelet and containerd share.
+//! ([`install`]); and an extension's images on the artifact search path
+//! ([`offers`]), one of them put in place and merged ([`package`]), which
+//! the kubelet and containerd share.
 //!
 //! No config: callers pass the directories (`paths.extensions_dir`,
 //! `addon.sysext_release_dir`, `addon.systemd_config_dir`) and settings.
 
 pub mod image;
 pub mod install;
+pub mod offers;
 pub mod package;
 
 use crate::error::{Context as _, Error, ErrorClass, Result};
