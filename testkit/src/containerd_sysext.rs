@@ -146,3 +146,34 @@ pub fn install_ensure_sysext(n: &SimNode) -> Result<()> {
     )?;
     n.enable(&["ensure-sysext.service"])
 }
+
+/// Whether a simulated node can run the agent's containerd package here:
+/// simulated nodes, Debian's containerd (the image's contents), `mkfs.ext4`
+/// (the images) and the runc shim's python3 (containerd's test parts).
+pub fn can_run() -> Result<()> {
+    crate::simnode::can_run()?;
+    for (host, _) in DEBIAN_FILES {
+        anyhow::ensure!(
+            std::path::Path::new(host).exists(),
+            "{host} is missing (Debian's containerd; scripts/setup.sh installs it)"
+        );
+    }
+    for (path, package) in [
+        ("/usr/sbin/mkfs.ext4", "e2fsprogs"),
+        ("/usr/bin/python3", "python3 (the runc shim)"),
+    ] {
+        anyhow::ensure!(
+            std::path::Path::new(path).exists(),
+            "{path} is missing ({package}; scripts/setup.sh installs it)"
+        );
+    }
+    Ok(())
+}
+
+/// Skips the running test (see [`crate::skip_because`]) unless [`can_run`].
+pub fn skip_unless_possible() -> bool {
+    crate::skip_unless(
+        can_run(),
+        "the containerd package cannot run on simulated nodes here",
+    )
+}
