@@ -9,6 +9,7 @@
 
 mod addon;
 mod assets;
+mod containerd;
 mod helper;
 mod kubelet_sysext;
 mod metadata;
@@ -81,6 +82,10 @@ pub enum Command {
     /// The kubelet as a systemd-sysext image (kubelet.backend "sysext").
     #[command(subcommand)]
     Kubelet(kubelet_sysext::KubeletCommand),
+    /// Where containerd comes from: the OS's, or a package where it does
+    /// not fit the cluster.
+    #[command(subcommand)]
+    Containerd(containerd::ContainerdCommand),
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(metadata::MetadataCommand),
@@ -235,6 +240,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             cluster_version,
             json,
         }) => kubelet_sysext::ensure(&load(&cli)?, cluster_version, *json),
+        Command::Containerd(containerd::ContainerdCommand::Choose {
+            cluster_version,
+            json,
+        }) => containerd::choose(&load(&cli)?, cluster_version, *json),
         Command::Metadata(cmd) => metadata::command(&cli, cmd),
     }
 }

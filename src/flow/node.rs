@@ -249,14 +249,21 @@ impl Seams for NodeSeams<'_> {
         crate::kubelet_sysext::ensure(&self.config.kubelet_sysext_inputs(), cluster_version).await
     }
 
-    async fn containerd(&self, kubelet_rules: Minor) -> Result<ContainerdRecord> {
+    async fn containerd(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: Minor,
+    ) -> Result<ContainerdRecord> {
         let seed = kubelet_env::read_seed(&self.config.paths.seed_kubelet_env())?;
         let driver = kubelet_env::cgroup_driver_for(&seed, unified_cgroup_hierarchy());
         let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
+        let cluster = self
+            .config
+            .containerd_for_cluster(cluster_version, kubelet_rules)?;
         crate::container_runtime::ensure::ensure(
             &self.config.containerd_inputs(),
             &systemd,
-            kubelet_rules,
+            &cluster,
             &driver,
         )
         .await

@@ -356,25 +356,25 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 /// Which kubelet image the link names, whether it is merged, and the
 /// version the agent recorded for it (`None` with kubelet-wrapper).
 fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<KubeletSysext> {
-    use crate::kubelet_sysext::{config::Backend, install};
+    use crate::kubelet_sysext::config::Backend;
     if config.kubelet.backend != Backend::Sysext {
         return None;
     }
-    let image = install::linked_image(&config.kubelet_sysext_inputs());
+    let inputs = config.kubelet_sysext_inputs();
+    let extension = inputs.extension();
+    let image = extension.linked_image();
     let record = steps
         .into_iter()
         .flatten()
         .filter_map(|s| s.result.as_ref()?.kubelet_sysext())
         .next();
     let version = record
-        .filter(|r| Some(&r.image) == image.as_ref())
+        .filter(|r| Some(&r.installed.image) == image.as_ref())
         .map(|r| r.version.clone());
     Some(KubeletSysext {
-        link: install::link_path(&config.kubelet_sysext_inputs())
-            .display()
-            .to_string(),
+        link: extension.link_path().display().to_string(),
         image: image.map(|p| p.display().to_string()),
-        merged: install::merged_release(&config.kubelet_sysext_inputs()).is_some(),
+        merged: extension.merged_release().is_some(),
         version,
     })
 }
