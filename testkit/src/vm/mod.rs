@@ -267,7 +267,9 @@ pub fn host_address() -> Result<std::net::Ipv4Addr> {
         .context("the host has no route to the outside (no default route)")?;
     match s.local_addr()?.ip() {
         std::net::IpAddr::V4(a) if !a.is_loopback() && !a.is_unspecified() => Ok(a),
-        other => bail!("the host's address towards the outside is {other}, not one of its own a program can dial"),
+        other => bail!(
+            "the host's address towards the outside is {other}, not one of its own a program can dial"
+        ),
     }
 }
 
