@@ -385,9 +385,11 @@ pub(crate) fn install_real_kubelet(vm: &VmNode, parts: &testkit::kube::KubeParts
 /// pkg/kubelet/nodestatus/setters.go: the Node gets no address). So:
 ///
 /// - `node_ip` is the host's own address ([`testkit::vm::host_address`],
-///   what a kubelet on the host would report), and QEMU listens on
-///   `node_ip:port` and forwards to the guest's `port` (`hostfwd`,
-///   [`VmNode::forward_to_guest`]): the same port on both sides, since the
+///   what a kubelet on the host would report), and the host's
+///   `node_ip:port` is forwarded to the guest's `port`
+///   ([`VmNode::forward_to_guest`]: a relay to QEMU's `hostfwd`, so that
+///   the guest sees the connections come from QEMU's gateway, not from
+///   `node_ip`, its own address): the same port on both sides, since the
 ///   API server dials the port the kubelet reports;
 /// - the guest carries `node_ip` on a dummy interface of its own
 ///   ([`install_node_ip`]), so the kubelet's check passes; the guest still
@@ -399,14 +401,13 @@ pub(crate) struct KubeletReach {
 }
 
 impl KubeletReach {
-    /// The host's address and a port free on it.
+    /// The host's address and a free port (on loopback, where QEMU listens;
+    /// [`install_node_ip`] binds it on the host's address).
     pub(crate) fn new() -> KubeletReach {
-        let node_ip = testkit::vm::host_address().unwrap();
-        let port = std::net::TcpListener::bind((node_ip, 0))
-            .and_then(|l| l.local_addr())
-            .unwrap_or_else(|e| panic!("no free port on the host's address {node_ip}: {e}"))
-            .port();
-        KubeletReach { node_ip, port }
+        KubeletReach {
+            node_ip: testkit::vm::host_address().unwrap(),
+            port: testkit::kube::free_port(),
+        }
     }
 }
 
@@ -452,7 +453,7 @@ pub(crate) fn install_node_ip(vm: &mut VmNode, reach: KubeletReach) {
         0o644,
     )
     .unwrap();
-    vm.forward_to_guest(reach.node_ip, reach.port);
+    vm.forward_to_guest(reach.node_ip, reach.port).unwrap();
 }
 
 /// The pods' CNI network on the VM: a bridge with host-local addresses, as

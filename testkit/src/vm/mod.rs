@@ -26,9 +26,8 @@
 //!   `127.0.0.1:P`, relayed by the `vm-guestfwd` helper), and the host
 //!   reaches the guest's sshd on a loopback port ([`VmNode::forward_ssh`])
 //!   and the guest's port P at one of its own addresses, port P
-//!   ([`VmNode::forward_to_guest`]: QEMU listens there and connects to the
-//!   guest). The guest's own address (`10.0.2.15`) is QEMU's alone: the host
-//!   has no route to it.
+//!   ([`VmNode::forward_to_guest`]). The guest's own address (`10.0.2.15`)
+//!   is QEMU's alone: the host has no route to it.
 //! - **Reboot** is the guest's: QEMU runs with `-no-reboot`, so a reset
 //!   ends the process (QMP `SHUTDOWN` reason `guest-reset`), and
 //!   [`VmNode::boot`] starts the next boot on the same disk.
@@ -53,6 +52,7 @@
 pub mod disk;
 pub mod qga;
 pub mod qmp;
+pub mod relay;
 
 pub use crate::simnode::BootEnd;
 pub use disk::Disk;
@@ -257,8 +257,8 @@ pub fn skip_unless_possible() -> bool {
 /// The host's own IPv4 address that is not loopback: the source address
 /// of its route to the outside (a UDP socket's `connect` chooses it and
 /// sends nothing). What a kubelet on the host would report as its Node's
-/// InternalIP; a program on the host can dial it, and QEMU can listen on
-/// it ([`VmNode::forward_to_guest`]).
+/// InternalIP; a program on the host can dial it ([`VmNode::forward_to_guest`]
+/// listens on it).
 pub fn host_address() -> Result<std::net::Ipv4Addr> {
     let s = std::net::UdpSocket::bind("0.0.0.0:0").context("binding a UDP socket")?;
     // TEST-NET-3 (RFC 5737): routed like the rest of the outside, never
@@ -300,7 +300,7 @@ pub struct VmNode {
     ignition: Option<PathBuf>,
     forwards: Vec<u16>,
     ssh_port: Option<u16>,
-    to_guest: Vec<(std::net::Ipv4Addr, u16)>,
+    to_guest: Vec<relay::Relay>,
     qemu: Option<Child>,
     qmp: Option<qmp::QmpWatch>,
     qga: qga::Qga,
@@ -390,11 +390,22 @@ impl VmNode {
 
     /// Lets the host reach the guest's TCP port `port` at `addr:port` (an
     /// address of the host's own, see [`host_address`]; the same port on
-    /// both sides), from the next boot on: QEMU's `hostfwd`.
-    pub fn forward_to_guest(&mut self, addr: std::net::Ipv4Addr, port: u16) {
-        if !self.to_guest.contains(&(addr, port)) {
-            self.to_guest.push((addr, port));
+    /// both sides), from the next boot on. QEMU's `hostfwd` listens on
+    /// `127.0.0.1:port`, and a relay ([`relay::Relay`], bound here) on
+    /// `addr:port` passes each connection on to it. Why not `hostfwd` on
+    /// `addr` itself: QEMU gives the guest a connection from a loopback peer
+    /// as coming from its gateway (`10.0.2.2`), but one from any other peer
+    /// with that peer's address (libslirp's `tcp_connect`), and a client on
+    /// the host that dials `addr` comes from `addr`: a guest that carries
+    /// `addr` itself (a kubelet's `--node-ip`) would answer it locally.
+    pub fn forward_to_guest(&mut self, addr: std::net::Ipv4Addr, port: u16) -> Result<()> {
+        let listen = std::net::SocketAddr::from((addr, port));
+        if self.to_guest.iter().any(|r| r.addr() == listen) {
+            return Ok(());
         }
+        let r = relay::Relay::start(listen, std::net::SocketAddr::from(([127, 0, 0, 1], port)))?;
+        self.to_guest.push(r);
+        Ok(())
     }
 
     /// `url` with the host's loopback address replaced by [`HOST_ALIAS`]:
@@ -567,8 +578,9 @@ impl VmNode {
         if let Some(p) = self.ssh_port {
             nic.push_str(&format!(",hostfwd=tcp:127.0.0.1:{p}-:22"));
         }
-        for (addr, p) in &self.to_guest {
-            nic.push_str(&format!(",hostfwd=tcp:{addr}:{p}-:{p}"));
+        for r in &self.to_guest {
+            let p = r.addr().port();
+            nic.push_str(&format!(",hostfwd=tcp:127.0.0.1:{p}-:{p}"));
         }
         if !self.forwards.is_empty() {
             let helper = crate::built_binary("vm-guestfwd");
