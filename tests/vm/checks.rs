@@ -480,21 +480,6 @@ pub(crate) fn a_pod_with_its_own_address_runs_and_kubectl_reaches_it(
 
     // Through the API server and the kubelet: the container's output, and
     // a command run in it.
-    {
-        // TEMP DEBUG
-        let url = format!("https://{}:{}/healthz", reach.node_ip, reach.port);
-        for _ in 0..2 {
-            let o = std::process::Command::new("curl")
-                .args(["-skv", "-m", "60", "-o", "/dev/null", "-w", "%{http_code} %{time_connect} %{time_appconnect}\n", &url])
-                .output()
-                .unwrap();
-            eprintln!("DEBUG host curl: {} {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-        }
-        let o = std::process::Command::new("ss").args(["-tlnp"]).output().unwrap();
-        eprintln!("DEBUG host ss: {}", String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains(&reach.port.to_string())).collect::<Vec<_>>().join("\n"));
-        let g = vm.sh(&format!("ip -4 addr; ip route; ss -tlnp | grep {p}; for a in 127.0.0.1 10.0.2.15 {ip}; do curl -sk -m 60 -o /dev/null -w \"$a %{{http_code}} %{{time_connect}} %{{time_appconnect}}\\n\" https://$a:{p}/healthz; done", p = reach.port, ip = reach.node_ip)).unwrap();
-        eprintln!("DEBUG guest: {} {}", g.stdout_str(), g.stderr_str());
-    }
     let logs = kubectl.run(&["logs", name]).unwrap();
     assert_eq!(logs.lines().next(), Some(greeting), "{logs}");
     // Not hostNetwork: the pod has its own UTS namespace, its name.

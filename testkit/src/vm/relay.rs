@@ -59,10 +59,7 @@ impl Relay {
 fn relay(client: TcpStream, upstream: SocketAddr) -> std::io::Result<()> {
     client.set_nonblocking(false)?;
     let server = TcpStream::connect_timeout(&upstream, Duration::from_secs(10))?;
-    for (mut from, mut to) in [
-        (client.try_clone()?, server.try_clone()?),
-        (server, client),
-    ] {
+    for (mut from, mut to) in [(client.try_clone()?, server.try_clone()?), (server, client)] {
         std::thread::spawn(move || {
             let _ = std::io::copy(&mut from, &mut to);
             let _ = to.shutdown(Shutdown::Write);
