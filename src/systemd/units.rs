@@ -308,7 +308,7 @@ impl Units {
             .await
             .map_err(err)?;
         let value: OwnedVariant = reply.body().deserialize().map_err(err)?;
-        Vec::<String>::try_from(value).map_err(|e| err(e.into()))
+        Vec::<String>::try_from(value).map_err(err)
     }
 
     /// Several units at once, in the order given.
