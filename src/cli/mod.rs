@@ -57,8 +57,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the bootstrap flow: agent upgrade (if configured), cluster
-    /// version, OS update, docker addon, reboot if needed, then kubelet.env.
-    /// The ExecStart of k8s-node-bootstrap.service; safe to re-run, resumes
+    /// version, runtime, OS update, docker addon, reboot if needed, kubelet
+    /// extension, containerd, then the kubelet's configuration and
+    /// kubelet.env (then, with cluster.join_watch_secs, the join). The ExecStart of k8s-node-bootstrap.service; safe to re-run, resumes
     /// after a crash.
     Run,
     /// Run the checks `run` starts with (seed kubelet.env, kubeconfig,

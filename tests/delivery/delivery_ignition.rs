@@ -535,7 +535,7 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     assert!(!paths.contains(&"/etc/kubernetes/installer/keyring.asc"));
     assert_eq!(
         ignition_file_text(&rendered, "/etc/node-bootstrap/config.json").unwrap(),
-        "{\"assets\":{\"mode\":\"push\"},\"kubelet_config\":{\"cluster_dns\":[\"10.3.0.10\"],\"cluster_domain\":\"cluster.local\",\"taints\":[]},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
+        "{\"assets\":{\"mode\":\"push\"},\"cluster\":{\"join_watch_secs\":1800},\"kubelet_config\":{\"cluster_dns\":[\"10.3.0.10\"],\"cluster_domain\":\"cluster.local\",\"taints\":[]},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
     );
     let p = tf.work().join("worker.ign");
     fs::write(&p, tf.output("rendered").as_str().unwrap()).unwrap();
