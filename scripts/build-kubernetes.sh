@@ -2,16 +2,17 @@
 # Builds the real Kubernetes parts the cluster tests run (kube-apiserver,
 # kube-controller-manager, kube-scheduler,
 # kubelet, kubectl of one release) from Debian 12's own `kubernetes` source
-# package: `apt-get source kubernetes` through a deb-src entry for bookworm
-# main (added here if the machine has none), Go modules vendored in the tree,
+# package (scripts/kubernetes-source.sh fetches it once, through a deb-src
+# entry for bookworm main it adds if the machine has none), Go modules
+# vendored in the tree,
 # Debian's golang-go. The product never needs these: only the tests run a
 # real control plane and a real kubelet against what the agent writes.
 #
 #   scripts/build-kubernetes.sh       prints the directory holding the binaries
 #
-# Cached by the source package (the name, size and SHA-256 of its .dsc and
-# tarballs, as apt's own index lists them: `apt-get source --print-uris`,
-# which needs no network) and this script, under
+# Cached by the source package (kubernetes-source.sh's key: the name, size
+# and SHA-256 of its .dsc and tarballs as apt's index lists them) and this
+# script, under
 # $NB_TEST_CACHE/kubernetes/<key>/ (default /var/cache/node-bootstrap-tests):
 # a second run costs nothing and downloads nothing. A build takes about 7.5
 # minutes on a quiet 2-core machine (Go's cache is thrown away afterwards).
@@ -28,27 +29,13 @@ for tool in apt-get dpkg-source go make rsync; do
         die "$tool is missing (scripts/setup.sh installs dpkg-dev, golang-go, make, rsync)"
 done
 
-# A deb-src entry for Debian's main archive, so that `apt-get source` works.
-if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    [ "$(id -u)" = 0 ] || die "no deb-src entry in /etc/apt and not root to add one"
-    cat > /etc/apt/sources.list.d/node-bootstrap-deb-src.sources <<'EOF'
-# Added by node-bootstrap's scripts/build-kubernetes.sh (test setup): the
-# kubernetes source package the cluster tests build kube-apiserver and kubelet from.
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    apt-get update -qq || die "apt-get update failed after adding the deb-src entry"
-fi
-
-# What apt would fetch, with its hashes: the cache key.
-uris=$(apt-get source --print-uris -qq kubernetes 2>&1) ||
-    die "apt-get source --print-uris kubernetes failed (is there a deb-src entry for bookworm main?): $uris"
-dsc_name=$(awk '$2 ~ /\.dsc$/ {print $2; exit}' <<<"$uris")
-[ -n "$dsc_name" ] || die "apt lists no .dsc for the kubernetes source package: $uris"
-key=$( (awk '/^'"'"'/ {print $2, $3, $4}' <<<"$uris"; cat "$0") | sha256sum | cut -c1-16)
+# The source package, fetched once and kept (scripts/kubernetes-source.sh:
+# the deb-src entry, apt's hash checks); its directory name is its key.
+src=$("$root/scripts/kubernetes-source.sh") || die "no kubernetes source package (above)"
+dsc=$(ls "$src"/*.dsc 2>/dev/null | head -1)
+[ -n "$dsc" ] || die "$src holds no .dsc"
+dsc_name=$(basename "$dsc")
+key=$( (basename "$src"; cat "$0") | sha256sum | cut -c1-16)
 out="$cache/kubernetes/$key"
 
 if [ ! -x "$out/kubelet" ]; then
@@ -56,11 +43,6 @@ if [ ! -x "$out/kubelet" ]; then
     t0=$SECONDS
     work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-kubernetes-src.XXXXXX")
     trap 'rm -rf "$work"' EXIT
-    # apt checks every file against the hashes the key was made of.
-    (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null 2>"$work/apt.log") ||
-        die "apt-get source kubernetes failed: $(tail -3 "$work/apt.log")"
-    dsc="$work/$dsc_name"
-    [ -f "$dsc" ] || die "apt-get source kubernetes fetched no $dsc_name"
     dpkg-source -x "$dsc" "$work/src" >/dev/null 2>"$work/dpkg-source.log" ||
         die "dpkg-source -x failed: $(tail -3 "$work/dpkg-source.log")"
     whats=$(printf 'cmd/%s ' "${bins[@]}")

@@ -2,7 +2,7 @@
 # Fetches Debian 12's `kubernetes` source package (the .dsc and its
 # tarballs, checked by apt against the hashes of its own index) once and
 # keeps it, for the test setup scripts that build from it
-# (scripts/build-pause.sh; scripts/build-kubernetes.sh could share it).
+# (scripts/build-kubernetes.sh, scripts/build-pause.sh).
 #
 #   scripts/kubernetes-source.sh      prints the directory holding the files
 #
@@ -11,8 +11,7 @@
 # package's file names, sizes and SHA-256 as apt lists them
 # (`apt-get source --print-uris`, no network): a new Debian revision is a
 # new key, the same one is never downloaded twice (about 34 MB).
-# Adds a deb-src entry for bookworm main when the machine has none, as
-# scripts/build-kubernetes.sh does. Fails loudly, naming what is missing.
+# Adds a deb-src entry for bookworm main when the machine has none. Fails loudly, naming what is missing.
 set -euo pipefail
 cache=${NB_TEST_CACHE:-/var/cache/node-bootstrap-tests}
 
@@ -23,7 +22,7 @@ command -v apt-get >/dev/null || die "apt-get is missing (a Debian machine is ne
 if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
     [ "$(id -u)" = 0 ] || die "no deb-src entry in /etc/apt and not root to add one"
     cat > /etc/apt/sources.list.d/node-bootstrap-deb-src.sources <<'EOF'
-# Added by node-bootstrap's scripts/build-kubernetes.sh (test setup): the
+# Added by node-bootstrap's scripts/kubernetes-source.sh (test setup): the
 # kubernetes source package the cluster tests build kube-apiserver and kubelet from.
 Types: deb-src
 URIs: http://deb.debian.org/debian
