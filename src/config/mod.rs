@@ -236,8 +236,8 @@ impl Config {
         }
     }
 
-    pub fn containerd_inputs(&self) -> crate::container_runtime::ensure::Inputs<'_> {
-        crate::container_runtime::ensure::Inputs {
+    pub fn containerd_inputs(&self) -> crate::container_runtime::Inputs<'_> {
+        crate::container_runtime::Inputs {
             paths: &self.paths,
             runtime: &self.runtime,
             systemd_config_dir: &self.addon.systemd_config_dir,

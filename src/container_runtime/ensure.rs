@@ -24,39 +24,24 @@
 //! A runtime that does not answer is retryable, naming the socket.
 
 use super::choice::check_runtime_serves;
-use super::config::{ExistingConfig, RuntimeSettings};
+use super::config::ExistingConfig;
 use super::containerd::{self, ContainerdConfig};
 use super::cri::{self, CriApi, RuntimeAnswer};
 use super::package::{self, PackageRecord};
 use super::version::{ContainerdVersion, Series};
+use super::{Inputs, STEP};
 use crate::error::{Error, ErrorClass, Result};
 use crate::kubelet_config::table::Minor;
-use crate::settings::Paths;
 use crate::systemd::manager::Systemd;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-pub const STEP: &str = "containerd";
 /// The unit the agent starts.
 pub const UNIT: &str = "containerd.service";
 /// The drop-in that points containerd at the agent's config file.
 pub const DROPIN: &str = "containerd.service.d/10-node-bootstrap.conf";
-
-/// What the containerd step reads of the agent's config.
-#[derive(Debug, Clone, Copy)]
-pub struct Inputs<'a> {
-    pub paths: &'a Paths,
-    pub runtime: &'a RuntimeSettings,
-    /// Where unit drop-ins go (`addon.systemd_config_dir`).
-    pub systemd_config_dir: &'a Path,
-    /// Where merged extensions show their release files
-    /// (`addon.sysext_release_dir`).
-    pub sysext_release_dir: &'a Path,
-    /// The artifact search path containerd packages come from.
-    pub metadata: crate::metadata::Inputs<'a>,
-}
 
 /// Whose containerd config the node runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,3 +12,24 @@ pub mod cri;
 pub mod ensure;
 pub mod package;
 pub mod version;
+
+use crate::settings::Paths;
+use config::RuntimeSettings;
+use std::path::Path;
+
+/// The flow step that puts containerd in place (`ensure`).
+pub const STEP: &str = "containerd";
+
+/// What the containerd step reads of the agent's config.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a Paths,
+    pub runtime: &'a RuntimeSettings,
+    /// Where unit drop-ins go (`addon.systemd_config_dir`).
+    pub systemd_config_dir: &'a Path,
+    /// Where merged extensions show their release files
+    /// (`addon.sysext_release_dir`).
+    pub sysext_release_dir: &'a Path,
+    /// The artifact search path containerd packages come from.
+    pub metadata: crate::metadata::Inputs<'a>,
+}

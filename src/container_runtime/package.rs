@@ -40,8 +40,8 @@
 //! systemd-sysext (Container Linux, Flatcar before 3185) are past their
 //! end of life, with no Kubernetes that needs a containerd they lack.
 
-use super::ensure::{Inputs, STEP};
 use super::version::{self, ContainerdVersion, Series};
+use super::{Inputs, STEP};
 use crate::error::{Error, Result};
 use crate::kubelet_config::table::Minor;
 use crate::sysext::install::Extension;

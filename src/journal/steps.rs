@@ -66,7 +66,7 @@ impl Step {
             Step::DockerAddon => "docker-addon",
             Step::Reboot => "reboot",
             Step::KubeletSysext => crate::kubelet_sysext::STEP,
-            Step::Containerd => crate::container_runtime::ensure::STEP,
+            Step::Containerd => crate::container_runtime::STEP,
             Step::KubeletEnv => "kubelet-env",
             Step::Bootkube => "helper/bootkube",
             Step::Tectonic => "helper/tectonic",
