@@ -39,6 +39,6 @@ pub mod metrics;
 pub mod os_update;
 pub(crate) mod reboot;
 pub(crate) mod status;
-pub(crate) mod sysext;
+pub mod sysext;
 pub(crate) mod systemd;
 pub mod textfile;

@@ -283,7 +283,12 @@ impl RawAddon {
                 "must be greater than 0",
             ));
         }
-        let sysext_mask = sysext_mask(self.sysext_mask)?;
+        let sysext_mask = crate::sysext::masks_setting(
+            "addon.sysext_mask",
+            self.sysext_mask,
+            &["docker-flatcar", "containerd-flatcar"],
+            crate::sysext::DOCKER_EXTENSION,
+        )?;
         let (backoff, backoff_max) =
             backoffs(self.download_backoff_secs, self.download_backoff_max_secs)?;
         Ok(AddonSettings {
@@ -402,26 +407,6 @@ fn profile_name(name: Option<String>) -> FieldResult<String> {
         ));
     }
     Ok(profile_name)
-}
-
-/// The built-in extensions to mask: plain names, never the docker addon's.
-fn sysext_mask(mask: Option<Vec<String>>) -> FieldResult<Vec<String>> {
-    let sysext_mask = mask.unwrap_or_else(|| {
-        vec![
-            "docker-flatcar".to_string(),
-            "containerd-flatcar".to_string(),
-        ]
-    });
-    for (i, name) in sysext_mask.iter().enumerate() {
-        crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
-        if name == crate::sysext::DOCKER_EXTENSION {
-            return Err(FieldError::new(
-                format!("addon.sysext_mask[{i}]"),
-                "must not mask the extension this agent installs",
-            ));
-        }
-    }
-    Ok(sysext_mask)
 }
 
 /// The download backoff and its cap, the cap not below the backoff.

@@ -9,6 +9,7 @@
 
 mod addon;
 mod assets;
+mod containerd;
 mod helper;
 mod kubelet_sysext;
 mod metadata;
@@ -81,6 +82,10 @@ pub enum Command {
     /// The kubelet as a systemd-sysext image (kubelet.backend "sysext").
     #[command(subcommand)]
     Kubelet(kubelet_sysext::KubeletCommand),
+    /// Where containerd comes from: the OS's, or a package where it does
+    /// not fit the cluster.
+    #[command(subcommand)]
+    Containerd(containerd::ContainerdCommand),
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(metadata::MetadataCommand),
@@ -200,11 +205,23 @@ fn dispatch(cli: Cli) -> Result<u8> {
             // systemd's notification socket: `STATUS=` shows why a run
             // failed, bad config included.
             let notifier = crate::systemd::notify::Notifier::from_env();
-            published(&cli, crate::metrics::Command::Run, true, |config| {
-                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier));
-                run.map(|()| exit::SUCCESS)
+            let mut bootstrapped = None;
+            let code = published(&cli, crate::metrics::Command::Run, true, |config| {
+                use crate::flow::command::Ran;
+                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier))?;
+                if let Ran::Bootstrapped(at) = run {
+                    bootstrapped = Some((config.clone(), at));
+                }
+                Ok(exit::SUCCESS)
             })
-            .inspect_err(|e| notifier.status(&format!("failed: {e}")))
+            .inspect_err(|e| notifier.status(&format!("failed: {e}")))?;
+            // The run's outcome is published; the join is watched after it
+            // (src/flow/join_watch.rs), never changing the exit code.
+            if let Some((config, at)) = bootstrapped {
+                let watch = crate::flow::command::watch_join(&config, &notifier, at);
+                runtime()?.block_on(watch);
+            }
+            Ok(code)
         }
         Command::Preflight => {
             let config = load(&cli)?;
@@ -223,6 +240,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             cluster_version,
             json,
         }) => kubelet_sysext::ensure(&load(&cli)?, cluster_version, *json),
+        Command::Containerd(containerd::ContainerdCommand::Choose {
+            cluster_version,
+            json,
+        }) => containerd::choose(&load(&cli)?, cluster_version, *json),
         Command::Metadata(cmd) => metadata::command(&cli, cmd),
     }
 }

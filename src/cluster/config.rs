@@ -41,6 +41,14 @@ pub struct RawCluster {
     /// What the node authenticates to the API server with (default
     /// `kubeconfig`): see [`Credential`].
     pub credential: Option<Credential>,
+    /// How long `run` watches the join after kubelet.env: asks the API
+    /// server about this node every few seconds until it is Ready in the
+    /// cluster, for at most this long (seconds, 0..=7200; default 0: not at
+    /// all, so an agent run by hand or by a test ends with its run; the
+    /// Ignition module sets 1800). The unit is started once kubelet.env is
+    /// in place (`READY=1`); the watch only reports (journal, metrics, the
+    /// unit's status line) and never changes `run`'s exit code.
+    pub join_watch_secs: Option<u64>,
 }
 
 /// The node's credential at first boot.
@@ -67,6 +75,7 @@ pub struct ClusterSettings {
     pub fallback_to_seed: bool,
     pub check_forced_skew: bool,
     pub credential: Credential,
+    pub join_watch: Duration,
 }
 
 impl ClusterSettings {
@@ -81,6 +90,7 @@ impl ClusterSettings {
             fallback_to_seed: Some(self.fallback_to_seed),
             check_forced_skew: Some(self.check_forced_skew),
             credential: Some(self.credential),
+            join_watch_secs: Some(self.join_watch.as_secs()),
         }
     }
 }
@@ -128,6 +138,43 @@ impl RawCluster {
             fallback_to_seed: self.fallback_to_seed.unwrap_or(false),
             check_forced_skew: self.check_forced_skew.unwrap_or(true),
             credential: self.credential.unwrap_or_default(),
+            join_watch: seconds_in(
+                "cluster.join_watch_secs",
+                self.join_watch_secs.unwrap_or(0),
+                0,
+                7200,
+            )?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cluster.join_watch_secs` the Ignition module sets: 30 minutes,
+    /// beyond the alert's bound (monitoring/node-bootstrap.rules.yml,
+    /// `NodeBootstrapNotReadyInCluster`: 15 minutes after kubelet.env,
+    /// held 5), so a node that joins late still clears it.
+    const RECOMMENDED_JOIN_WATCH_SECS: u64 = 1800;
+
+    #[test]
+    fn the_ignition_module_sets_the_recommended_join_watch() {
+        let module = include_str!("../../terraform/modules/ignition/main.tf");
+        assert!(
+            module.contains(&format!(
+                "{{ join_watch_secs = {RECOMMENDED_JOIN_WATCH_SECS} }}"
+            )),
+            "terraform/modules/ignition/main.tf no longer sets cluster.join_watch_secs = {RECOMMENDED_JOIN_WATCH_SECS}"
+        );
+        let c = RawCluster::default().validate().unwrap();
+        assert!(c.join_watch.is_zero(), "off unless configured");
+        let e = RawCluster {
+            join_watch_secs: Some(7201),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.field, "cluster.join_watch_secs");
     }
 }

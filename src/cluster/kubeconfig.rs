@@ -63,6 +63,12 @@ pub struct ClientCert {
 }
 
 impl Credentials {
+    /// The id of the bearer token when it has a bootstrap token's shape
+    /// (what the API server authenticates as `system:bootstrap:<id>`).
+    pub fn bootstrap_token_id(&self) -> Option<&str> {
+        bootstrap_token_id(self.token.as_deref()?).ok()
+    }
+
     /// A short description for logs: which kinds are present, never values.
     pub fn kinds(&self) -> String {
         let mut k = Vec::new();
@@ -572,6 +578,23 @@ fn client_cert(
         "client-certificate",
     )?;
     let key = pick(&u.client_key_data, &u.client_key, "client-key")?;
+    // The kubelet's own kubeconfig (TLS bootstrapping) names one file for
+    // both, its certificate and key in one PEM (`kubelet-client-current.pem`),
+    // as client-go allows: each field takes its blocks of that file.
+    let one_file = u.client_certificate_data.is_none()
+        && u.client_key_data.is_none()
+        && u.client_certificate
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            == u.client_key.as_deref().map(str::trim);
+    let (cert, key) = match (cert, key) {
+        (Some(c), Some(_)) if one_file => (
+            Some(pem_blocks(&c, |l| l == "CERTIFICATE")),
+            Some(pem_blocks(&c, |l| l.ends_with("PRIVATE KEY"))),
+        ),
+        other => other,
+    };
     match (cert, key) {
         (None, None) => Ok(None),
         (Some(_), None) => Err(bad(
@@ -716,6 +739,72 @@ fn check_key(pem: &[u8]) -> std::result::Result<(), String> {
         0 => Err("contains no PEM private key".into()),
         1 => Ok(()),
         _ => Err("contains more than one private key".into()),
+    }
+}
+
+/// The PEM blocks of `pem` whose label `keep` accepts, in order.
+fn pem_blocks(pem: &[u8], keep: impl Fn(&str) -> bool) -> Vec<u8> {
+    let text = String::from_utf8_lossy(pem);
+    let mut out = String::new();
+    let mut inside: Option<bool> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(label) = t
+            .strip_prefix("-----BEGIN ")
+            .and_then(|l| l.strip_suffix("-----"))
+        {
+            inside = Some(keep(label));
+        }
+        if inside == Some(true) {
+            out.push_str(t);
+            out.push('\n');
+        }
+        if t.starts_with("-----END ") {
+            inside = None;
+        }
+    }
+    out.into_bytes()
+}
+
+/// A bootstrap token's shape (Kubernetes' `^[a-z0-9]{6}\.[a-z0-9]{16}$`):
+/// its id (the public half, `system:bootstrap:<id>`), or what is wrong
+/// with it, in words that never quote it (the secret half is a secret,
+/// and a malformed token may be anything).
+pub fn bootstrap_token_id(token: &str) -> std::result::Result<&str, String> {
+    let ok = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    let expected = "a bootstrap token is <id>.<secret>, 6 and 16 characters of [a-z0-9]";
+    let Some((id, secret)) = token.split_once('.') else {
+        return Err(format!(
+            "is not a bootstrap token: it has no '.' ({} characters; {expected})",
+            token.chars().count()
+        ));
+    };
+    let describe = |s: &str, n: usize| {
+        if s.chars().count() != n {
+            format!("{} characters", s.chars().count())
+        } else {
+            "characters outside [a-z0-9]".to_string()
+        }
+    };
+    match (ok(id, 6), ok(secret, 16)) {
+        (true, true) => Ok(id),
+        (false, true) => Err(format!(
+            "is not a bootstrap token: its id (before the '.') has {} ({expected})",
+            describe(id, 6)
+        )),
+        (true, false) => Err(format!(
+            "is not a bootstrap token: the secret of token {id} (after the '.') has {} ({expected})",
+            describe(secret, 16)
+        )),
+        (false, false) => Err(format!(
+            "is not a bootstrap token: its id has {} and its secret {} ({expected})",
+            describe(id, 6),
+            describe(secret, 16)
+        )),
     }
 }
 

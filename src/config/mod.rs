@@ -215,6 +215,13 @@ impl Config {
         }
     }
 
+    pub fn join_inputs(&self) -> crate::join::Inputs<'_> {
+        crate::join::Inputs {
+            paths: &self.paths,
+            cluster: &self.cluster,
+        }
+    }
+
     pub fn assets_inputs(&self) -> crate::assets::Inputs<'_> {
         crate::assets::Inputs {
             paths: &self.paths,
@@ -234,7 +241,35 @@ impl Config {
             paths: &self.paths,
             runtime: &self.runtime,
             systemd_config_dir: &self.addon.systemd_config_dir,
+            sysext_release_dir: &self.addon.sysext_release_dir,
+            metadata: self.metadata_inputs(),
         }
+    }
+
+    /// What the containerd step needs to know of the cluster at
+    /// `cluster_version` whose kubelet follows the rules of
+    /// `kubelet_rules`: its `major.minor` and the runtime mappings'
+    /// containerd series for it (none when the mappings file is absent, as
+    /// a node that never runs docker may have no mappings, or lists none for
+    /// that Kubernetes; a file that is there must read).
+    pub fn containerd_for_cluster(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: crate::kubelet_config::table::Minor,
+    ) -> Result<crate::container_runtime::ensure::ForCluster> {
+        let v = crate::cluster::KubeVersion::parse(cluster_version)
+            .map_err(|e| Error::bad_input(format!("cluster version: {e}")))?;
+        let path = self.addon.mappings_path(&self.paths);
+        let listed = if path.exists() {
+            crate::addon::mappings::RuntimeMappings::load(&path)?.containerd_for(cluster_version)?
+        } else {
+            None
+        };
+        Ok(crate::container_runtime::ensure::ForCluster {
+            kubernetes: crate::kubelet_config::table::Minor(v.major, v.minor),
+            listed,
+            kubelet_rules,
+        })
     }
 
     pub fn kubelet_config_inputs(&self) -> crate::kubelet_config::Inputs<'_> {

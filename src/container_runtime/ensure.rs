@@ -1,6 +1,9 @@
 //! The `containerd` step: containerd configured for the cluster and proved
 //! to answer before kubelet.env is written.
 //!
+//! 0. Where containerd comes from ([`super::package`]): the OS's where it
+//!    fits the cluster, else the agent's containerd extension, installed
+//!    and merged now (systemd reloaded: the unit came with it).
 //! 1. The config file (`paths.containerd_config`) is written atomically
 //!    when it is absent or the agent's own ([`super::containerd::MARKER`]);
 //!    a file the agent did not write is used as it is (`existing_config:
@@ -8,13 +11,15 @@
 //! 2. A drop-in of `containerd.service` makes it read that file
 //!    (`CONTAINERD_CONFIG`, Flatcar's unit's variable); systemd reloads
 //!    when the drop-in changed.
-//! 3. containerd is started over D-Bus, or restarted when its config or
-//!    drop-in changed while it ran, and the job's end awaited.
+//! 3. containerd is started over D-Bus, or restarted when its config,
+//!    drop-in or extension changed while it ran, and the job's end awaited.
 //! 4. Its socket is asked, within `start_timeout_secs`, for its version and
 //!    the CRI APIs it serves (one the cluster's kubelet speaks, or refused),
 //!    and for the configuration it runs with: what the agent wrote (else
 //!    containerd does not read the agent's file: refused, naming both), or
-//!    with an operator's file, the cgroup driver the kubelet must use.
+//!    with an operator's file, the cgroup driver the kubelet must use. The
+//!    version it answers must be the one step 0 chose (the package's, or
+//!    the OS's binary's): else another containerd answers (refused).
 //!
 //! A runtime that does not answer is retryable, naming the socket.
 
@@ -22,6 +27,8 @@ use super::choice::check_runtime_serves;
 use super::config::{ExistingConfig, RuntimeSettings};
 use super::containerd::{self, ContainerdConfig};
 use super::cri::{self, CriApi, RuntimeAnswer};
+use super::package::{self, PackageRecord};
+use super::version::{ContainerdVersion, Series};
 use crate::error::{Error, ErrorClass, Result};
 use crate::kubelet_config::table::Minor;
 use crate::settings::Paths;
@@ -44,6 +51,11 @@ pub struct Inputs<'a> {
     pub runtime: &'a RuntimeSettings,
     /// Where unit drop-ins go (`addon.systemd_config_dir`).
     pub systemd_config_dir: &'a Path,
+    /// Where merged extensions show their release files
+    /// (`addon.sysext_release_dir`).
+    pub sysext_release_dir: &'a Path,
+    /// The artifact search path containerd packages come from.
+    pub metadata: crate::metadata::Inputs<'a>,
 }
 
 /// Whose containerd config the node runs.
@@ -73,17 +85,38 @@ pub struct ContainerdRecord {
     /// `systemd` or `cgroupfs`: what containerd's runc uses, and so the
     /// kubelet's.
     pub cgroup_driver: String,
+    /// The agent's containerd extension, when containerd came from it
+    /// (absent: the OS's containerd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageRecord>,
 }
 
-/// Runs the step for a kubelet of `kube`, with `cgroup_driver` the driver
-/// the node's cgroup hierarchy calls for (`systemd` on cgroup v2).
+/// The cluster a containerd is for: its `major.minor`, the runtime
+/// mappings' containerd series for it, and the version whose kubelet
+/// rules apply (the cluster's, or the newest the agent knows).
+#[derive(Debug, Clone)]
+pub struct ForCluster {
+    pub kubernetes: Minor,
+    pub listed: Option<Vec<Series>>,
+    pub kubelet_rules: Minor,
+}
+
+/// Runs the step for `cluster`, with `cgroup_driver` the driver the node's
+/// cgroup hierarchy calls for (`systemd` on cgroup v2).
 pub async fn ensure(
     inputs: &Inputs<'_>,
     systemd: &Systemd,
-    kube: Minor,
+    cluster: &ForCluster,
     cgroup_driver: &str,
 ) -> Result<ContainerdRecord> {
     let paths = inputs.paths;
+    let choice = package::choose(inputs, cluster.kubernetes, cluster.listed.as_deref()).await?;
+    let package = package::provide(inputs, &choice).await?;
+    let merged_now = package.as_ref().is_some_and(|p| p.installed.refreshed);
+    if merged_now {
+        // containerd.service may have come with the extension.
+        systemd.reload().await?;
+    }
     let wanted = ContainerdConfig {
         socket: paths.containerd_socket.display().to_string(),
         systemd_cgroup: cgroup_driver == "systemd",
@@ -97,12 +130,13 @@ pub async fn ensure(
     if dropin_changed {
         systemd.reload().await?;
     }
-    let restart = source == ConfigSource::Written || dropin_changed;
+    let restart = source == ConfigSource::Written || dropin_changed || merged_now;
     let timeout = inputs.runtime.containerd.start_timeout;
     systemd.start_and_wait(UNIT, restart, timeout).await?;
     let answer = ask_until_answered(&paths.containerd_socket, timeout).await?;
     let socket = paths.containerd_socket.display().to_string();
-    let cri_api = check_runtime_serves(kube, &answer, &socket)?;
+    let cri_api = check_runtime_serves(cluster.kubelet_rules, &answer, &socket)?;
+    check_version(&answer, choice.expected_version().as_ref(), &socket)?;
     let cgroup_driver = match source {
         ConfigSource::Operators => {
             let driver = reported_driver(&answer);
@@ -123,6 +157,7 @@ pub async fn ensure(
         runtime: answer.version.as_node_reports(),
         cri_api,
         cgroup_driver,
+        package,
     };
     info!(step = STEP, runtime = %record.runtime, cri_api = cri_api.name(), cgroup_driver = %record.cgroup_driver,
         config = %record.config.display(), socket = %socket, "containerd answers");
@@ -220,6 +255,27 @@ async fn ask_until_answered(socket: &Path, timeout: Duration) -> Result<RuntimeA
             }
         }
     }
+}
+
+/// Refused when the containerd that answers is not the version chosen:
+/// another one (started from elsewhere, or before the merge) answers.
+fn check_version(
+    answer: &RuntimeAnswer,
+    expected: Option<&ContainerdVersion>,
+    socket: &str,
+) -> Result<()> {
+    let Some(want) = expected else {
+        return Ok(());
+    };
+    let seen = ContainerdVersion::parse(&answer.version.runtime_version);
+    if seen.as_ref().is_some_and(|v| v.same_release(want)) {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "{} answers at {socket}, not the containerd {want} the agent chose: another containerd \
+         runs there (check which program containerd.service runs and `systemd-sysext status`)",
+        answer.version.as_node_reports()
+    )))
 }
 
 /// The cgroup driver a running containerd's runc uses.

@@ -230,7 +230,8 @@ impl<S: Seams> Driver<'_, S> {
                         "the runtime step recorded no Kubernetes version for the kubelet's rules",
                     )
                 })?;
-                StepResult::Containerd(s.containerd(rules).await?)
+                let version = cluster_version(journal)?;
+                StepResult::Containerd(s.containerd(&version, rules).await?)
             }
             Step::KubeletEnv => {
                 let version = cluster_version(journal)?;
@@ -591,16 +592,10 @@ mod tests {
                 cluster_version: version.into(),
                 version: "v1.9.6".into(),
                 rule: crate::kubelet_sysext::choice::Rule::Exact,
-                image: "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw".into(),
-                link: "/etc/extensions/kubernetes.raw".into(),
-                sha512: "00".into(),
-                url: "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw".into(),
-                location: "/mirror".into(),
-                signed: true,
-                downloaded: true,
-                previous: None,
-                refreshed: true,
-                removed: vec![],
+                installed: crate::sysext::package::Installed::example(
+                    "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw",
+                    "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw",
+                ),
             })
         }
         fn decide_runtime(&self, version: &str) -> Result<RuntimeRecord> {
@@ -610,7 +605,7 @@ mod tests {
                 false,
             )
         }
-        async fn containerd(&self, rules: Minor) -> Result<ContainerdRecord> {
+        async fn containerd(&self, _cluster: &str, rules: Minor) -> Result<ContainerdRecord> {
             self.calls.borrow_mut().push(format!("containerd {rules}"));
             if let Some(class) = self.containerd_error {
                 return Err(Error::new(
@@ -626,6 +621,7 @@ mod tests {
                 runtime: "containerd://1.6.20".into(),
                 cri_api: crate::container_runtime::cri::CriApi::V1,
                 cgroup_driver: "systemd".into(),
+                package: None,
             })
         }
         async fn write_kubelet_env(

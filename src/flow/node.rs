@@ -89,8 +89,13 @@ impl Seams for NodeSeams<'_> {
         let seed = paths.seed_kubelet_env();
         kubelet_env::read_seed(&seed)?;
         let kubeconfig = if self.needs_api_server() {
-            crate::cluster::kubeconfig::load(&paths.kubeconfig)?;
-            Some(paths.kubeconfig.display().to_string())
+            let credential = self.config.cluster.credential;
+            crate::cluster::credential::load(paths, credential)?;
+            Some(
+                crate::cluster::credential::path(paths, credential)
+                    .display()
+                    .to_string(),
+            )
         } else {
             None
         };
@@ -244,14 +249,21 @@ impl Seams for NodeSeams<'_> {
         crate::kubelet_sysext::ensure(&self.config.kubelet_sysext_inputs(), cluster_version).await
     }
 
-    async fn containerd(&self, kubelet_rules: Minor) -> Result<ContainerdRecord> {
+    async fn containerd(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: Minor,
+    ) -> Result<ContainerdRecord> {
         let seed = kubelet_env::read_seed(&self.config.paths.seed_kubelet_env())?;
         let driver = kubelet_env::cgroup_driver_for(&seed, unified_cgroup_hierarchy());
         let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
+        let cluster = self
+            .config
+            .containerd_for_cluster(cluster_version, kubelet_rules)?;
         crate::container_runtime::ensure::ensure(
             &self.config.containerd_inputs(),
             &systemd,
-            kubelet_rules,
+            &cluster,
             &driver,
         )
         .await

@@ -323,6 +323,7 @@ mod tests {
             runtime: "containerd://1.6.20".into(),
             cri_api: crate::container_runtime::cri::CriApi::V1alpha2,
             cgroup_driver: "cgroupfs".into(),
+            package: None,
         })
     }
 
@@ -369,16 +370,10 @@ mod tests {
             cluster_version: "v1.20.2".into(),
             version: "v1.20.2".into(),
             rule: crate::kubelet_sysext::choice::Rule::Exact,
-            image: "/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw".into(),
-            link: "/etc/extensions/kubernetes.raw".into(),
-            sha512: "00".into(),
-            url: "https://mirror/kubernetes_v1.20.2_any_x86-64.raw".into(),
-            location: "https://mirror".into(),
-            signed: true,
-            downloaded: true,
-            previous: None,
-            refreshed: true,
-            removed: vec![],
+            installed: crate::sysext::package::Installed::example(
+                "/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw",
+                "https://mirror/kubernetes_v1.20.2_any_x86-64.raw",
+            ),
         })
     }
 

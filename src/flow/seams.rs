@@ -71,9 +71,14 @@ pub trait Seams {
     /// Put the kubelet sysext image for the cluster version in place and
     /// merge it (`kubelet.backend = "sysext"`).
     async fn kubelet_sysext(&self, cluster_version: &str) -> Result<KubeletSysextRecord>;
-    /// containerd configured, started and answering on a CRI API the
-    /// kubelet of `kubelet_rules` speaks.
-    async fn containerd(&self, kubelet_rules: Minor) -> Result<ContainerdRecord>;
+    /// containerd (the OS's, or a package where the OS's does not fit the
+    /// cluster at `cluster_version`) configured, started and answering on
+    /// a CRI API the kubelet of `kubelet_rules` speaks.
+    async fn containerd(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: Minor,
+    ) -> Result<ContainerdRecord>;
     /// Write the kubelet's configuration for the cluster version and the
     /// runtime (`containerd`'s record when it is containerd), then
     /// kubelet.env (each atomically; kubelet.env is the commit point).

@@ -109,11 +109,16 @@ impl RawKubelet {
             .extension_name
             .unwrap_or_else(|| "kubernetes".to_string());
         crate::sysext::check_name("kubelet.extension_name", &extension_name)?;
-        if extension_name == crate::sysext::DOCKER_EXTENSION {
-            return Err(FieldError::new(
-                "kubelet.extension_name",
-                "is the docker addon's extension; choose another name",
-            ));
+        for (taken, whose) in [
+            (crate::sysext::DOCKER_EXTENSION, "the docker addon's"),
+            (crate::sysext::CONTAINERD_EXTENSION, "containerd's package"),
+        ] {
+            if extension_name == taken {
+                return Err(FieldError::new(
+                    "kubelet.extension_name",
+                    format!("is {whose} extension; choose another name"),
+                ));
+            }
         }
         let max_minor_lag = in_range(
             "kubelet.max_minor_lag",

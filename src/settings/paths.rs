@@ -72,6 +72,10 @@ paths! {
     containerd_config = "/etc/containerd/config.toml";
     /// containerd's API socket (CRI).
     containerd_socket = "/run/containerd/containerd.sock";
+    /// The OS's containerd, as `containerd.service` runs it: its
+    /// `--version` decides whether it fits the cluster (a containerd the
+    /// agent installs is merged at `/usr/bin/containerd`).
+    containerd_binary = "/usr/bin/containerd";
     /// The durable state journal and the run lock.
     state_dir = "/var/lib/node-bootstrap";
     /// Per-boot scratch (tmpfs): boot id, progress.

@@ -398,8 +398,10 @@ impl ClusterRig {
             &format!(
                 "# The test machine: nodes share the host's network (own ports; no iptables\n\
                  # chains of the kubelet's in the host's tables), no network add-on runs, the\n\
-                 # host may have swap.\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false{no_cni} --fail-swap-on=false\"\n"
+                 # host may have swap, and nodes share the host's disk, which other tests and\n\
+                 # builds fill (no eviction for it).\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false{no_cni} --fail-swap-on=false {}\"\n",
+                 crate::pods::NO_DISK_EVICTION
             ),
         )?;
         crate::pods::install_runc_shim(&n)?;

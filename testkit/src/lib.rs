@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod cli;
 pub mod cluster;
 pub mod containerd;
+pub mod containerd_sysext;
 pub mod docker;
 pub mod docker_image;
 pub mod fake_update_engine;

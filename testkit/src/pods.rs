@@ -450,20 +450,12 @@ pub fn wait_pod_running(kubectl: &Kubectl, name: &str, timeout: Duration) -> Res
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_kubelet_shows_a_semantic_version_whole_and_else_its_dotted_numbers() {
-        assert_eq!(kubelet_shown_version("1.6.20~ds1"), "1.6.20");
-        assert_eq!(kubelet_shown_version("v1.7.2"), "1.7.2");
-        assert_eq!(kubelet_shown_version("20.10.24+dfsg1"), "20.10.24+dfsg1");
-        assert_eq!(kubelet_shown_version("1.7.0-rc.1"), "1.7.0-rc.1");
-        assert_eq!(kubelet_shown_version("1.6"), "1.6");
-        assert_eq!(kubelet_shown_version("1.6.20-1~deb12"), "1.6.20");
-    }
-}
+/// The kubelet flag a simulated node's kubelet gets so the host's disk
+/// level never evicts its pods (a test part: the nodes share the host's
+/// file system, which builds and other tests fill; the default thresholds,
+/// 10% and 15% free, are easily crossed on a busy test machine).
+pub const NO_DISK_EVICTION: &str =
+    "--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%";
 
 /// How long a pod may take to run once created (it takes about a second).
 pub const POD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -517,4 +509,19 @@ pub fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme:
         "the sandbox did not go through the runc shim: {clamped:?}"
     );
     running
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubelet_shows_a_semantic_version_whole_and_else_its_dotted_numbers() {
+        assert_eq!(kubelet_shown_version("1.6.20~ds1"), "1.6.20");
+        assert_eq!(kubelet_shown_version("v1.7.2"), "1.7.2");
+        assert_eq!(kubelet_shown_version("20.10.24+dfsg1"), "20.10.24+dfsg1");
+        assert_eq!(kubelet_shown_version("1.7.0-rc.1"), "1.7.0-rc.1");
+        assert_eq!(kubelet_shown_version("1.6"), "1.6");
+        assert_eq!(kubelet_shown_version("1.6.20-1~deb12"), "1.6.20");
+    }
 }

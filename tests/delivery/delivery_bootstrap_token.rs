@@ -453,7 +453,10 @@ fn a_worker_started_with_a_bootstrap_token_holds_it_mode_0600_and_no_client_cert
         &crate::support::ignition_file_text(&cfg, "/etc/node-bootstrap/config.json").unwrap(),
     )
     .unwrap();
-    assert_eq!(agent["cluster"], json!({"credential": "bootstrap-token"}));
+    assert_eq!(
+        agent["cluster"],
+        json!({"credential": "bootstrap-token", "join_watch_secs": 1800})
+    );
 
     assert_eq!(
         credential_findings(&cfg, secret, &cas),

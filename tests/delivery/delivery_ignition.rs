@@ -291,6 +291,8 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
         if *role == "worker" {
             expected_config["cluster"]["credential"] = "bootstrap-token".into();
         }
+        // And `run` watches the join for 30 minutes after kubelet.env.
+        expected_config["cluster"]["join_watch_secs"] = 1800.into();
         // The kubelet's cluster DNS, domain and the role's taints: the
         // agent writes them as the cluster's kubelet version takes them.
         let taints = if *role == "worker" {

@@ -29,6 +29,9 @@
 
 // "What runs now" from a private dockerd's API, and the fallback to torcx.
 mod addon_docker;
+// The agent with a bootstrap token against the real control plane: /version,
+// rejected and malformed tokens, the secret nowhere, the join it reads.
+mod bootstrap_agent;
 // Bootstrap tokens and kubelet TLS bootstrapping against the real control plane.
 mod bootstrap_tokens;
 // The test rig's CNI networks through Debian's plugins in private namespaces.
@@ -47,5 +50,7 @@ mod kubelet_sysext_checks;
 mod helper_docker;
 // `status` probes: update_engine's `GetStatus`, Docker's version.
 mod status_probes;
+// What the TLS bootstrapping tests share: HTTPS as a node, CSRs as a kubelet.
+mod support;
 // The update_engine client against the stand-in on a private system bus.
 mod update_engine;

@@ -112,7 +112,8 @@ fn kubelet_worker(cp: &ControlPlane, parts: &KubeParts, name: &str, runtime_args
             "# The runtime, and the test machine: nodes share the host's network (own\n\
              # ports, no iptables chains), the host may have swap.\n\
              [Service]\nEnvironment=\"KUBELET_EXTRA_ARGS={runtime_args} --port={port} \
-             --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false\"\n"
+             --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false {}\"\n",
+            pods::NO_DISK_EVICTION
         ),
     )
     .unwrap();

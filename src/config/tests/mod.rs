@@ -9,6 +9,7 @@ mod helpers;
 mod kubelet;
 mod metrics;
 mod os_update;
+mod runtime;
 mod sources;
 
 use super::*;
@@ -150,6 +151,12 @@ fn the_settings_in_effect_fill_in_every_default_in_the_files_names_and_units() {
         ),
         ("/kubelet/max_image_bytes", 1_073_741_824u64.into()),
         ("/kubelet/merge_timeout_secs", 120.into()),
+        ("/runtime/containerd/package", "sysext".into()),
+        (
+            "/runtime/containerd/sysext_mask",
+            serde_json::json!(["containerd-flatcar"]),
+        ),
+        ("/paths/containerd_binary", "/usr/bin/containerd".into()),
         ("/sources/use_default", false.into()),
         (
             "/sources/keyring",
@@ -192,7 +199,10 @@ const EVERY_SECTION: &str = r#"{
   "metrics": {"textfile_dir": "/var/lib/node_exporter/textfile_collector"},
   "reboot": {"wait_secs": 30},
   "agent": {"upgrade": "minor", "binary": "/opt/bin/nb", "check_timeout_secs": 3},
-  "kubelet": {"backend": "sysext", "max_minor_lag": 2, "merge_timeout_secs": 9}
+  "kubelet": {"backend": "sysext", "max_minor_lag": 2, "merge_timeout_secs": 9},
+  "runtime": {"name": "containerd",
+              "containerd": {"package": "none", "sysext_mask": [], "images_dir": "/srv/ext/containerd",
+                             "max_image_bytes": 1000, "merge_timeout_secs": 9}}
 }"#;
 
 #[test]

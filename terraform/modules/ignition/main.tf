@@ -90,9 +90,11 @@ locals {
   # The agent config: the caller's object with role and assets.mode set from
   # this module's inputs (validation ensures they do not contradict it),
   # cluster.credential "bootstrap-token" with a bootstrap kubeconfig (with a
-  # shared kubeconfig the agent's default, "kubeconfig", applies), and the
-  # metrics textfile in node_exporter's usual directory unless the caller's
-  # config has a metrics section of its own.
+  # shared kubeconfig the agent's default, "kubeconfig", applies), the
+  # join watched for 30 minutes after kubelet.env (cluster.join_watch_secs,
+  # unless the caller's config sets it), and the metrics textfile in
+  # node_exporter's usual directory unless the caller's config has a
+  # metrics section of its own.
   agent_config_in = jsondecode(var.agent_config)
   agent_config = merge(
     { metrics = { textfile_dir = "/var/lib/node_exporter/textfile_collector" } },
@@ -101,9 +103,13 @@ locals {
       role   = var.role
       assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
     },
-    local.bootstrap ? {
-      cluster = merge(try(local.agent_config_in.cluster, {}), { credential = "bootstrap-token" })
-    } : {},
+    {
+      cluster = merge(
+        { join_watch_secs = 1800 },
+        try(local.agent_config_in.cluster, {}),
+        local.bootstrap ? { credential = "bootstrap-token" } : {},
+      )
+    },
     {
       kubelet_config = merge(try(local.agent_config_in.kubelet_config, {}), {
         cluster_dns    = [var.cluster_dns_ip]

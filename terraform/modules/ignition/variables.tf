@@ -52,7 +52,7 @@ variable "agent_http_headers" {
 }
 
 variable "agent_config" {
-  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode, and \"cluster.credential\" to \"bootstrap-token\" when bootstrap_kubeconfig is given (if the object already has them they must agree), and refuses at plan time what the agent would refuse on the node: pull mode without assets.s3 (bucket and key), an assets.s3 without them, a helper in docker mode without docker.image."
+  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode, and \"cluster.credential\" to \"bootstrap-token\" when bootstrap_kubeconfig is given (if the object already has them they must agree), and \"cluster.join_watch_secs\" to 1800 unless the object sets it, and refuses at plan time what the agent would refuse on the node: pull mode without assets.s3 (bucket and key), an assets.s3 without them, a helper in docker mode without docker.image."
   type        = string
   default     = "{}"
   nullable    = false
