@@ -100,11 +100,7 @@ pub fn table(title: &str, a: &[Timeline], b: Option<&[Timeline]>) -> Vec<String>
         );
         if let Some(b) = b {
             let mb = row_median(b, &key);
-            line += &format!(
-                "\t{mb:.3}\t{}\t{:+.3}",
-                pct(mb, summary(b).total),
-                mb - ma
-            );
+            line += &format!("\t{mb:.3}\t{}\t{:+.3}", pct(mb, summary(b).total), mb - ma);
         }
         lines.push(line);
     }

@@ -103,7 +103,14 @@ impl NodeWatch {
     pub fn start(kubectl: &Kubectl, name: &str) -> Result<NodeWatch> {
         let mut child = kubectl
             .command()
-            .args(["get", "nodes", "--watch", "-o", "json", "--request-timeout=0"])
+            .args([
+                "get",
+                "nodes",
+                "--watch",
+                "-o",
+                "json",
+                "--request-timeout=0",
+            ])
             .arg(format!("--field-selector=metadata.name={name}"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -183,8 +190,14 @@ mod tests {
     #[test]
     fn ready_means_the_condition_and_no_not_ready_taint() {
         let mut m = Milestones::default();
-        m.observe(1.0, &NodeState::from_json(&node("False", &[NOT_READY_TAINT])));
-        m.observe(2.0, &NodeState::from_json(&node("True", &[NOT_READY_TAINT])));
+        m.observe(
+            1.0,
+            &NodeState::from_json(&node("False", &[NOT_READY_TAINT])),
+        );
+        m.observe(
+            2.0,
+            &NodeState::from_json(&node("True", &[NOT_READY_TAINT])),
+        );
         assert_eq!(m.usable, None, "the taint is still there");
         m.observe(3.0, &NodeState::from_json(&node("True", &["other"])));
         m.observe(4.0, &NodeState::from_json(&node("True", &[])));

@@ -225,7 +225,11 @@ pub fn bench(
         };
         lines.extend(rows(kind, &a, &floor, &cond("a"), "").iter().map(Row::line));
         if !b.is_empty() {
-            lines.extend(rows(kind, &b, &floor, &cond("b"), " (B)").iter().map(Row::line));
+            lines.extend(
+                rows(kind, &b, &floor, &cond("b"), " (B)")
+                    .iter()
+                    .map(Row::line),
+            );
         }
         let title = format!("{} worker, simulated node", runtime_tag(kind));
         lines.extend(crate::breakdown::table(
@@ -246,7 +250,13 @@ pub fn bench(
 /// worker.
 pub const AGENT_SHARE_TARGET: f64 = 0.05;
 
-fn rows(kind: Runtime, ours: &[Timeline], floor: &[Timeline], cond: &[f64], side: &str) -> Vec<Row> {
+fn rows(
+    kind: Runtime,
+    ours: &[Timeline],
+    floor: &[Timeline],
+    cond: &[f64],
+    side: &str,
+) -> Vec<Row> {
     let tag = runtime_tag(kind);
     let total = median(&ours.iter().map(|t| t.total).collect::<Vec<_>>());
     let base = median(&floor.iter().map(|t| t.total).collect::<Vec<_>>());

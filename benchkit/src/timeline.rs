@@ -101,7 +101,11 @@ impl Rec {
             _ => String::new(),
         };
         let pid = s("_PID");
-        let unit = if pid == "1" { s("UNIT") } else { s("_SYSTEMD_UNIT") };
+        let unit = if pid == "1" {
+            s("UNIT")
+        } else {
+            s("_SYSTEMD_UNIT")
+        };
         Some(Rec {
             at,
             pid,
@@ -203,7 +207,10 @@ impl Timeline {
                     (false, _) => (Owner::Node, "boot to the agent's start"),
                     (true, true) => {
                         boot += 1;
-                        (Owner::Node, "reboot: shutdown, next boot to the agent's start")
+                        (
+                            Owner::Node,
+                            "reboot: shutdown, next boot to the agent's start",
+                        )
                     }
                     (true, false) => (Owner::Agent, "run: failed, restarted (RestartSec)"),
                 };
@@ -222,7 +229,13 @@ impl Timeline {
                 if !started {
                     bail!("the agent never ran (its unit's start job ended without it)");
                 }
-                push(&mut segments, boot, Owner::Agent, "run: READY=1 to systemd", r.at - now);
+                push(
+                    &mut segments,
+                    boot,
+                    Owner::Agent,
+                    "run: READY=1 to systemd",
+                    r.at - now,
+                );
                 now = r.at;
                 ready_at = Some(r.at);
                 break;
@@ -233,7 +246,13 @@ impl Timeline {
             .iter()
             .find(|r| r.at >= ready_at && r.job(KUBELET_UNIT, JOB_STARTING))
             .context("no start of kubelet.service after the agent's READY=1")?;
-        push(&mut segments, boot, Owner::Node, "READY=1 to kubelet's start", kubelet.at - now);
+        push(
+            &mut segments,
+            boot,
+            Owner::Node,
+            "READY=1 to kubelet's start",
+            kubelet.at - now,
+        );
         let mut t = Self::finish(segments, boot, kubelet.at, seen, t0)?;
         t.waits = agent_waits(&recs);
         Ok(t)
@@ -246,7 +265,13 @@ impl Timeline {
             .find(|r| r.job(KUBELET_UNIT, JOB_STARTING))
             .context("no start of kubelet.service")?;
         let mut segments = Vec::new();
-        push(&mut segments, 1, Owner::Node, "boot to kubelet's start", kubelet.at - t0);
+        push(
+            &mut segments,
+            1,
+            Owner::Node,
+            "boot to kubelet's start",
+            kubelet.at - t0,
+        );
         Self::finish(segments, 1, kubelet.at, seen, t0)
     }
 
@@ -263,9 +288,27 @@ impl Timeline {
         let condition = seen.ready_condition.context("never seen Ready")?;
         let usable = seen.usable.context("never seen Ready and untainted")?;
         let s = &mut segments;
-        push(s, boot, Owner::Kubelet, "kubelet: start to Node registered", registered - kubelet);
-        push(s, boot, Owner::Kubelet, "kubelet: registered to Ready condition", condition - registered);
-        push(s, boot, Owner::ControlPlane, "Ready condition to the not-ready taint lifted", usable - condition);
+        push(
+            s,
+            boot,
+            Owner::Kubelet,
+            "kubelet: start to Node registered",
+            registered - kubelet,
+        );
+        push(
+            s,
+            boot,
+            Owner::Kubelet,
+            "kubelet: registered to Ready condition",
+            condition - registered,
+        );
+        push(
+            s,
+            boot,
+            Owner::ControlPlane,
+            "Ready condition to the not-ready taint lifted",
+            usable - condition,
+        );
         Ok(Timeline {
             segments,
             waits: Vec::new(),
@@ -359,7 +402,9 @@ mod tests {
             "containerd" => include_str!("fixtures/ready-containerd-0.jsonl"),
             _ => include_str!("fixtures/floor-containerd-0.jsonl"),
         };
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     fn first(journal: &[Value]) -> f64 {
@@ -429,7 +474,13 @@ mod tests {
         // journal) to its reboot request (2.19 s), and again from 5.86 s
         // to READY=1 at 6.00 s.
         assert!((t.agent_total() - 2.0).abs() < 0.01, "{}", t.agent_total());
-        let wait = |l: &str| t.waits.iter().find(|w| w.label.starts_with(l)).unwrap().secs;
+        let wait = |l: &str| {
+            t.waits
+                .iter()
+                .find(|w| w.label.starts_with(l))
+                .unwrap()
+                .secs
+        };
         assert!((wait("cluster-version") - 0.144).abs() < 0.01, "{t:?}");
         assert!((wait("docker-addon") - 0.448).abs() < 0.01, "{t:?}");
     }
@@ -442,7 +493,11 @@ mod tests {
         assert!(l.contains(&"1 agent containerd".to_string()), "{l:?}");
         assert!(!l.iter().any(|l| l.contains("reboot")), "{l:?}");
         assert!((t.agent_total() - 0.65).abs() < 0.01, "{}", t.agent_total());
-        let start_job = t.waits.iter().find(|w| w.label.starts_with("containerd")).unwrap();
+        let start_job = t
+            .waits
+            .iter()
+            .find(|w| w.label.starts_with("containerd"))
+            .unwrap();
         assert!((start_job.secs - 0.135).abs() < 0.01, "{start_job:?}");
         let sum: f64 = t.segments.iter().map(|s| s.secs).sum();
         assert!((sum - t.total).abs() < 1e-6);

@@ -721,12 +721,8 @@ fn node_ready(args: &Args) -> Result<()> {
         .clone()
         .context("node-ready needs --agent <node-bootstrap binary>")?;
     let dump = std::env::var_os("NB_BENCH_DUMP").map(PathBuf::from);
-    for line in benchkit::ready::bench(
-        &agent,
-        args.agent_b.as_deref(),
-        args.runs,
-        dump.as_deref(),
-    )? {
+    for line in benchkit::ready::bench(&agent, args.agent_b.as_deref(), args.runs, dump.as_deref())?
+    {
         println!("{line}");
     }
     Ok(())
