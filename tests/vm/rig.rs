@@ -335,7 +335,8 @@ pub(crate) fn bench_untainted(kubectl: &testkit::kube::Kubectl, node: &str) -> O
 /// start, on the host's clock, to `untainted`, [`bench_untainted`]; the
 /// Ready condition's transition, on the API server's clock, the same
 /// clock, as context) and the agent's share of it, as benchmark rows
-/// appended to that file. Nothing is asserted on them.
+/// appended to that file (with `NB_BENCH_DUMP`, the agent's journal
+/// records in `vm-agent.json` there). Nothing is asserted on them.
 pub(crate) fn bench_rows(
     vm: &VmNode,
     booted_at: std::time::SystemTime,
@@ -365,6 +366,13 @@ pub(crate) fn bench_rows(
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
+    if let Some(dir) = std::env::var_os("NB_BENCH_DUMP") {
+        // The agent's records, to see where its time goes.
+        let dump = std::path::Path::new(&dir).join("vm-agent.json");
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&dump, out.stdout_str()))
+            .unwrap();
+    }
     let agent = testkit::cluster::agent_seconds(&records).unwrap();
     let share = agent / to_ready;
     let rows = format!(
