@@ -10,6 +10,13 @@
 #                                     stand-in), fewer runs, no fleet
 #   ONLY="footprint critical" bench/run.sh   some sections only
 #   RUNS=9 FLEET=300 bench/run.sh     repetitions, fleet size
+#   AGENT=target/debug/node-bootstrap bench/run.sh   measure that build of the
+#                                     agent instead of building release (the
+#                                     header names it)
+#   AGENT_B=/path/to/other/node-bootstrap ONLY=ready bench/run.sh   A/B: the
+#                                     ready section boots workers of both
+#                                     agents, taking turns, and puts B's
+#                                     step table beside A's
 #
 # Sections: footprint (binary size, dynamic deps, peak RSS of a full run),
 # critical (critical path to kubelet on a simulated node vs the no-op floor;
@@ -17,10 +24,11 @@
 # (bench/assets.sh: assets pull vs the original's whole job, aws s3 cp +
 # tar xzf + sync, and vs aws s3 cp alone, on Garage), fleet (hundreds of
 # agents retrying a failing API server: request-rate histogram), ready (a
-# worker's first boot to Node Ready in a real cluster: simulated nodes
-# against the same worker with nothing to bootstrap, and, unless --quick or
-# VM=0, one worker VM through the VM tier's join test, about 12 minutes
-# under emulation).
+# worker's first boot to Node Ready, and without the not-ready taint, in a
+# real cluster: docker and containerd workers on simulated nodes against the
+# same workers with nothing to bootstrap, with the step-by-step table of
+# where the time goes; and, unless --quick or VM=0, one worker VM through
+# the VM tier's join test, about 12 minutes under emulation).
 #
 # Builds what it needs: the harness `nb-bench` (crate benchkit/) and
 # testkit's `fake-update-engine` (debug), and a release build of
@@ -55,8 +63,12 @@ done
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "building (nb-bench and fake-update-engine; release node-bootstrap into $BENCH_CACHE)"
 cargo build --quiet -p benchkit -p testkit --bins
-cargo build --quiet --release --bin node-bootstrap --target-dir "$BENCH_CACHE"
-BIN=$BENCH_CACHE/release/node-bootstrap
+if [ -n "${AGENT:-}" ]; then
+    BIN=$(realpath "$AGENT")
+else
+    cargo build --quiet --release --bin node-bootstrap --target-dir "$BENCH_CACHE"
+    BIN=$BENCH_CACHE/release/node-bootstrap
+fi
 H=${CARGO_TARGET_DIR:-$ROOT/target}/debug/nb-bench
 
 OUT=$(mktemp -d)
@@ -65,6 +77,8 @@ ROWS=$OUT/rows
 : > "$ROWS"
 row() { printf 'ROW\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$ROWS"; }
 collect() { tee -a "$OUT/raw" | grep '^ROW' >> "$ROWS" || true; }
+STEPS=$OUT/steps
+: > "$STEPS"
 
 if want footprint; then
     log "footprint"
@@ -130,7 +144,8 @@ fi
 
 if want ready; then
     log "first boot to Node Ready in a real cluster ($RUNS workers and their floors, simulated nodes)"
-    "$H" node-ready --agent "$BIN" --runs "$RUNS" 2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | collect
+    "$H" node-ready --agent "$BIN" ${AGENT_B:+--agent-b "$(realpath "$AGENT_B")"} --runs "$RUNS" \
+        2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect
     if [ "$VM" = 1 ]; then
         log "first boot to Node Ready of a worker VM (the VM tier's join test)"
         NB_BENCH_REPORT=$OUT/vm-rows cargo test --quiet --test vm \
@@ -146,12 +161,17 @@ if want fleet; then
 fi
 
 echo
-echo "node-bootstrap benchmarks${QUICK:+ (--quick)}, $(date -u +%Y-%m-%d), load at start $LOAD_START (at end $(cut -d' ' -f1-3 /proc/loadavg)), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)"
+echo "node-bootstrap benchmarks${QUICK:+ (--quick)}, $(date -u +%Y-%m-%d), agent $BIN${AGENT_B:+ (B: $AGENT_B)}, load at start $LOAD_START (at end $(cut -d' ' -f1-3 /proc/loadavg)), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)"
 echo
 {
     printf 'MEASUREMENT\tOURS\tTHEIRS / FLOOR\tRATIO\tTARGET\tMET\n'
     cut -f2- "$ROWS"
 } | column -t -s $'\t'
+if [ -s "$STEPS" ]; then
+    # One table per runtime: a title line, then tab-separated rows.
+    awk -F'\t' 'NF == 1 {print ""; print; next} {print}' "$STEPS" | \
+        awk 'NF == 0 || $0 !~ /\t/ {if (block != "") {print block | "column -t -s \"\t\""; close("column -t -s \"\t\""); block = ""} print; next} {block = block $0 "\n"} END {if (block != "") print block | "column -t -s \"\t\""}'
+fi
 if grep -q '^HIST' "$OUT/raw" 2>/dev/null; then
     echo
     grep '^HIST' "$OUT/raw" | cut -f2- | sed '/^$/d'

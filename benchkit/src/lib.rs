@@ -11,11 +11,14 @@
 //! the real agent (`testkit::agentnode::agent_node`). Nothing depends on
 //! this crate, so the test targets never build it.
 
+pub mod breakdown;
 pub mod bundle;
 pub mod critical;
+pub mod nodewatch;
 pub mod ready;
 pub mod report;
 pub mod s3standin;
+pub mod timeline;
 
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;

@@ -9,8 +9,12 @@
 //! it fsynced, given mode 0644 and renamed to its final name (then the
 //! directory is fsynced): there is never a truncated or mixed file under a
 //! final name. A partial that fails verification is deleted.
+//!
+//! A caller may have the package checked while it downloads
+//! ([`Fetcher::fetch_package_following`], [`super::follow`]).
 
 use super::config::AddonSettings;
+use super::follow::{AbandonOnDrop, Follow, Follower, Written};
 use crate::digest::{Sha512, sha512_file};
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil::staged::{Staged, ensure_dir, partial_path, remove_other_partials};
@@ -171,15 +175,46 @@ impl Fetcher {
         final_name: &str,
         hash: &Sha512,
     ) -> Result<Staged> {
+        let (staged, _) = self
+            .fetch_package_following(src, dir, final_name, hash, None)
+            .await?;
+        Ok(staged)
+    }
+
+    /// [`fetch_package`](Self::fetch_package), running `follower` on the
+    /// package's bytes as they download ([`super::follow`]). Its result
+    /// comes back when it saw the whole package written once, in order,
+    /// and the package is the one the manifest names; `None` when it
+    /// could not follow (a local copy, a resumed download): the caller
+    /// checks the file.
+    pub async fn fetch_package_following(
+        &self,
+        src: &Source,
+        dir: &Path,
+        final_name: &str,
+        hash: &Sha512,
+        follower: Option<Follower>,
+    ) -> Result<(Staged, Option<Result<()>>)> {
         ensure_dir(dir)?;
         let partial = partial_path(dir, final_name, hash);
         remove_other_partials(dir, final_name, &partial);
         let target = dir.join(final_name);
         let started = Instant::now();
+        let written = Written::new();
+        let guard = AbandonOnDrop(written.clone());
+        // A local copy is not followed: the caller checks the file.
+        let following = follower.filter(|_| matches!(src, Source::Url(_))).map(|f| {
+            let mut reader = Follow::new(partial.clone(), written.clone());
+            tokio::task::spawn_blocking(move || f(&mut reader))
+        });
         let res = match src {
             Source::File(p) => self.copy_into(p, &partial),
-            Source::Url(u) => self.download_into(u, &partial).await,
+            Source::Url(u) => self.download_into(u, &partial, &written).await,
         };
+        if res.is_ok() {
+            written.complete();
+        }
+        drop(guard);
         if let Err(e) = res {
             // Keep a partial with data for the next run to resume; an empty
             // one is just litter.
@@ -204,6 +239,15 @@ impl Fetcher {
                 package = final_name, error = %err, "package refused: its checksum does not match the manifest");
             return Err(err);
         }
+        let followed = match following {
+            Some(task) if written.followed_whole() => Some(task.await.unwrap_or_else(|e| {
+                Err(Error::internal(format!(
+                    "the check that followed the download of {} failed: {e}",
+                    src.display()
+                )))
+            })),
+            _ => None,
+        };
         let size = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
         info!(
             step = "docker-addon",
@@ -211,9 +255,10 @@ impl Fetcher {
             path = %staged.target().display(),
             bytes = size,
             elapsed_ms = started.elapsed().as_millis() as u64,
+            followed = followed.is_some(),
             "package fetched and verified"
         );
-        Ok(staged)
+        Ok((staged, followed))
     }
 
     /// Copies a local file into the partial (hash checked by the caller).
@@ -246,7 +291,8 @@ impl Fetcher {
 
     /// Downloads `u` into `partial`, resuming what is there when the server
     /// honours ranges. Retries transport errors, 5xx, 408 and 429.
-    async fn download_into(&self, u: &url::Url, partial: &Path) -> Result<()> {
+    /// Says how far the file is written in `written`.
+    async fn download_into(&self, u: &url::Url, partial: &Path, written: &Written) -> Result<()> {
         let max = self.max_package_bytes;
         retry(Remote::Mirror, self.policy, &format!("download {u}"), |attempt| async move {
             let mut file = OpenOptions::new()
@@ -291,7 +337,14 @@ impl Fetcher {
                 ))));
             }
             let expected = resp.content_length().map(|l| have + l);
-            let got = match read_body(&mut resp, Remote::Mirror, have, max, |c| file.write_all(c)).await {
+            let mut at = have;
+            let write = |c: &[u8]| {
+                file.write_all(c)?;
+                written.at(at, at + c.len() as u64);
+                at += c.len() as u64;
+                Ok(())
+            };
+            let got = match read_body(&mut resp, Remote::Mirror, have, max, write).await {
                 Ok(got) => got,
                 Err((_, BodyError::TooLarge)) => {
                     return Err(Attempt::Fail(Error::bad_input(format!(

@@ -43,6 +43,7 @@
 
 pub(crate) mod config;
 pub(crate) mod fetch;
+pub(crate) mod follow;
 pub mod manifest;
 pub mod mappings;
 pub(crate) mod metasource;
@@ -272,9 +273,9 @@ async fn ensure_torcx(
             same_build.as_deref(),
         )
         .await
-        .and_then(|plan| check_applicable(&plan, c, osv).map(|()| plan));
+        .and_then(|plan| check_applicable(plan, c, osv));
         match res {
-            Ok(torcx::PackagePlan::Staged(s)) => staged.push((c.hash, s)),
+            Ok(torcx::PackagePlan::Staged { staged: s, .. }) => staged.push((c.hash, s)),
             Ok(_) => {}
             Err(e) => {
                 drop(staged);
@@ -312,26 +313,63 @@ async fn ensure_torcx(
 /// Refuses a package torcx could not apply ([`torcx_image`]) before it gets
 /// a final name or a profile points at it. A package the next OS image
 /// ships in its own store cannot be read from here: it is the vendor's.
-fn check_applicable(plan: &torcx::PackagePlan, choice: &Choice, os_version: &str) -> Result<()> {
-    let file = match plan {
-        torcx::PackagePlan::InPlace(p) => p.as_path(),
-        torcx::PackagePlan::Staged(s) => s.partial(),
-        torcx::PackagePlan::ShippedWithOs(_) => return Ok(()),
+/// A download that the check followed ([`follow`]) has its answer; any
+/// other package (resumed, copied, local) is read here.
+fn check_applicable(
+    mut plan: torcx::PackagePlan,
+    choice: &Choice,
+    os_version: &str,
+) -> Result<torcx::PackagePlan> {
+    let followed = match &mut plan {
+        torcx::PackagePlan::Staged { followed, .. } => followed.take(),
+        _ => None,
     };
+    let checked = match (&plan, followed) {
+        (_, Some(answer)) => answer,
+        (torcx::PackagePlan::ShippedWithOs(_), None) => return Ok(plan),
+        (torcx::PackagePlan::InPlace(p), None) => check_file(p, choice, os_version),
+        (torcx::PackagePlan::Staged { staged, .. }, None) => {
+            check_file(staged.partial(), choice, os_version)
+        }
+    };
+    match checked {
+        Ok(()) => Ok(plan),
+        // `plan` is dropped: a staged package's partial is deleted.
+        Err(e) => {
+            error!(message_id = crate::message_ids::PACKAGE_REFUSED, step = STEP, version = %choice.version,
+                package = %choice.archive_name(), os_version, error = %e, "package refused: torcx could not apply it");
+            Err(e)
+        }
+    }
+}
+
+fn check_file(file: &std::path::Path, choice: &Choice, os_version: &str) -> Result<()> {
+    let f = std::fs::File::open(file).map_err(|e| {
+        Error::internal(format!(
+            "failed to read the package {}: {e}",
+            file.display()
+        ))
+    })?;
+    image_check(choice, os_version)(&mut std::io::BufReader::new(f))
+}
+
+/// The check of torcx's rules on the bytes of `choice`'s package for
+/// `os_version`: the file, or the download as it arrives. The caller logs
+/// a refusal once it knows the answer counts.
+fn image_check(choice: &Choice, os_version: &str) -> follow::Follower {
+    let (version, os_version) = (choice.version.clone(), os_version.to_string());
     let what = format!(
-        "the docker {} package for OS {os_version} ({}, {:?})",
-        choice.version,
+        "the docker {version} package for OS {os_version} ({}, {:?})",
         choice.archive_name(),
         choice.hash
     );
-    let summary = torcx_image::check(file, &what).inspect_err(|e| {
-        error!(message_id = crate::message_ids::PACKAGE_REFUSED, step = STEP, version = %choice.version,
-            package = %choice.archive_name(), os_version, error = %e, "package refused: torcx could not apply it");
-    })?;
-    debug!(step = STEP, version = %choice.version, os_version,
-        binaries = %summary.binaries.join(","), units = %summary.units.join(","),
-        unpacked_bytes = summary.unpacked_bytes, "torcx can apply the package");
-    Ok(())
+    Box::new(move |image| {
+        let summary = torcx_image::check_reader(image, &what)?;
+        debug!(step = STEP, version = %version, os_version = %os_version,
+            binaries = %summary.binaries.join(","), units = %summary.units.join(","),
+            unpacked_bytes = summary.unpacked_bytes, "torcx can apply the package");
+        Ok(())
+    })
 }
 
 /// The build of `choice.version` for the running OS version (which the

@@ -14,6 +14,7 @@
 //!   `/run/metadata/torcx`.
 
 use super::fetch::{Fetcher, Source};
+use super::follow::Follower;
 use super::manifest::Choice;
 use crate::digest::Sha512;
 use crate::digest::sha512_file;
@@ -333,8 +334,14 @@ pub enum PackagePlan {
     /// The next OS image ships it in its vendor store (the signed manifest
     /// says so).
     ShippedWithOs(PathBuf),
-    /// Fetched and verified, waiting to be renamed into place.
-    Staged(Staged),
+    /// Fetched and verified, waiting to be renamed into place;
+    /// `followed`: the answer of the check of torcx's rules that read it
+    /// as it downloaded, when that check saw the whole package
+    /// ([`super::follow`]).
+    Staged {
+        staged: Staged,
+        followed: Option<Result<()>>,
+    },
 }
 
 /// Makes sure `choice` will be found by torcx when booting `os_version`:
@@ -395,12 +402,18 @@ pub async fn prepare_package(
         let staged = fetcher
             .fetch_package(&Source::File(found), &ours, &name, &choice.hash)
             .await?;
-        return Ok(PackagePlan::Staged(staged));
+        return Ok(PackagePlan::Staged {
+            staged,
+            followed: None,
+        });
     }
     if let Some(item) = &choice.origin {
         let staged =
             super::metasource::fetch_staged(config, item, &ours, &name, &choice.hash).await?;
-        return Ok(PackagePlan::Staged(staged));
+        return Ok(PackagePlan::Staged {
+            staged,
+            followed: None,
+        });
     }
     download_any(
         fetcher,
@@ -409,11 +422,13 @@ pub async fn prepare_package(
         &name,
         &choice.hash,
         &choice.version,
+        &|| super::image_check(choice, os_version),
     )
     .await
 }
 
-/// Tries each URL in turn; the first verified download wins.
+/// Tries each URL in turn; the first verified download wins. `check`
+/// gives the check of torcx's rules that follows each download.
 pub async fn download_any(
     fetcher: &Fetcher,
     urls: &[url::Url],
@@ -421,6 +436,7 @@ pub async fn download_any(
     name: &str,
     hash: &Sha512,
     version: &str,
+    check: &(dyn Fn() -> Follower + Sync),
 ) -> Result<PackagePlan> {
     if urls.is_empty() {
         return Err(Error::bad_input(format!(
@@ -430,11 +446,17 @@ pub async fn download_any(
     let mut first_err: Option<Error> = None;
     for u in urls {
         let res = match Source::from_url(u) {
-            Ok(src) => fetcher.fetch_package(&src, dir, name, hash).await,
+            Ok(src) => {
+                fetcher
+                    .fetch_package_following(&src, dir, name, hash, Some(check()))
+                    .await
+            }
             Err(e) => Err(e),
         };
         match res {
-            Ok(s) => return Ok(PackagePlan::Staged(s)),
+            // A package torcx would refuse is no use from another URL
+            // either: the caller refuses it.
+            Ok((staged, followed)) => return Ok(PackagePlan::Staged { staged, followed }),
             Err(e) => {
                 warn!(step = "docker-addon", url = %u, error = %e, "package location failed");
                 // A verification failure is the most important to report.

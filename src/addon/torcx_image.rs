@@ -27,7 +27,6 @@ use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Read;
-use std::path::Path;
 
 /// torcx mounts `/run/torcx/unpack` as a tmpfs of this size
 /// (`setupPaths` in `perform.go`), shared by all images.
@@ -182,14 +181,30 @@ impl Tree {
 }
 
 /// Checks that torcx can apply the image at `path` and that it provides
-/// docker (see module docs). `what` names the package in errors.
-pub fn check(path: &Path, what: &str) -> Result<ImageSummary> {
-    let refuse = |why: String| {
-        Error::bad_input(format!(
-            "{what} is not an image torcx can apply: {why}; it is not installed and no reboot is asked for"
-        ))
-    };
-    let image = extract_as_torcx(path).map_err(refuse)?;
+/// docker (see module docs). `what` names the package in errors. (The
+/// agent reads the file through [`check_reader`].)
+#[cfg(test)]
+pub fn check(path: &std::path::Path, what: &str) -> Result<ImageSummary> {
+    match std::fs::File::open(path) {
+        Ok(f) => check_reader(&mut std::io::BufReader::new(f), what),
+        Err(e) => Err(refused(
+            what,
+            format!("cannot open {}: {e}", path.display()),
+        )),
+    }
+}
+
+fn refused(what: &str, why: String) -> Error {
+    Error::bad_input(format!(
+        "{what} is not an image torcx can apply: {why}; it is not installed and no reboot is asked for"
+    ))
+}
+
+/// [`check`] of the image's bytes as `image` reads them (the file, or a
+/// download as it arrives).
+pub fn check_reader(image: &mut dyn Read, what: &str) -> Result<ImageSummary> {
+    let refuse = |why: String| refused(what, why);
+    let image = extract_as_torcx(image).map_err(refuse)?;
     if image.unpacked_bytes > UNPACK_LIMIT_BYTES {
         return Err(refuse(format!(
             "it unpacks to {} MiB, more than torcx's {} MiB unpack tmpfs",
@@ -232,10 +247,8 @@ struct Extracted {
 
 /// Walks the archive the way torcx's extractor would unpack it (see module
 /// docs); the error says which entry it would fail on, and why.
-fn extract_as_torcx(path: &Path) -> std::result::Result<Extracted, String> {
-    let f =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
+fn extract_as_torcx(image: &mut dyn Read) -> std::result::Result<Extracted, String> {
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(image));
     let entries = archive
         .entries()
         .map_err(|e| format!("not a gzip'd tar ({e})"))?;

@@ -50,11 +50,10 @@ impl Systemd {
             .ctx(ErrorClass::Internal, || {
                 format!("failed to write runtime unit {}", path.display())
             })?;
+        // No reload before the enable: EnableUnitFiles reads the unit
+        // paths on disk itself. The one after it is what makes systemd load
+        // the unit and the dependency the enable added.
         let manager = self.manager().await?;
-        manager
-            .reload()
-            .await
-            .map_err(dbus_err("systemd Reload failed"))?;
         let (_, changes) = manager
             .enable_unit_files(vec![name.to_string()], true, true)
             .await

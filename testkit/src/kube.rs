@@ -735,10 +735,18 @@ impl Kubectl {
         }
     }
 
+    /// kubectl with the kubeconfig, no other argument (for a caller that
+    /// reads its output as it comes: a watch).
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.arg(format!("--kubeconfig={}", self.kubeconfig.display()));
+        c
+    }
+
     /// Runs kubectl (20 s request timeout); stdout on success.
     pub fn run(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new(&self.bin)
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+        let out = self
+            .command()
             .arg("--request-timeout=20s")
             .args(args)
             .output()

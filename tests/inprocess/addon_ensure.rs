@@ -688,3 +688,87 @@ async fn download_cut_every_time_is_retryable_and_leaves_no_final_file() {
     );
     assert_eq!(rig.files_in(STORE), ["docker:17.03.torcx.tgz"]);
 }
+
+/// A package torcx could not apply (its `.torcx/manifest.json` comes before
+/// any entry for its directory), published as docker 17.03, and the way it
+/// reaches the node: the check follows a fresh download, and one whose
+/// retry continues with `Range` where the cut left it; it reads the
+/// finished file when the download started over (the server ignores
+/// ranges), continued a partial of an earlier run, or the package is a
+/// local file. Every way, it is refused by name and nothing is installed.
+async fn unappliable_package_is_refused(arrives: &str) {
+    let rig = AddonRig::new(OS);
+    let flat = testkit::torcx_fixtures::docker_archive_without_directories("17.03.2-ce");
+    let path = rig.package_path("17.03", &flat);
+    let mut addon = json!({});
+    match arrives {
+        "downloaded" => {}
+        "resumed" => rig.server.fail_next(&path, Fault::Truncate(1000)),
+        "restarted" => {
+            rig.server.set_ranges(false);
+            rig.server.fail_next(&path, Fault::Truncate(1000));
+        }
+        "left by a killed run" => testkit::torcx_fixtures::write(
+            &rig.path(&format!(
+                "{STORE}/.docker:17.03.torcx.tgz.part-{}",
+                &manifest_hash(&flat)[7..23]
+            )),
+            &flat[..777],
+        )
+        .unwrap(),
+        "a local file" => {
+            let pkg = rig.path("/srv/mirror/pkgs/docker:17.03.torcx.tgz");
+            testkit::torcx_fixtures::write(&pkg, &flat).unwrap();
+            let entry = PkgEntry::new("17.03", &flat, "../pkgs/docker:17.03.torcx.tgz");
+            let m = testkit::torcx_fixtures::package_manifest(&[entry]);
+            let mf = rig.path(&format!("/srv/mirror/{OS}/torcx_manifest.json"));
+            testkit::torcx_fixtures::write(&mf, &m).unwrap();
+            testkit::torcx_fixtures::write(
+                &mf.with_file_name("torcx_manifest.json.asc"),
+                rig.key.sign(m.as_bytes()),
+            )
+            .unwrap();
+            let mf = rig.path("/srv/mirror/{os_version}/torcx_manifest.json");
+            addon = json!({"manifest_file": mf.display().to_string()});
+        }
+        other => panic!("{other}"),
+    }
+    if arrives != "a local file" {
+        let entry = rig.publish_package("17.03", &flat);
+        rig.publish_manifest(OS, &[entry]);
+    }
+
+    let err = match addon::ensure(&config(&rig, addon).addon_inputs(), &req(None)).await {
+        Ok(out) => panic!("{arrives}: installed {:?}", out.installed),
+        Err(e) => e,
+    };
+    assert_eq!(err.class(), ErrorClass::BadInput, "{arrives}: {err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("is not an image torcx can apply: entry \".torcx/manifest.json\" comes before any entry for its directory")
+            && msg.contains("no reboot is asked for"),
+        "{arrives}: {msg}"
+    );
+    assert_untouched(&rig);
+    let reqs = rig.server.requests_for(&path);
+    match arrives {
+        "downloaded" => assert_eq!(reqs.len(), 1, "{reqs:?}"),
+        "resumed" => assert_eq!(reqs[1].range.as_deref(), Some("bytes=1000-"), "{reqs:?}"),
+        "restarted" => assert_eq!(reqs[1].status, 200, "{reqs:?}"),
+        "left by a killed run" => assert_eq!(reqs[0].range.as_deref(), Some("bytes=777-")),
+        _ => assert!(rig.server.requests().is_empty()),
+    }
+}
+
+#[tokio::test]
+async fn a_package_torcx_cannot_apply_is_refused_however_it_arrives() {
+    for arrives in [
+        "downloaded",
+        "resumed",
+        "restarted",
+        "left by a killed run",
+        "a local file",
+    ] {
+        unappliable_package_is_refused(arrives).await;
+    }
+}

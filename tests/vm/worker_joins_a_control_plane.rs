@@ -78,6 +78,7 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
         .kubectl
         .wait_ready(&[VM_HOSTNAME], WORK)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", vm.diagnostics()));
+    let untainted = bench_untainted(&running.kubectl, VM_HOSTNAME);
     let node = ready.iter().find(|n| n.name == VM_HOSTNAME).unwrap();
     assert_eq!(node.kubelet_version, parts.version);
     assert_eq!(
@@ -93,7 +94,12 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
         reach.node_ip.to_string(),
         "the Node's address is the one the API server can dial"
     );
-    bench_rows(&vm, booted_at, node.ready_since.expect("a Ready condition"));
+    bench_rows(
+        &vm,
+        booted_at,
+        node.ready_since.expect("a Ready condition"),
+        untainted,
+    );
     assert_eq!(
         lines(&vm, "/var/lib/kubelet-wrapper/starts").len(),
         1,

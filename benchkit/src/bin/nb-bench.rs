@@ -9,7 +9,7 @@
 //! nb-bench run-rss --agent BIN
 //! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
 //! nb-bench soak --agent BIN [--points N]
-//! nb-bench node-ready --agent BIN [--runs N]   (real cluster: first boot to Node Ready)
+//! nb-bench node-ready --agent BIN [--agent-b BIN] [--runs N]   (real cluster: first boot to Node Ready)
 //! nb-bench make-bundle --mib N --out FILE     (the asset-pull bundle)
 //! nb-bench s3 [--port P] --object BUCKET/KEY=FILE...   (S3 stand-in)
 //! ```
@@ -25,6 +25,7 @@ use testkit::agentnode::{self as an, AgentNodeSpec, UpdateEngineUnit, agent_node
 struct Args {
     cmd: String,
     agent: Option<PathBuf>,
+    agent_b: Option<PathBuf>,
     runs: usize,
     nodes: usize,
     ours_ms: Option<f64>,
@@ -43,6 +44,7 @@ fn parse() -> Result<Args> {
     let mut a = Args {
         cmd,
         agent: None,
+        agent_b: None,
         runs: 5,
         nodes: 300,
         ours_ms: None,
@@ -56,6 +58,7 @@ fn parse() -> Result<Args> {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--agent" => a.agent = Some(val()?.into()),
+            "--agent-b" => a.agent_b = Some(val()?.into()),
             "--runs" => a.runs = val()?.parse().context("--runs")?,
             "--nodes" => a.nodes = val()?.parse().context("--nodes")?,
             "--ours-ms" => a.ours_ms = Some(val()?.parse().context("--ours-ms")?),
@@ -707,70 +710,20 @@ fn fastrand_f64() -> f64 {
     (nanos % 1_000_000) as f64 / 1_000_000.0
 }
 
-/// First boot to Node Ready of `--runs` workers of the real cluster rig
-/// against one control plane on the host, each beside a floor worker with
-/// nothing to bootstrap, alternating.
+/// First boot to Node Ready of `--runs` workers of each runtime (docker
+/// through the addon, the OS's containerd) against one control plane on
+/// the host, beside floor workers with nothing to bootstrap
+/// (`benchkit::ready::bench`); with `--agent-b`, a second agent's workers
+/// too, taking turns. `NB_BENCH_DUMP=DIR` keeps each node's journal there.
 fn node_ready(args: &Args) -> Result<()> {
-    use testkit::cluster::{Auth, ClusterRig, NodeSpec};
     let agent = args
         .agent
         .clone()
         .context("node-ready needs --agent <node-bootstrap binary>")?;
-    let specs: Vec<NodeSpec> = (0..args.runs)
-        .flat_map(|i| {
-            [
-                NodeSpec::worker(&format!("ready-{i}"), Auth::Cert),
-                NodeSpec::worker(&format!("floor-{i}"), Auth::Cert),
-            ]
-        })
-        .collect();
-    let rig = ClusterRig::with_agent(&specs, &agent)?;
-    let cp = rig.control_plane.start(&rig.parts)?;
-    let mut nodes = rig.nodes()?;
-    let (mut first, mut agent_s, mut floor) = (Vec::new(), Vec::new(), Vec::new());
-    for pair in nodes.chunks_mut(2) {
-        let [ours, bare] = pair else { unreachable!() };
-        let f = benchkit::ready::first_boot_to_ready(ours, &cp.kubectl, true)?;
-        let a = benchkit::ready::agent_seconds(ours)?;
-        ours.shutdown()?;
-        benchkit::ready::nothing_to_bootstrap(bare, &rig)?;
-        let b = benchkit::ready::first_boot_to_ready(bare, &cp.kubectl, false)?;
-        bare.shutdown()?;
-        eprintln!(
-            "node-ready {}: first boot to Ready {f:.1} s (agent {a:.1} s); {} with nothing to bootstrap: {b:.1} s",
-            ours.name(),
-            bare.name()
-        );
-        first.push(f);
-        agent_s.push(a);
-        floor.push(b);
-    }
-    let (first, agent_s, floor) = (median(&first), median(&agent_s), median(&floor));
-    let rows = [
-        Row {
-            name: format!(
-                "worker first boot to Node Ready, simulated node (s, median of {})",
-                args.runs
-            ),
-            ours: format!("{first:.1}"),
-            theirs: format!("{floor:.1}"),
-            theirs_label: "the same worker with nothing to bootstrap".into(),
-            ratio: format!("{:.2}x", first / floor),
-            target: "<= 2x (one reboot more)".into(),
-            met: first <= 2.0 * floor,
-        },
-        Row {
-            name: "the agent's share of that first boot (s)".into(),
-            ours: format!("{agent_s:.1}"),
-            theirs: format!("{first:.1}"),
-            theirs_label: "first boot to Ready".into(),
-            ratio: format!("{:.0}%", 100.0 * agent_s / first),
-            target: "<= 25%".into(),
-            met: agent_s / first <= 0.25,
-        },
-    ];
-    for r in rows {
-        println!("{}", r.line());
+    let dump = std::env::var_os("NB_BENCH_DUMP").map(PathBuf::from);
+    for line in benchkit::ready::bench(&agent, args.agent_b.as_deref(), args.runs, dump.as_deref())?
+    {
+        println!("{line}");
     }
     Ok(())
 }
