@@ -19,7 +19,8 @@
 //! - 401, or the server rejects the client certificate:
 //!   [`ErrorClass::BadInput`] (the kubeconfig's credentials are wrong; a
 //!   bootstrap token is named by its id, never its secret: expired or
-//!   deleted);
+//!   deleted; [`ApiClient::version_once_the_token_is_known`] first asks
+//!   again for a bounded grace, as a new cluster may not know it yet);
 //! - 403: the credentials are good but this user may not read `/version`.
 //!   Every authenticated user may (the default RBAC binding
 //!   `system:public-info-viewer`), except on an API server that has just
@@ -36,6 +37,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use serde::Deserialize;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Largest `/version` body we read.
@@ -66,6 +68,9 @@ pub struct ApiClient {
     kubeconfig: std::path::PathBuf,
     /// The id of the bearer token when it is a bootstrap token.
     bootstrap_token_id: Option<String>,
+    /// Set by a 401 ([`Self::rejected`]), read and cleared by
+    /// [`Self::version_once_the_token_is_known`].
+    token_rejected: AtomicBool,
     token: Option<String>,
     basic: Option<(String, String)>,
     has_client_cert: bool,
@@ -132,6 +137,7 @@ impl ApiClient {
             url: kc.version_url(),
             kubeconfig: kc.path.clone(),
             bootstrap_token_id: kc.credentials.bootstrap_token_id().map(str::to_string),
+            token_rejected: AtomicBool::new(false),
             token: kc.credentials.token.clone(),
             basic: kc.credentials.basic.clone(),
             has_client_cert: kc.credentials.client_cert.is_some(),
@@ -188,6 +194,7 @@ impl ApiClient {
     /// A 401: the credentials are wrong. With a bootstrap token, the token
     /// by its id (never its secret), and why a good one stops working.
     fn rejected(&self, url: &url::Url, answer: &Answer) -> Error {
+        self.token_rejected.store(true, Ordering::Relaxed);
         let code = answer.status;
         match &self.bootstrap_token_id {
             Some(id) => Error::bad_input(format!(
@@ -300,6 +307,47 @@ impl ApiClient {
             self.version_once().await
         })
         .await
+    }
+
+    /// [`version`](Self::version); with a bootstrap token, a 401 is asked
+    /// again (with `policy`'s backoff) for up to `token_grace` before it is
+    /// final: a new cluster's workers boot with its master, and until the
+    /// master has applied the token's Secret the API server answers 401 to
+    /// a good token. Every wait is a warning naming the token by its id.
+    pub async fn version_once_the_token_is_known(
+        &self,
+        policy: RetryPolicy,
+        token_grace: Duration,
+    ) -> Result<ServerVersion> {
+        let t0 = std::time::Instant::now();
+        let mut waits = 0u32;
+        loop {
+            let e = match self.version(policy).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let Some(id) = &self.bootstrap_token_id else {
+                return Err(e);
+            };
+            if !self.token_rejected.swap(false, Ordering::Relaxed) {
+                return Err(e);
+            }
+            waits += 1;
+            let delay = policy.delay(waits).max(Duration::from_secs(1));
+            if t0.elapsed() + delay > token_grace {
+                if token_grace.is_zero() {
+                    return Err(e);
+                }
+                return Err(e.context(format!(
+                    "still rejected after {} s (cluster.bootstrap_token_grace_secs)",
+                    t0.elapsed().as_secs()
+                )));
+            }
+            tracing::warn!(step = "cluster-version", url = %self.url, token_id = %id, attempt = waits,
+                delay_ms = delay.as_millis() as u64, grace_secs = token_grace.as_secs(),
+                "the API server does not know bootstrap token {id} (HTTP 401): a new cluster may not have applied its Secret yet; asking again");
+            tokio::time::sleep(delay).await;
+        }
     }
 }
 

@@ -49,6 +49,12 @@ pub struct RawCluster {
     /// in place (`READY=1`); the watch only reports (journal, metrics, the
     /// unit's status line) and never changes `run`'s exit code.
     pub join_watch_secs: Option<u64>,
+    /// With `credential: bootstrap-token`, how long a 401 is asked again
+    /// before it counts as a rejected token (seconds, 0..=3600; default
+    /// 300). A new cluster's workers boot with its master, whose first
+    /// manifests carry the token's Secret: until they are applied the API
+    /// server answers 401 to a good token. 0: the first 401 is final.
+    pub bootstrap_token_grace_secs: Option<u64>,
 }
 
 /// The node's credential at first boot.
@@ -76,6 +82,7 @@ pub struct ClusterSettings {
     pub check_forced_skew: bool,
     pub credential: Credential,
     pub join_watch: Duration,
+    pub bootstrap_token_grace: Duration,
 }
 
 impl ClusterSettings {
@@ -91,6 +98,7 @@ impl ClusterSettings {
             check_forced_skew: Some(self.check_forced_skew),
             credential: Some(self.credential),
             join_watch_secs: Some(self.join_watch.as_secs()),
+            bootstrap_token_grace_secs: Some(self.bootstrap_token_grace.as_secs()),
         }
     }
 }
@@ -143,6 +151,12 @@ impl RawCluster {
                 self.join_watch_secs.unwrap_or(0),
                 0,
                 7200,
+            )?,
+            bootstrap_token_grace: seconds_in(
+                "cluster.bootstrap_token_grace_secs",
+                self.bootstrap_token_grace_secs.unwrap_or(300),
+                0,
+                3600,
             )?,
         })
     }

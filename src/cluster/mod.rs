@@ -122,7 +122,10 @@ pub async fn discover(config: &Inputs<'_>, seed_tag: Option<&str>) -> Result<Clu
     let url = client.url().to_string();
     info!(step = STEP, url = %url, credentials = %kc.credentials.kinds(), attempts = c.api_attempts,
         "asking the API server for the cluster version");
-    match client.version(c.api_retry_policy()).await {
+    match client
+        .version_once_the_token_is_known(c.api_retry_policy(), c.bootstrap_token_grace)
+        .await
+    {
         Ok(sv) => {
             info!(step = STEP, version = %sv.git_version, url = %url, source = "api-server", "cluster version from the API server");
             Ok(ClusterVersion {

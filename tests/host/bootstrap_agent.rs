@@ -310,18 +310,27 @@ fn run_reads_the_version_with_a_bootstrap_token_and_refuses_bad_ones_without_lea
     assert_secret_nowhere(&good, &everything_said(&agent, &[&out]));
 
     // Expired, then deleted: 401 named as a rejected bootstrap token, exit
-    // 5, one request each, nothing written.
+    // 5, nothing written. Without a grace (`bootstrap_token_grace_secs` 0)
+    // one request a run; with 3 s, asked again for 3 s, then the same exit
+    // 5, saying how long it waited: never retried blindly.
     kubectl.expire_bootstrap_token(&expired.id).unwrap();
     kubectl.delete_bootstrap_token(&deleted.id).unwrap();
-    for (i, (token, name)) in [(&expired, "expired"), (&deleted, "deleted")]
+    for (i, (token, name, grace)) in [(&expired, "expired", 0), (&deleted, "deleted", 3)]
         .into_iter()
         .enumerate()
     {
         let kubeconfig = &cluster.rendered[i + 1].kubeconfig;
         wait_version_status(&NodeClient::from_kubeconfig(kubeconfig), 401, name);
-        let agent = Agent::new(&work.path().join(name), kubeconfig, json!({}), "");
+        let agent = Agent::new(
+            &work.path().join(name),
+            kubeconfig,
+            json!({"bootstrap_token_grace_secs": grace}),
+            "",
+        );
         let before = cluster.agent_version_requests().len();
+        let t0 = Instant::now();
         let text = agent.output("text", &["run"]);
+        let took = t0.elapsed();
         let json_log = agent.output("json", &["run"]);
         for out in [&text, &json_log] {
             assert_eq!(out.status.code(), Some(5), "{name}: {}", stderr(out));
@@ -333,13 +342,31 @@ fn run_reads_the_version_with_a_bootstrap_token_and_refuses_bad_ones_without_lea
                 )) && err.contains("expired or deleted?"),
                 "{name}: {err}"
             );
+            assert_eq!(
+                err.contains("still rejected after"),
+                grace > 0,
+                "{name}: {err}"
+            );
         }
         assert!(!agent.kubelet_env().exists(), "{name}: kubelet.env written");
-        assert_eq!(
-            cluster.agent_version_requests()[before..],
-            [401, 401],
-            "{name}: one request per run, not retried"
-        );
+        let asked = cluster.agent_version_requests()[before..].to_vec();
+        assert!(asked.iter().all(|c| *c == 401), "{name}: {asked:?}");
+        if grace == 0 {
+            assert_eq!(
+                asked,
+                [401, 401],
+                "{name}: one request per run, not retried"
+            );
+        } else {
+            assert!(
+                took >= Duration::from_secs(2) && took < Duration::from_secs(30),
+                "{name}: the grace of {grace} s took {took:?}"
+            );
+            assert!(
+                (6..=16).contains(&asked.len()),
+                "{name}: asked again within the grace, 2 runs: {asked:?}"
+            );
+        }
         let journal = std::fs::read_to_string(agent.dir.join("state/state.json")).unwrap();
         assert!(
             journal.contains("\"error_class\": \"bad-input\""),
@@ -347,6 +374,50 @@ fn run_reads_the_version_with_a_bootstrap_token_and_refuses_bad_ones_without_lea
         );
         assert_secret_nowhere(token, &everything_said(&agent, &[&text, &json_log]));
     }
+
+    // A token the API server does not know yet, as on a new cluster whose
+    // master has not applied its Secret when the workers boot: the agent
+    // asks again within the grace (default 300 s), and once the Secret is
+    // there it reads the version and writes kubelet.env.
+    let agent = Agent::new(
+        &work.path().join("not-yet"),
+        &cluster.rendered[2].kubeconfig,
+        json!({}),
+        "",
+    );
+    let before = cluster.agent_version_requests().len();
+    let run = agent
+        .command("json", &["run"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.agent_version_requests()[before..].len() < 2 {
+        assert!(Instant::now() < deadline, "the agent did not ask twice");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    kubectl
+        .apply_yaml(&cluster.rendered[2].secret_manifest)
+        .unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(agent.kubelet_env().exists());
+    let asked = cluster.agent_version_requests()[before..].to_vec();
+    assert_eq!(asked.last(), Some(&200), "{asked:?}");
+    assert!(
+        asked[..asked.len() - 1].iter().all(|c| *c == 401),
+        "{asked:?}"
+    );
+    assert!(
+        stderr(&out).contains(&format!(
+            "the API server does not know bootstrap token {} (HTTP 401)",
+            deleted.id
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_secret_nowhere(&deleted, &everything_said(&agent, &[&out]));
 
     // Malformed (an upper-case id): a config error before any request.
     let malformed = BootstrapToken::new("ABCDEF", BootstrapToken::generate().secret());
