@@ -641,6 +641,34 @@ mod tests {
     }
 
     #[test]
+    fn a_node_client_certificate_is_checked_for_its_name_group_and_ca() {
+        let pki = crate::apiserver::Pki::generate();
+        let other = crate::apiserver::Pki::generate();
+        // As the kubelet writes it: the certificate, then its key.
+        let kubelet_file = |i: &crate::apiserver::Issued| format!("{}{}", i.cert_pem, i.key_pem);
+        let good = pki.issue_client("system:node:w1", Some("system:nodes"));
+        let info = check_node_client_cert(&pki.ca_pem, &kubelet_file(&good), "w1").unwrap();
+        assert_eq!(
+            (info.cn, info.org),
+            (
+                vec!["system:node:w1".to_string()],
+                vec!["system:nodes".to_string()]
+            )
+        );
+        let err = |pem: String, node: &str, ca: &str| {
+            format!("{:#}", check_node_client_cert(ca, &pem, node).unwrap_err())
+        };
+        assert!(err(kubelet_file(&good), "w2", &pki.ca_pem).contains("not CN="));
+        let admin = pki.issue_client("system:node:w1", Some("system:masters"));
+        assert!(err(kubelet_file(&admin), "w1", &pki.ca_pem).contains("not CN="));
+        let foreign = other.issue_client("system:node:w1", Some("system:nodes"));
+        // Another CA of the same name: its signature does not verify.
+        let e = err(kubelet_file(&foreign), "w1", &pki.ca_pem);
+        assert!(e.contains("does not chain to the CA"), "{e}");
+        assert!(err(good.key_pem.clone(), "w1", &pki.ca_pem).contains("no certificate"));
+    }
+
+    #[test]
     fn generated_tokens_are_well_formed_and_keep_their_secret_out_of_debug() {
         let t = BootstrapToken::generate();
         let ok = |s: &str, n: usize| {
