@@ -587,8 +587,18 @@ fn workers_hold_the_bootstrap_token_only(rig: &ClusterRig) {
 /// serial -> (who asked, the approver's message).
 fn issued_requests(rig: &ClusterRig) -> Vec<(String, String, String)> {
     use base64::Engine as _;
-    let csrs: serde_json::Value =
-        serde_json::from_str(&rig.kubectl.run(&["get", "csr", "-o", "json"]).unwrap()).unwrap();
+    // The raw list (kubectl's resource discovery can miss the group for a
+    // moment on a young API server).
+    let csrs: serde_json::Value = serde_json::from_str(
+        &rig.kubectl
+            .run(&[
+                "get",
+                "--raw",
+                "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            ])
+            .unwrap(),
+    )
+    .unwrap();
     csrs["items"]
         .as_array()
         .unwrap()
