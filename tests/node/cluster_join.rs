@@ -728,40 +728,44 @@ fn agents_see_their_nodes_ready(nodes: &[SimNode]) {
     }
 }
 
-/// `worker-1`'s kubelet credential may change its own Node and not
-/// another's: 403 from NodeRestriction (the API server's own words).
+/// `worker-1`'s kubelet, with its own kubeconfig (`/var/lib/kubelet/kubeconfig`,
+/// its earned certificate), may label its own Node and not another's:
+/// 403 from NodeRestriction (the API server's own words). kubectl of the
+/// cluster's release, run on the node.
 fn a_kubelets_certificate_changes_only_its_own_node(rig: &ClusterRig, nodes: &[SimNode]) {
     let me = "worker-1";
-    let (ca, cert) = (rig.dir().join("ca.crt"), rig.dir().join("worker-1.pem"));
-    std::fs::write(&ca, &rig.control_plane.pki.ca_pem).unwrap();
-    testkit::files::write_mode(
-        &cert,
-        node_file(node(nodes, me), KUBELET_CLIENT_CERT).as_bytes(),
-        0o600,
-    )
-    .unwrap();
-    let patch = |target: &str| {
-        let out = std::process::Command::new("curl")
-            .args(["-sS", "-w", "\n%{http_code}", "-X", "PATCH"])
-            .args(["-H", "Content-Type: application/merge-patch+json"])
-            .args(["--cacert", ca.to_str().unwrap()])
-            .args(["--cert", cert.to_str().unwrap()])
-            .args(["--key", cert.to_str().unwrap()])
-            .args(["-d", r#"{"metadata":{"labels":{"example.com/rack":"r1"}}}"#])
-            .arg(format!("{}/api/v1/nodes/{target}", rig.control_plane.url()))
-            .output()
+    let n = node(nodes, me);
+    let kubectl = rig.parts.kubectl();
+    let label = |target: &str| {
+        let out = n
+            .exec(&[
+                kubectl.to_str().unwrap(),
+                "--kubeconfig=/var/lib/kubelet/kubeconfig",
+                "--request-timeout=20s",
+                "label",
+                "--overwrite",
+                "node",
+                target,
+                "example.com/rack=r1",
+            ])
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap();
-        (code.to_string(), body.to_string())
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
     };
-    let (code, body) = patch(me);
-    assert_eq!(code, "200", "{me} labels its own Node: {body}");
-    let (code, body) = patch("worker-ctr");
-    assert_eq!(code, "403", "{me} labels another node's Node: {body}");
+    let (ok, said) = label(me);
+    assert!(ok, "{me} labels its own Node: {said}");
+    let (ok, said) = label("worker-ctr");
+    assert!(!ok, "{me} labelled another node's Node: {said}");
     assert!(
-        body.contains("node \"worker-1\" is not allowed to modify node \"worker-ctr\""),
-        "not NodeRestriction's refusal: {body}"
+        said.contains("Forbidden")
+            && said.contains("node \"worker-1\" is not allowed to modify node \"worker-ctr\""),
+        "not NodeRestriction's refusal: {said}"
     );
     let other = rig
         .kubectl
