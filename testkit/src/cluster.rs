@@ -15,7 +15,15 @@
 //!   ([`crate::docker_image`]) under a signed package manifest, and the
 //!   runtime mappings send Kubernetes 1.20 to it;
 //! - the bootkube master's assets ([`crate::kube::ControlPlane::bootkube_assets`])
-//!   bring up etcd and kube-apiserver on it; workers find that API server.
+//!   bring up etcd and kube-apiserver on it; workers find that API server;
+//! - with a worker of [`Auth::BootstrapToken`], the control plane runs in
+//!   bootstrap-token mode ([`crate::tls_bootstrap`]): one token rendered by
+//!   `terraform/modules/bootstrap-token`, its Secret and the RBAC among
+//!   the master's first manifests, the API server's and the controller
+//!   manager's flags in its units, certificates signed for
+//!   [`SIGNING_DURATION`]; such a worker's Ignition config carries the
+//!   module's bootstrap kubeconfig (the ignition module's
+//!   `bootstrap_kubeconfig`) and nothing else to authenticate with.
 //!
 //! Only what the test machine needs on top goes into test drop-ins: the
 //! kubelet's ports (the nodes share the host's network namespace), no CNI
@@ -30,11 +38,13 @@ use crate::ignition::NodeVars;
 use crate::kube::{ControlPlane, KubeParts, Kubectl, StaticToken};
 use crate::kubelet_sysext::{Kubelet, KubeletMirror, fake_kubelet, kubelet_image, release};
 use crate::simnode::SimNode;
+use crate::tls_bootstrap::{BootstrapToken, RenderedToken, rfc3339_in};
 use crate::torcx_fixtures::{AddonRig, runtime_mappings_yaml};
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use sha2::{Digest, Sha512};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The nodes' OS version (one with remote torcx packages).
 pub const OS_VERSION: &str = "1632.3.0";
@@ -55,11 +65,22 @@ const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstr
 /// (kubelet 1.20's default, so docker nodes need no flag for it).
 pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
 
+/// How long the certificates the controller manager signs for kubelets
+/// are valid in bootstrap-token mode: 10 minutes. The 1.20 signer backdates
+/// them 5 minutes and a kubelet renews at 70-90 % of the lifetime, so a
+/// kubelet renews its first certificate 2 to 4 minutes after it got it.
+pub const SIGNING_DURATION: Duration = Duration::from_secs(600);
+
 /// How a node's kubeconfig authenticates.
 #[derive(Debug, Clone)]
 pub enum Auth {
-    /// A client certificate `system:node:<name>` of the cluster CA.
+    /// A client certificate `system:node:<name>` of the cluster CA (the
+    /// ignition module's `kubeconfig`).
     Cert,
+    /// The rig's bootstrap token only (the ignition module's
+    /// `bootstrap_kubeconfig`, rendered by the bootstrap-token module): the
+    /// kubelet earns its client certificate through an approved request.
+    BootstrapToken,
     /// A bearer token the API server knows as `system:node:<name>`.
     Token(String),
     /// A bearer token the API server does not know.
@@ -111,11 +132,12 @@ impl NodeSpec {
             runtime: Runtime::Auto,
         }
     }
-    /// A worker whose agent is told to run containerd.
+    /// A worker whose agent is told to run containerd, starting with the
+    /// bootstrap token as the examples' workers do.
     pub fn containerd_worker(name: &str) -> NodeSpec {
         NodeSpec {
             runtime: Runtime::Containerd,
-            ..NodeSpec::worker(name, Auth::Cert)
+            ..NodeSpec::worker(name, Auth::BootstrapToken)
         }
     }
     /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]), on
@@ -140,6 +162,11 @@ pub struct ClusterRig {
     /// kubectl as the cluster's administrator.
     pub kubectl: Kubectl,
     specs: Vec<NodeSpec>,
+    /// The bootstrap token of [`Auth::BootstrapToken`] nodes and what the
+    /// module rendered for it.
+    bootstrap: Option<(BootstrapToken, RenderedToken)>,
+    /// Each node's Ignition config, once [`nodes`](Self::nodes) rendered them.
+    ignition: std::sync::Mutex<BTreeMap<String, serde_json::Value>>,
     /// Each node's kubelet port (the nodes share the host's network).
     kubelet_ports: std::sync::Mutex<BTreeMap<String, u16>>,
     agent: Vec<u8>,
@@ -207,6 +234,20 @@ impl ClusterRig {
                 control_plane.tokens.push(StaticToken::for_node(&n.name, t));
             }
         }
+        let bootstrap = if nodes.iter().any(|n| matches!(n.auth, Auth::BootstrapToken)) {
+            // One token for the workers, as the examples give one; valid
+            // longer than any test runs.
+            let token = BootstrapToken::generate();
+            let expiration = rfc3339_in(Duration::from_secs(4 * 3600));
+            let mut rendered = control_plane.enable_tls_bootstrap(
+                SIGNING_DURATION,
+                &[(token.clone(), expiration)],
+                None,
+            )?;
+            Some((token, rendered.remove(0)))
+        } else {
+            None
+        };
         let dir = tempfile::Builder::new()
             .prefix("nb-cluster-")
             .tempdir_in("/var/tmp")?;
@@ -249,6 +290,8 @@ impl ClusterRig {
             mirror,
             control_plane,
             specs: nodes.to_vec(),
+            bootstrap,
+            ignition: Default::default(),
             kubelet_ports: Default::default(),
             agent,
             dir,
@@ -260,13 +303,36 @@ impl ClusterRig {
         self.parts.version.replace('+', "_")
     }
 
-    fn kubeconfig(&self, spec: &NodeSpec) -> String {
+    /// The node's `kubeconfig` and `bootstrap_kubeconfig` for the ignition
+    /// module (exactly one is given).
+    fn kubeconfigs(&self, spec: &NodeSpec) -> (Option<String>, Option<String>) {
         match &spec.auth {
-            Auth::Cert => self.control_plane.node_kubeconfig(&spec.name, None),
-            Auth::Token(t) | Auth::UnknownToken(t) => self
-                .control_plane
-                .kubeconfig(None, &KubeAuth::Token(t.clone())),
+            Auth::Cert => (
+                Some(self.control_plane.node_kubeconfig(&spec.name, None)),
+                None,
+            ),
+            Auth::BootstrapToken => {
+                let (_, rendered) = self.bootstrap.as_ref().expect("the rig's bootstrap token");
+                (None, Some(rendered.kubeconfig.clone()))
+            }
+            Auth::Token(t) | Auth::UnknownToken(t) => (
+                Some(
+                    self.control_plane
+                        .kubeconfig(None, &KubeAuth::Token(t.clone())),
+                ),
+                None,
+            ),
         }
+    }
+
+    /// The bootstrap token of the [`Auth::BootstrapToken`] nodes.
+    pub fn bootstrap_token(&self) -> Option<&BootstrapToken> {
+        self.bootstrap.as_ref().map(|(t, _)| t)
+    }
+
+    /// Node `name`'s Ignition config, as [`nodes`](Self::nodes) rendered it.
+    pub fn ignition_config(&self, name: &str) -> Option<serde_json::Value> {
+        self.ignition.lock().unwrap().get(name).cloned()
     }
 
     /// The agent's config: the addon on (torcx, the rig's signed mirror),
@@ -314,6 +380,7 @@ impl ClusterRig {
                 } else {
                     "worker"
                 };
+                let (kubeconfig, bootstrap_kubeconfig) = self.kubeconfigs(s);
                 let v = NodeVars {
                     role: role.into(),
                     agent_url: AGENT_URL.into(),
@@ -331,7 +398,8 @@ impl ClusterRig {
                     },
                     runtime_mappings: runtime_mappings(),
                     keyring: Some(self.mirror.key.public_armored()),
-                    kubeconfig: self.kubeconfig(s),
+                    kubeconfig,
+                    bootstrap_kubeconfig,
                     cluster_dns_ip: CLUSTER_DNS_IP.into(),
                     cluster_domain: CLUSTER_DOMAIN.into(),
                 };
@@ -339,6 +407,7 @@ impl ClusterRig {
             })
             .collect();
         let configs = crate::ignition::render(&vars)?;
+        self.ignition.lock().unwrap().clone_from(&configs);
         self.specs
             .iter()
             .map(|s| self.node(s, &configs[&s.name]))

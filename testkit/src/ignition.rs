@@ -135,6 +135,22 @@ pub fn apply(
     enabled
 }
 
+/// The files of an Ignition config whose contents travel inline (data
+/// URLs), decoded: path -> (mode, contents). What a reader of the config
+/// (anyone with the instance's user data) gets.
+pub fn inline_files(cfg: &Value) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
+    cfg["storage"]["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| {
+            let data = decode_data_url(f["contents"]["source"].as_str()?)?;
+            let mode = f["mode"].as_u64().unwrap_or(0o644) as u32;
+            Some((f["path"].as_str()?.to_string(), (mode, data)))
+        })
+        .collect()
+}
+
 /// What the ignition module is given for one node (its other variables
 /// keep their defaults).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -147,7 +163,11 @@ pub struct NodeVars {
     pub kubelet_image_tag: String,
     pub runtime_mappings: String,
     pub keyring: Option<String>,
-    pub kubeconfig: String,
+    /// Exactly one of `kubeconfig` (a long-lived credential) and
+    /// `bootstrap_kubeconfig` (a bootstrap token only), as the module
+    /// takes them.
+    pub kubeconfig: Option<String>,
+    pub bootstrap_kubeconfig: Option<String>,
     /// The kubelet's `--cluster-dns` and `--cluster-domain` (the module's
     /// `cluster_dns_ip` and `cluster_domain`).
     pub cluster_dns_ip: String,
@@ -183,6 +203,7 @@ module "node" {{
   runtime_mappings  = each.value.runtime_mappings
   keyring           = each.value.keyring
   kubeconfig        = each.value.kubeconfig
+  bootstrap_kubeconfig = each.value.bootstrap_kubeconfig
   cluster_dns_ip    = each.value.cluster_dns_ip
   cluster_domain    = each.value.cluster_domain
   units_dir         = "{}"

@@ -23,6 +23,7 @@ pub mod kubelet_sysext;
 pub mod pkgserver;
 pub mod pods;
 pub mod powerloss;
+pub mod promtool;
 pub mod s3;
 pub mod simnode;
 pub mod simplestreams;

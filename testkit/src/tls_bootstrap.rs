@@ -403,6 +403,151 @@ pub fn verify_client_cert(ca_pem: &str, cert_pem: &str) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("the certificate does not chain to the CA: {e}"))
 }
 
+/// What anyone who reads a node's Ignition config `cfg` (its user data)
+/// gets, checked for a node that starts with `token` only: the bootstrap
+/// kubeconfig (`/etc/kubernetes/bootstrap-kubeconfig`, 0600) whose one user
+/// holds that token and nothing else; no `/etc/kubernetes/kubeconfig`, and
+/// no private key, client certificate or token file in any file; the
+/// agent told to use the token (`cluster.credential`).
+pub fn check_holds_bootstrap_token_only(cfg: &Value, token: &BootstrapToken) -> Result<()> {
+    let files = crate::ignition::inline_files(cfg);
+    if files.contains_key("/etc/kubernetes/kubeconfig") {
+        bail!("a kubeconfig beside the bootstrap one");
+    }
+    let (mode, kc) = files
+        .get("/etc/kubernetes/bootstrap-kubeconfig")
+        .context("no /etc/kubernetes/bootstrap-kubeconfig")?;
+    if *mode != 0o600 {
+        bail!("the bootstrap kubeconfig's mode is {mode:o}, not 600");
+    }
+    let kc: Value = serde_saphyr::from_slice(kc).context("parsing the bootstrap kubeconfig")?;
+    let users = kc["users"].as_array().context("no users")?;
+    let user = match users.as_slice() {
+        [u] => u["user"]
+            .as_object()
+            .context("a user without credentials")?,
+        _ => bail!("the bootstrap kubeconfig has {} users", users.len()),
+    };
+    if user.keys().collect::<Vec<_>>() != ["token"] {
+        bail!(
+            "the bootstrap kubeconfig's user holds {:?}",
+            user.keys().collect::<Vec<_>>()
+        );
+    }
+    if user["token"] != token.token().as_str() {
+        bail!("the bootstrap kubeconfig holds another token");
+    }
+    for (path, (_, data)) in &files {
+        let text = String::from_utf8_lossy(data);
+        for credential in [
+            "PRIVATE KEY",
+            "client-certificate",
+            "client-key",
+            "tokenFile",
+        ] {
+            if text.contains(credential) {
+                bail!("{path} carries {credential}");
+            }
+        }
+    }
+    let (_, config) = files
+        .get("/etc/node-bootstrap/config.json")
+        .context("no agent config")?;
+    let config: Value = serde_json::from_slice(config)?;
+    if config["cluster"]["credential"] != "bootstrap-token" {
+        bail!("the agent's cluster.credential: {}", config["cluster"]);
+    }
+    Ok(())
+}
+
+/// Where a kubelet started with `--cert-dir=/var/lib/kubelet/pki` keeps
+/// its client certificate: a link to the newest `kubelet-client-<date>.pem`
+/// (certificate and key in one PEM file).
+pub const KUBELET_CLIENT_CERT: &str = "/var/lib/kubelet/pki/kubelet-client-current.pem";
+
+/// What a user reads off a certificate (`openssl x509 -noout -subject
+/// -issuer -serial -dates`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertInfo {
+    pub cn: Vec<String>,
+    pub org: Vec<String>,
+    pub issuer: String,
+    /// Hex, as `openssl x509 -serial` prints it (with colons).
+    pub serial: String,
+    /// Seconds since the epoch.
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+/// The first `CERTIFICATE` block of `pem` (which may hold a key too, as a
+/// kubelet's `kubelet-client-current.pem` does), as PEM.
+pub fn first_certificate_pem(pem: &str) -> Result<String> {
+    let begin = pem
+        .find("-----BEGIN CERTIFICATE-----")
+        .context("no certificate in the PEM file")?;
+    let end_marker = "-----END CERTIFICATE-----";
+    let end = pem[begin..]
+        .find(end_marker)
+        .context("an unterminated certificate in the PEM file")?;
+    Ok(format!("{}\n", &pem[begin..begin + end + end_marker.len()]))
+}
+
+/// Reads the first certificate of `pem`.
+pub fn cert_info(pem: &str) -> Result<CertInfo> {
+    let cert_pem = first_certificate_pem(pem)?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+        .map_err(|e| anyhow::anyhow!("parsing the certificate's PEM: {e}"))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| anyhow::anyhow!("parsing the certificate: {e}"))?;
+    let strs = |it: Vec<&x509_parser::x509::AttributeTypeAndValue>| -> Vec<String> {
+        it.iter()
+            .map(|a| a.as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    Ok(CertInfo {
+        cn: strs(cert.subject().iter_common_name().collect()),
+        org: strs(cert.subject().iter_organization().collect()),
+        issuer: cert.issuer().to_string(),
+        serial: cert.raw_serial_as_string(),
+        not_before: cert.validity().not_before.timestamp(),
+        not_after: cert.validity().not_after.timestamp(),
+    })
+}
+
+/// What a user checks of node `node`'s kubelet client certificate `pem`
+/// (as the kubelet writes it, key included): subject
+/// `CN=system:node:<node>`, `O=system:nodes`, issued by the cluster CA
+/// `ca_pem` and valid as a client certificate under it now. Returns what
+/// it read.
+pub fn check_node_client_cert(ca_pem: &str, pem: &str, node: &str) -> Result<CertInfo> {
+    let info = cert_info(pem)?;
+    let want_cn = [format!("system:node:{node}")];
+    if info.cn != want_cn || info.org != ["system:nodes"] {
+        bail!(
+            "{node}'s kubelet client certificate is for CN={:?} O={:?}, not CN={want_cn:?} O=[\"system:nodes\"]",
+            info.cn,
+            info.org
+        );
+    }
+    let (_, ca) = x509_parser::pem::parse_x509_pem(ca_pem.as_bytes())
+        .map_err(|e| anyhow::anyhow!("parsing the CA's PEM: {e}"))?;
+    let ca_subject = ca
+        .parse_x509()
+        .map_err(|e| anyhow::anyhow!("parsing the CA: {e}"))?
+        .subject()
+        .to_string();
+    if info.issuer != ca_subject {
+        bail!(
+            "{node}'s kubelet client certificate is issued by {}, not the cluster CA {ca_subject}",
+            info.issuer
+        );
+    }
+    verify_client_cert(ca_pem, &first_certificate_pem(pem)?)
+        .with_context(|| format!("{node}'s kubelet client certificate"))?;
+    Ok(info)
+}
+
 fn now_secs() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -493,6 +638,34 @@ mod tests {
                 .0
                 .contains("--cluster-signing")
         );
+    }
+
+    #[test]
+    fn a_node_client_certificate_is_checked_for_its_name_group_and_ca() {
+        let pki = crate::apiserver::Pki::generate();
+        let other = crate::apiserver::Pki::generate();
+        // As the kubelet writes it: the certificate, then its key.
+        let kubelet_file = |i: &crate::apiserver::Issued| format!("{}{}", i.cert_pem, i.key_pem);
+        let good = pki.issue_client("system:node:w1", Some("system:nodes"));
+        let info = check_node_client_cert(&pki.ca_pem, &kubelet_file(&good), "w1").unwrap();
+        assert_eq!(
+            (info.cn, info.org),
+            (
+                vec!["system:node:w1".to_string()],
+                vec!["system:nodes".to_string()]
+            )
+        );
+        let err = |pem: String, node: &str, ca: &str| {
+            format!("{:#}", check_node_client_cert(ca, &pem, node).unwrap_err())
+        };
+        assert!(err(kubelet_file(&good), "w2", &pki.ca_pem).contains("not CN="));
+        let admin = pki.issue_client("system:node:w1", Some("system:masters"));
+        assert!(err(kubelet_file(&admin), "w1", &pki.ca_pem).contains("not CN="));
+        let foreign = other.issue_client("system:node:w1", Some("system:nodes"));
+        // Another CA of the same name: its signature does not verify.
+        let e = err(kubelet_file(&foreign), "w1", &pki.ca_pem);
+        assert!(e.contains("does not chain to the CA"), "{e}");
+        assert!(err(good.key_pem.clone(), "w1", &pki.ca_pem).contains("no certificate"));
     }
 
     #[test]

@@ -5,9 +5,12 @@
 //! 1. The example renders the bootkube master's Ignition config; the test
 //!    does to the node what Ignition would with it (files, units, enabled
 //!    units, the core user's SSH key) and boots it.
-//! 2. `terraform apply` pushes real assets over SSH as `core` through sudo;
-//!    the node's path units fire, bootkube.sh and tectonic-wrapper.sh run
-//!    once, the .done files appear.
+//! 2. `terraform apply` pushes real assets over SSH as `core` through sudo,
+//!    with the bootstrap token's Secret and the RBAC (the example's
+//!    `bootstrap_token`, rendered by the bootstrap-token module) in
+//!    `manifests/`; the node's path units fire, bootkube.sh and
+//!    tectonic-wrapper.sh run once, the .done files appear. The worker's
+//!    config holds the bootstrap token only.
 //! 3. `terraform apply` again changes nothing: "0 added, 0 changed,
 //!    0 destroyed", and the helpers do not run again.
 //! 4. Changed assets are pushed again (the push is replaced), the .done
@@ -25,6 +28,9 @@ use std::fs;
 use std::time::Duration;
 use testkit::simnode::{SimNode, skip_unless_possible};
 use testkit::sshd::NodeSsh;
+use testkit::tls_bootstrap::{
+    BootstrapToken, TokenInputs, check_holds_bootstrap_token_only, rfc3339_in,
+};
 
 const T: Duration = Duration::from_secs(60);
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/v0.1.0/node-bootstrap";
@@ -83,6 +89,10 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         "-----BEGIN PRIVATE KEY-----\nnot really\n",
     );
 
+    // The workers' bootstrap token (the example's `bootstrap_token`).
+    let token = BootstrapToken::generate();
+    let expiration = rfc3339_in(Duration::from_secs(4 * 3600));
+
     let agent = fs::read(testkit::standin("agent-stub")).unwrap();
     let vars = work.path().join("metal.tfvars.json");
     fs::write(
@@ -101,6 +111,7 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
             "kubelet_image_tag": "v1.9.6_coreos.0",
             "runtime_mappings_path": inputs.join("runtime-mappings.yaml"),
             "kubeconfig_path": inputs.join("kubeconfig"),
+            "bootstrap_token": {"id": token.id, "secret": token.secret(), "expiration": expiration},
         })
         .to_string(),
     )
@@ -140,6 +151,9 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         ignition_validate(&p).unwrap();
     }
     let master: Value = serde_json::from_str(configs["master-0"].as_str().unwrap()).unwrap();
+    let worker: Value = serde_json::from_str(configs["worker-0"].as_str().unwrap()).unwrap();
+    check_holds_bootstrap_token_only(&worker, &token)
+        .unwrap_or_else(|e| panic!("worker-0's config: {e:#}"));
 
     let mut n = SimNode::new("push").unwrap();
     testkit::agentnode::install_kubelet_wrapper(&n, &[testkit::agentnode::STANDIN_CLUSTER_TAG])
@@ -186,6 +200,7 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
     // 2. The push.
     let out = tf.apply_ok(&[&var_file]);
     assert_applied(&out, "1 added, 0 changed, 0 destroyed");
+    assert!(!out.contains(token.secret()), "terraform printed the token");
     n.wait_for("tectonic.service to finish", T, |n| {
         (n.exists("/opt/tectonic/init_tectonic.done")
             && n.prop("tectonic.service", "ActiveState").ok()? == "active")
@@ -205,8 +220,40 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         n.read("/opt/tectonic/tls/apiserver.key").unwrap(),
         "-----BEGIN PRIVATE KEY-----\nnot really\n"
     );
-    let st = fs::metadata(n.path("/opt/tectonic")).unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // The token's Secret and the RBAC, exactly as the bootstrap-token
+    // module renders them for the kubeconfig's server and CA, among the
+    // manifests tectonic applies; private.
+    let kubeconfig: Value =
+        serde_saphyr::from_str(&fs::read_to_string(inputs.join("kubeconfig")).unwrap()).unwrap();
+    let cluster = &kubeconfig["clusters"][0]["cluster"];
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(cluster["certificate-authority-data"].as_str().unwrap())
+        .unwrap();
+    let rendered = testkit::tls_bootstrap::render(&TokenInputs {
+        token: &token,
+        expiration: &expiration,
+        api_server_url: cluster["server"].as_str().unwrap(),
+        cluster_ca: &String::from_utf8(ca).unwrap(),
+    })
+    .unwrap();
+    for (file, want) in [
+        (
+            format!("bootstrap-token-{}.yaml", token.id),
+            &rendered.secret_manifest,
+        ),
+        (
+            "node-bootstrap-rbac.yaml".to_string(),
+            &rendered.rbac_manifest,
+        ),
+    ] {
+        let path = format!("/opt/tectonic/manifests/{file}");
+        assert_eq!(n.read(&path).as_ref(), Some(want), "{path}");
+        let mode = fs::metadata(n.path(&path)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{path}");
+    }
+    let st = fs::metadata(n.path("/opt/tectonic")).unwrap();
     assert_eq!(
         (st.uid(), st.permissions().mode() & 0o777),
         (0, 0o700),

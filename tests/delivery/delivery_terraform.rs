@@ -717,6 +717,21 @@ fn push_assets_refuses_at_plan_time_assets_the_units_would_wait_for_forever() {
             "host_key must be an OpenSSH public key",
         ),
         ("port", json!(70000), "port must be an integer"),
+        (
+            "extra_files",
+            json!({"bootkube.sh": "echo replaced\n"}),
+            "extra_files names a path that assets_dir already has: bootkube.sh",
+        ),
+        (
+            "extra_files",
+            json!({"manifests/../../etc/x.yaml": "kind: List\n"}),
+            "without . or .. components",
+        ),
+        (
+            "extra_files",
+            json!({"/etc/x.yaml": "kind: List\n"}),
+            "every extra_files path must be relative to target_dir",
+        ),
     ] {
         let mut vars = json!({"host": "192.0.2.1", "assets_dir": complete.path()});
         vars[var] = value.clone();

@@ -7,8 +7,10 @@
 //! kubelet-wrapper from the image kubelet.env names, registers its Node on
 //! that docker, and every Node is Ready.
 //!
-//! All nodes boot at once, so the workers' agents start while the master
-//! has no API server yet (they retry until it answers); the master loses
+//! The master and the workers with client credentials boot at once, so
+//! those workers' agents start while the master has no API server yet
+//! (they retry until it answers); the bootstrap-token workers boot once
+//! the master's first manifests brought their token's Secret; the master loses
 //! power in the middle of bootkube and completes on its next boot; a worker
 //! whose token the API server does not know fails once with a clear error
 //! and is not retried. One worker runs containerd (the OS's, configured
@@ -18,13 +20,38 @@
 //! real systemd-sysext) from a signed mirror of kubelet images, and it
 //! runs containerd too. A pod runs on every worker, on the runtime its
 //! agent chose, and `kubectl logs` and `exec` reach it.
+//!
+//! Node credentials (docs/operators.md, "Node credentials"): the control
+//! plane runs in bootstrap-token mode, from the master's assets (the token
+//! Secret and the RBAC rendered by `terraform/modules/bootstrap-token`
+//! among its first manifests; the API server with bootstrap-token
+//! authentication, Node authorization and NodeRestriction; the controller
+//! manager signing with the cluster CA for 10 minutes and running
+//! tokencleaner). The docker worker `worker-1`, the containerd worker and
+//! the sysext worker start with the module's bootstrap kubeconfig only (no
+//! client certificate, key or static token in their Ignition configs);
+//! each kubelet earns a `CN=system:node:<name>`, `O=system:nodes`
+//! certificate of the cluster CA, renews it with itself before it expires
+//! while its Node stays Ready, and cannot change another node's Node
+//! (NodeRestriction). The master's own kubelet keeps the credential its
+//! operator chose, a client certificate of the cluster CA (its kubelet
+//! starts before there is an API server to ask), and so does the docker
+//! worker `worker-2`: client certificates stay supported. A worker whose
+//! kubelet cannot start (a flag it does not know) never joins: its agent
+//! shows it (`status --json`, the metrics textfile) and the repository's
+//! alert fires on its metrics (promtool).
 
 use std::time::{Duration, Instant};
 use testkit::cluster::{
-    Auth, CLUSTER_DNS_IP, CLUSTER_DOMAIN, ClusterRig, NodeSpec, Runtime, node_docker,
+    Auth, CLUSTER_DNS_IP, CLUSTER_DOMAIN, ClusterRig, NodeSpec, Runtime, SIGNING_DURATION,
+    node_docker,
 };
 use testkit::pods;
 use testkit::simnode::{BootEnd, SimNode};
+use testkit::tls_bootstrap::{
+    CertInfo, KUBELET_CLIENT_CERT, cert_info, check_holds_bootstrap_token_only,
+    check_node_client_cert,
+};
 
 const KNB: &str = "k8s-node-bootstrap.service";
 /// A node's first boot through its reboot to a running kubelet.
@@ -33,8 +60,13 @@ const BOOT: Duration = Duration::from_secs(240);
 fn skip() -> bool {
     testkit::kube::skip_unless_available()
         || testkit::torcx::skip_unless_available()
-        || testkit::skip_without(&["terraform"])
+        || testkit::skip_without(&["terraform", "promtool", "curl"])
 }
+
+/// The worker whose kubelet is kept from registering.
+const STUCK: &str = "worker-stuck";
+/// Where the ignition module has the agent publish its metrics.
+const TEXTFILE: &str = "/var/lib/node_exporter/textfile_collector/node_bootstrap.prom";
 
 /// Boots `n` and expects the agent's reboot for the docker change.
 fn boot_to_docker_reboot(n: &mut SimNode) {
@@ -82,11 +114,13 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     let t0 = Instant::now();
     let rig = ClusterRig::new(&[
         NodeSpec::master("master-1"),
-        NodeSpec::worker("worker-1", Auth::Cert),
-        NodeSpec::worker("worker-2", Auth::Token("worker-2-token".into())),
+        NodeSpec::worker("worker-1", Auth::BootstrapToken),
+        // The operator's own client certificate, as before bootstrap tokens.
+        NodeSpec::worker("worker-2", Auth::Cert),
         NodeSpec::containerd_worker("worker-ctr"),
         NodeSpec::sysext_worker("worker-sysext"),
         NodeSpec::worker("worker-bad", Auth::UnknownToken("no-such-token".into())),
+        NodeSpec::containerd_worker(STUCK),
     ])
     .unwrap();
     let specs = [
@@ -98,13 +132,40 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     ];
     let mut nodes = rig.nodes().unwrap();
     let version = rig.parts.version.clone();
+    workers_hold_the_bootstrap_token_only(&rig);
+    // The stuck worker's kubelet exits at once, every time systemd starts
+    // it (as with a flag in kubelet_extra_args that its version lacks).
+    nodes[6]
+        .drop_in(
+            "kubelet.service",
+            "30-test-stuck",
+            "# The test: a kubelet that cannot start.
+[Service]
+Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
+        )
+        .unwrap();
     std::thread::scope(|s| {
         let (master, rest) = nodes.split_first_mut().unwrap();
-        let (workers, bad) = rest.split_at_mut(4);
+        let (workers, rest) = rest.split_at_mut(4);
+        let (bad, stuck) = rest.split_at_mut(1);
+        let stuck = &mut stuck[0];
         let rig = &rig;
+        s.spawn(move || {
+            // containerd, no reboot: kubelet.env, then a kubelet that fails.
+            wait_for_the_token_secret(rig);
+            stuck.boot().unwrap();
+            stuck
+                .wait_for("kubelet.env", BOOT, |n| {
+                    n.exists("/etc/kubernetes/kubelet.env").then_some(())
+                })
+                .unwrap();
+        });
         s.spawn(move || master_with_a_power_cut_in_bootkube(rig, master));
         for (w, runtime) in workers.iter_mut().zip(&specs[1..]) {
             s.spawn(move || {
+                if BOOTSTRAP_WORKERS.contains(&w.name()) {
+                    wait_for_the_token_secret(rig);
+                }
                 // docker changes (the addon's), so one reboot; containerd
                 // is the OS's: no reboot.
                 if *runtime == Runtime::Auto {
@@ -131,6 +192,9 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     ];
     let ready = rig.kubectl.wait_ready(&all, BOOT).unwrap();
     eprintln!("all nodes Ready after {:?}", t0.elapsed());
+    let first_certs = kubelets_earned_their_certificates(&rig, &nodes);
+    agents_see_their_nodes_ready(&nodes);
+    a_kubelets_certificate_changes_only_its_own_node(&rig, &nodes);
 
     // The cluster's version is what its API server says it is.
     let server: serde_json::Value =
@@ -348,11 +412,11 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         pods::a_pod_runs_and_kubectl_reaches_it(&rig.kubectl, n, scheme);
     }
 
-    // The workers' agents started before the API server existed: they
-    // failed, were restarted by systemd, and joined once it answered.
-    // (The journal of both boots: systemd's restart counter starts again
-    // with each boot.)
-    for w in &nodes[1..3] {
+    // The client-certificate worker's agent started before the API server
+    // existed: it failed, was restarted by systemd, and joined once it
+    // answered. (The journal of both boots: systemd's restart counter
+    // starts again with each boot.)
+    for w in &nodes[2..3] {
         let log = w.journal(KNB);
         assert!(
             log.contains("cannot learn the cluster version from the API server")
@@ -447,4 +511,412 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         !rules.contains("KUBE-"),
         "a node changed the host's iptables:\n{rules}"
     );
+
+    the_stuck_workers_join_shows_on_the_node(&rig, &nodes[6]);
+    // Last: the renewals come 2-4 minutes after each kubelet's first
+    // certificate, while the checks above run.
+    let waited = kubelets_renew_their_certificates(&rig, &nodes, &first_certs);
+    eprintln!(
+        "renewals seen after waiting {waited:?} for them; the test took {:?}",
+        t0.elapsed()
+    );
+}
+
+/// Waits until the master's first manifests put the bootstrap token's
+/// Secret into the cluster. The bootstrap-token workers boot only then: an
+/// agent whose token the API server does not know yet is refused like one
+/// whose token was deleted (401, exit 5, not restarted; docs/operators.md,
+/// "What the node stores, and where"), and this master's API server
+/// answers long before tectonic applies the manifests (a power cut comes
+/// in between).
+fn wait_for_the_token_secret(rig: &ClusterRig) {
+    let id = &rig.bootstrap_token().unwrap().id;
+    let deadline = Instant::now() + 3 * BOOT;
+    while !rig.kubectl.bootstrap_token_exists(id).unwrap_or(false) {
+        assert!(
+            Instant::now() < deadline,
+            "the bootstrap token's Secret never appeared"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// The workers that start with the bootstrap token and join.
+const BOOTSTRAP_WORKERS: [&str; 3] = ["worker-1", "worker-ctr", "worker-sysext"];
+/// The nodes whose kubelets keep the client certificate their operator
+/// minted (the ignition module's `kubeconfig`).
+const CERT_NODES: [&str; 2] = ["master-1", "worker-2"];
+
+/// A file of a running node as its own processes see it (the kubelet's
+/// certificate links are absolute, inside the node's root).
+fn node_file(n: &SimNode, path: &str) -> String {
+    let out = n.exec(&["cat", path]).unwrap();
+    assert!(
+        out.status.success(),
+        "{}: cat {path}: {}",
+        n.name(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn node<'a>(nodes: &'a [SimNode], name: &str) -> &'a SimNode {
+    nodes.iter().find(|n| n.name() == name).unwrap()
+}
+
+/// What anyone who reads a worker's Ignition config (its user data) gets:
+/// the bootstrap kubeconfig of the token (0600), whose one user holds the
+/// token and nothing else; no kubeconfig, client certificate, key or
+/// static token anywhere; the agent told to use the token. The master and
+/// `worker-2` carry their operator's client certificate instead.
+fn workers_hold_the_bootstrap_token_only(rig: &ClusterRig) {
+    let token = rig.bootstrap_token().expect("the rig's bootstrap token");
+    for name in BOOTSTRAP_WORKERS.iter().chain([&STUCK]) {
+        check_holds_bootstrap_token_only(&rig.ignition_config(name).unwrap(), token)
+            .unwrap_or_else(|e| panic!("{name}'s Ignition config: {e:#}"));
+    }
+    for name in CERT_NODES {
+        let files = testkit::ignition::inline_files(&rig.ignition_config(name).unwrap());
+        assert!(!files.contains_key("/etc/kubernetes/bootstrap-kubeconfig"));
+        let kc = String::from_utf8_lossy(&files["/etc/kubernetes/kubeconfig"].1).into_owned();
+        assert!(kc.contains("client-certificate-data"), "{name}: {kc}");
+    }
+}
+
+/// The certificate requests in the cluster: the issued certificate's
+/// serial -> (who asked, the approver's message).
+fn issued_requests(rig: &ClusterRig) -> Vec<(String, String, String)> {
+    use base64::Engine as _;
+    // The raw list (kubectl's resource discovery can miss the group for a
+    // moment on a young API server).
+    let csrs: serde_json::Value = serde_json::from_str(
+        &rig.kubectl
+            .run(&[
+                "get",
+                "--raw",
+                "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            ])
+            .unwrap(),
+    )
+    .unwrap();
+    csrs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            let cert = base64::engine::general_purpose::STANDARD
+                .decode(c["status"]["certificate"].as_str()?)
+                .ok()?;
+            let info = cert_info(&String::from_utf8_lossy(&cert)).ok()?;
+            let approved = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|x| x["type"] == "Approved")?;
+            Some((
+                info.serial,
+                c["spec"]["username"].as_str()?.to_string(),
+                approved["message"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Each bootstrap worker's kubelet earned its own certificate: its
+/// kubelet.env hands it the bootstrap kubeconfig, its kubeconfig of its
+/// own (0600) and its certificate are under /var/lib/kubelet, the
+/// certificate is `CN=system:node:<name>`, `O=system:nodes`, of the cluster
+/// CA, valid for the controller manager's signing duration, issued for a
+/// request the token's user made and the controller manager approved. The
+/// master's and `worker-2`'s kubelets run with their client certificate
+/// (none earned). Returns each bootstrap worker's first certificate.
+fn kubelets_earned_their_certificates(rig: &ClusterRig, nodes: &[SimNode]) -> Vec<CertInfo> {
+    let ca = &rig.control_plane.pki.ca_pem;
+    let token = rig.bootstrap_token().unwrap();
+    let requests = issued_requests(rig);
+    let mut first = Vec::new();
+    for name in BOOTSTRAP_WORKERS {
+        let n = node(nodes, name);
+        let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
+        assert!(
+            env.contains("--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubeconfig")
+                && env.contains("--kubeconfig=/var/lib/kubelet/kubeconfig")
+                && env.contains("--cert-dir=/var/lib/kubelet/pki"),
+            "{name}: {env}"
+        );
+        let mode = n
+            .exec(&["stat", "-c", "%a", "/var/lib/kubelet/kubeconfig"])
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&mode.stdout).trim(),
+            "600",
+            "{name}"
+        );
+        let current = check_node_client_cert(ca, &node_file(n, KUBELET_CLIENT_CERT), name)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(
+            current.not_after - current.not_before,
+            SIGNING_DURATION.as_secs() as i64,
+            "{name}: signed by the controller manager for its --cluster-signing-duration"
+        );
+        // Its first certificate (the kubelet keeps each one it got, by date).
+        let files = n
+            .exec(&[
+                "sh",
+                "-c",
+                "ls /var/lib/kubelet/pki/kubelet-client-2*.pem | sort",
+            ])
+            .unwrap();
+        let oldest = String::from_utf8_lossy(&files.stdout)
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("{name}: no kubelet-client-<date>.pem"))
+            .to_string();
+        let info = check_node_client_cert(ca, &node_file(n, &oldest), name).unwrap();
+        let (_, who, how) = requests
+            .iter()
+            .find(|(serial, _, _)| *serial == info.serial)
+            .unwrap_or_else(|| panic!("{name}: no request issued {info:?}: {requests:?}"));
+        assert_eq!(*who, token.user(), "{name}: asked with the bootstrap token");
+        assert_eq!(
+            how, "Auto approving kubelet client certificate after SubjectAccessReview.",
+            "{name}"
+        );
+        first.push(info);
+    }
+    for name in CERT_NODES {
+        let n = node(nodes, name);
+        let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
+        assert!(
+            env.contains("--kubeconfig=/etc/kubernetes/kubeconfig")
+                && !env.contains("--bootstrap-kubeconfig"),
+            "{name}: {env}"
+        );
+        assert!(
+            !n.exec(&["test", "-e", KUBELET_CLIENT_CERT])
+                .unwrap()
+                .status
+                .success(),
+            "{name}: its kubelet asked for a certificate"
+        );
+    }
+    first
+}
+
+/// What the agent's `status --json` says of each node's join: Ready, asked
+/// with the kubelet's own certificate on the bootstrap workers, with the
+/// shared kubeconfig on `worker-2`.
+fn agents_see_their_nodes_ready(nodes: &[SimNode]) {
+    for (name, asked_as) in BOOTSTRAP_WORKERS
+        .iter()
+        .map(|n| (*n, "kubelet"))
+        .chain([("worker-2", "kubeconfig")])
+    {
+        let out = node(nodes, name)
+            .exec(&["/opt/bin/node-bootstrap", "status", "--json"])
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let j = &s["join"];
+        assert_eq!(
+            (
+                j["state"].as_str(),
+                j["asked_as"].as_str(),
+                j["node_name"].as_str()
+            ),
+            (Some("ready"), Some(asked_as), Some(name)),
+            "{j}"
+        );
+    }
+}
+
+/// `worker-1`'s kubelet, with its own kubeconfig (`/var/lib/kubelet/kubeconfig`,
+/// its earned certificate), may label its own Node and not another's:
+/// 403 from NodeRestriction (the API server's own words). kubectl of the
+/// cluster's release, run on the node.
+fn a_kubelets_certificate_changes_only_its_own_node(rig: &ClusterRig, nodes: &[SimNode]) {
+    let me = "worker-1";
+    let n = node(nodes, me);
+    let kubectl = rig.parts.kubectl();
+    let label = |target: &str| {
+        let out = n
+            .exec(&[
+                kubectl.to_str().unwrap(),
+                "--kubeconfig=/var/lib/kubelet/kubeconfig",
+                "--request-timeout=20s",
+                "label",
+                "--overwrite",
+                "node",
+                target,
+                "example.com/rack=r1",
+            ])
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, said) = label(me);
+    assert!(ok, "{me} labels its own Node: {said}");
+    let (ok, said) = label("worker-ctr");
+    assert!(!ok, "{me} labelled another node's Node: {said}");
+    assert!(
+        said.contains("Forbidden")
+            && said.contains("node \"worker-1\" is not allowed to modify node \"worker-ctr\""),
+        "not NodeRestriction's refusal: {said}"
+    );
+    let other = rig
+        .kubectl
+        .run(&[
+            "get",
+            "node",
+            "worker-ctr",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ])
+        .unwrap();
+    assert!(!other.contains("example.com/rack"), "{other}");
+}
+
+/// The worker whose kubelet cannot start: its agent wrote kubelet.env and
+/// watches; `status --json` says the kubelet never asked for a
+/// certificate (asked with the bootstrap token, which shows no secret),
+/// its metrics textfile says the same and not Ready, and the repository's
+/// alert rule fires on those series (promtool). The cluster has no Node
+/// of it.
+fn the_stuck_workers_join_shows_on_the_node(rig: &ClusterRig, n: &SimNode) {
+    let token = rig.bootstrap_token().unwrap();
+    assert_ne!(
+        n.prop("kubelet.service", "ActiveState").unwrap(),
+        "active",
+        "the stuck kubelet runs"
+    );
+    assert!(
+        n.journal("kubelet.service")
+            .contains("unknown flag: --no-such-kubelet-flag"),
+        "{}",
+        n.journal("kubelet.service")
+    );
+    let out = n
+        .exec(&["/opt/bin/node-bootstrap", "status", "--json"])
+        .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let j = &s["join"];
+    assert_eq!(j["node_name"], STUCK, "{j}");
+    assert_eq!(j["state"], "no-certificate-request", "{j}");
+    assert_eq!(j["asked_as"], "bootstrap-token", "{j}");
+    assert_eq!(j["bootstrap_token_id"], token.id.as_str(), "{j}");
+    assert_eq!(j["ready"], false, "{j}");
+    let text = n.exec(&["/opt/bin/node-bootstrap", "status"]).unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&text.stdout),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!said.contains(token.secret()), "status shows the token");
+    let prom = n
+        .wait_for(
+            "the join state in the metrics",
+            Duration::from_secs(60),
+            |n| {
+                n.read(TEXTFILE).filter(|p| {
+                    p.contains("node_bootstrap_join_state{state=\"no-certificate-request\"} 1\n")
+                })
+            },
+        )
+        .unwrap();
+    assert!(!prom.contains("node_ready_timestamp"), "{prom}");
+    assert!(!prom.contains(token.secret()), "the metrics show the token");
+    testkit::promtool::join_alert_fires_on(&prom, STUCK).unwrap();
+    assert!(
+        rig.kubectl.nodes().unwrap().iter().all(|x| x.name != STUCK),
+        "the stuck worker registered"
+    );
+}
+
+/// Each bootstrap worker's kubelet renews its certificate before it
+/// expires (the controller manager signs for 10 minutes): a new serial,
+/// `CN=system:node:<name>` of the cluster CA, asked for with the node's
+/// own certificate (approved as a renewal, no token); the Nodes stay Ready
+/// and the kubelets keep renewing their leases after it. Returns how long
+/// the test waited.
+fn kubelets_renew_their_certificates(
+    rig: &ClusterRig,
+    nodes: &[SimNode],
+    first: &[CertInfo],
+) -> Duration {
+    let ca = &rig.control_plane.pki.ca_pem;
+    let started = Instant::now();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    };
+    let mut renewed = Vec::new();
+    for (name, old) in BOOTSTRAP_WORKERS.iter().zip(first) {
+        let n = node(nodes, name);
+        let new = loop {
+            let current = check_node_client_cert(ca, &node_file(n, KUBELET_CLIENT_CERT), name)
+                .unwrap_or_else(|e| panic!("{e:#}"));
+            if current.serial != old.serial {
+                break current;
+            }
+            // The kubelet renews at 70-90 % of the lifetime: before expiry.
+            assert!(
+                now() < old.not_after,
+                "{name}: no renewal before its certificate expired: {old:?}\n{}",
+                n.journal("kubelet.service")
+            );
+            std::thread::sleep(Duration::from_secs(2));
+        };
+        assert!(new.not_before > old.not_before, "{name}: {old:?} {new:?}");
+        renewed.push((name, new));
+    }
+    let requests = issued_requests(rig);
+    for (name, new) in &renewed {
+        let (_, who, how) = requests
+            .iter()
+            .find(|(serial, _, _)| *serial == new.serial)
+            .unwrap_or_else(|| panic!("{name}: no request issued {new:?}: {requests:?}"));
+        assert_eq!(*who, format!("system:node:{name}"), "renewed with itself");
+        assert_eq!(
+            how,
+            "Auto approving self kubelet client certificate after SubjectAccessReview."
+        );
+    }
+    let seen = now() as f64;
+    let mut all = BOOTSTRAP_WORKERS.to_vec();
+    all.extend(CERT_NODES);
+    rig.kubectl.wait_ready(&all, BOOT).unwrap();
+    // Each kubelet renews its Node's lease every 10 s: with the new
+    // certificate now.
+    for name in BOOTSTRAP_WORKERS {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let renew = rig
+                .kubectl
+                .run(&[
+                    "-n",
+                    "kube-node-lease",
+                    "get",
+                    "lease",
+                    name,
+                    "-o",
+                    "jsonpath={.spec.renewTime}",
+                ])
+                .unwrap();
+            if testkit::kube::rfc3339_epoch_secs(renew.trim()).is_some_and(|t| t > seen) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}: its lease was not renewed after the certificate's renewal ({renew})"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    started.elapsed()
 }

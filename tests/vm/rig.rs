@@ -159,6 +159,10 @@ pub(crate) struct Delivery {
     pub(crate) agent: ServedAgent,
     pub(crate) client: (PathBuf, String),
     pub(crate) assets: PathBuf,
+    /// The metal example's `bootstrap_token` (`{id, secret, expiration}`):
+    /// its workers then start with the bootstrap kubeconfig it renders,
+    /// and only the masters get `kubeconfig`.
+    pub(crate) bootstrap_token: Option<Value>,
 }
 
 impl Delivery {
@@ -183,6 +187,7 @@ impl Delivery {
             agent,
             client,
             assets,
+            bootstrap_token: None,
         }
     }
 
@@ -219,6 +224,9 @@ impl Delivery {
             "runtime_mappings_path": self.runtime_mappings,
             "kubeconfig_path": kubeconfig,
         });
+        if let Some(t) = &self.bootstrap_token {
+            vars["bootstrap_token"] = t.clone();
+        }
         if let Some(k) = keyring {
             let p = w.join("keyring.asc");
             fs::write(&p, k).unwrap();
@@ -230,9 +238,13 @@ impl Delivery {
     /// A worker VM with its rendered config and the OS image's parts, which
     /// reaches the mirror and the API server.
     pub(crate) fn worker(&self, metal: &Metal) -> VmNode {
-        let configs = metal.ignition_configs(self.path());
+        self.worker_with(&metal.ignition_configs(self.path())["worker-0"])
+    }
+
+    /// [`worker`](Self::worker) with its config rendered already.
+    pub(crate) fn worker_with(&self, ignition: &str) -> VmNode {
         let mut vm = VmNode::new("worker-0").unwrap();
-        vm.set_ignition(&configs["worker-0"]).unwrap();
+        vm.set_ignition(ignition).unwrap();
         vm.forward_to_host(self.mirror.addr().port());
         vm.forward_to_host(port_of(&self.cluster.api.url()));
         install_os_parts(&vm);
@@ -555,12 +567,12 @@ pub(crate) fn import_pod_images(vm: &VmNode) {
 /// the image, as Flatcar ships one) for the real kubelet of `parts`, with
 /// an OS update on its first boot (update_engine stand-in) and the pods'
 /// parts: rendered by the metal example, the kubelet reachable from the
-/// host as `reach` says.
+/// host as `reach` says. With its rendered Ignition config.
 pub(crate) fn containerd_worker(
     d: &Delivery,
     parts: &testkit::kube::KubeParts,
     reach: KubeletReach,
-) -> VmNode {
+) -> (VmNode, String) {
     let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
     let config = json!({
         "os_update": {"enabled": true},
@@ -570,12 +582,13 @@ pub(crate) fn containerd_worker(
         "paths": {"cni_bin_dir": testkit::pods::CNI_BIN_DIR},
     });
     let metal = d.metal(&config, None, (22, &host_key));
-    let mut vm = d.worker(&metal);
+    let ignition = metal.ignition_configs(d.path())["worker-0"].clone();
+    let mut vm = d.worker_with(&ignition);
     install_update_engine_and_vendor_docker(&vm);
     install_real_kubelet(&vm, parts);
     install_pod_parts(&vm);
     install_node_ip(&mut vm, reach);
-    vm
+    (vm, ignition)
 }
 
 /// The OS version update_engine (the stand-in) offers.

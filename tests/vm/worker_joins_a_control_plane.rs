@@ -1,6 +1,15 @@
 //! A worker with an OS update joins a control plane on the host on the
 //! OS's containerd, and a pod with an address of its own runs on it.
 //!
+//! The worker starts with a bootstrap token only, as the metal example
+//! renders it with `bootstrap_token` set (the bootstrap-token module's
+//! kubeconfig; no client certificate, key or static token in its Ignition
+//! config); the control plane runs in bootstrap-token mode with the
+//! module's token Secret and RBAC. The agent reads `/version` with the
+//! token, and the real kubelet earns a `CN=system:node:<name>`,
+//! `O=system:nodes` certificate of the cluster CA under
+//! `/var/lib/kubelet/pki`.
+//!
 //! The worker's agent is told `runtime.name: containerd`: after the OS
 //! update's reboot it writes containerd's config, starts containerd and
 //! asks it over its socket before kubelet.env; the real kubelet of the
@@ -17,9 +26,13 @@ use crate::checks::*;
 use crate::rig::*;
 use crate::*;
 use std::fs;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use testkit::kube::ControlPlane;
 use testkit::pods;
+use testkit::tls_bootstrap::{
+    BootstrapToken, KUBELET_CLIENT_CERT, check_holds_bootstrap_token_only, check_node_client_cert,
+    rfc3339_in,
+};
 use testkit::vm::{BootEnd, HOST_ALIAS, VmNode};
 
 #[test]
@@ -30,20 +43,38 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
     let _one_at_a_time = testkit::vm::exclusive();
     let t0 = Instant::now();
     // The control plane on the host, its certificate valid for the address
-    // the VM reaches the host at; it dials kubelets at their InternalIP.
-    // The worker's kubeconfig with the client certificate of its node name
-    // (the image's host name).
+    // the VM reaches the host at; it dials kubelets at their InternalIP. In
+    // bootstrap-token mode: the token's Secret and the RBAC (rendered by
+    // the module) applied, node certificates signed by the cluster CA for
+    // a day. The metal example renders the worker's bootstrap kubeconfig
+    // from the token and the server and CA of the masters' kubeconfig (a
+    // client certificate; no master boots here).
     let parts = testkit::kube::parts().unwrap();
     let mut cp = ControlPlane::new(&[HOST_ALIAS]);
     cp.extra_apiserver_args
         .push("--kubelet-preferred-address-types=InternalIP".into());
+    let token = BootstrapToken::generate();
+    let expiration = rfc3339_in(Duration::from_secs(4 * 3600));
+    let signing = Duration::from_secs(24 * 3600);
+    let guest_url = VmNode::guest_url(&cp.url());
+    cp.enable_tls_bootstrap(
+        signing,
+        &[(token.clone(), expiration.clone())],
+        Some(&guest_url),
+    )
+    .unwrap();
     let running = cp.start(&parts).unwrap();
     let mut d = Delivery::new();
-    d.kubeconfig = cp.node_kubeconfig(VM_HOSTNAME, Some(&VmNode::guest_url(&cp.url())));
+    d.kubeconfig = cp.node_kubeconfig("master-0", Some(&guest_url));
+    d.bootstrap_token = Some(serde_json::json!({
+        "id": token.id, "secret": token.secret(), "expiration": expiration,
+    }));
     d.runtime_mappings = d.path().join("runtime-mappings.yaml");
     fs::write(&d.runtime_mappings, testkit::cluster::runtime_mappings()).unwrap();
     let reach = KubeletReach::new();
-    let mut vm = containerd_worker(&d, &parts, reach);
+    let (mut vm, ignition) = containerd_worker(&d, &parts, reach);
+    check_holds_bootstrap_token_only(&serde_json::from_str(&ignition).unwrap(), &token)
+        .unwrap_or_else(|e| panic!("the worker's Ignition config: {e:#}"));
     vm.forward_to_host(cp.apiserver_port);
     let booted_at = std::time::SystemTime::now();
     vm.boot().unwrap();
@@ -89,6 +120,22 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
         )
     );
     assert_eq!(node.labels["node.kubernetes.io/role"], "worker");
+    // The kubelet's own certificate, earned with the token.
+    let env = vm.read("/etc/kubernetes/kubelet.env").unwrap();
+    assert!(
+        env.contains("--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubeconfig"),
+        "{env}"
+    );
+    let pem = vm
+        .read(KUBELET_CLIENT_CERT)
+        .unwrap_or_else(|| panic!("no {KUBELET_CLIENT_CERT}\n{}", vm.diagnostics()));
+    let cert = check_node_client_cert(&cp.pki.ca_pem, &pem, VM_HOSTNAME)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(
+        cert.not_after - cert.not_before,
+        signing.as_secs() as i64,
+        "signed by the controller manager"
+    );
     assert_eq!(
         node_internal_ip(&running.kubectl, VM_HOSTNAME),
         reach.node_ip.to_string(),

@@ -60,4 +60,10 @@ module "assets" {
   private_key = var.ssh_private_key_path != null ? file(pathexpand(var.ssh_private_key_path)) : null
   ssh_timeout = var.ssh_timeout
   assets_dir  = var.assets_dir
+  # With a bootstrap token, its Secret and the RBAC for kubelet TLS
+  # bootstrapping go with the assets: tectonic applies manifests/ before
+  # the first worker asks for its certificate.
+  extra_files = nonsensitive(var.bootstrap_token != null) ? {
+    for name, yaml in module.bootstrap_token[0].manifests : "manifests/${name}" => yaml
+  } : tomap({})
 }

@@ -110,7 +110,7 @@ variable "kubeconfig_path" {
 }
 
 variable "bootstrap_token" {
-  description = "A bootstrap token the workers start with instead of the kubeconfig at kubeconfig_path (recommended: a worker then holds no long-lived credential; docs/operators.md, \"Node credentials\"): id (6 characters of [a-z0-9]), secret (16), expiration (RFC 3339). The server and CA of the workers' bootstrap kubeconfig are those of kubeconfig_path's first cluster. The token's Secret and the RBAC must be among the assets' manifests. null: every node gets kubeconfig_path."
+  description = "A bootstrap token the workers start with instead of the kubeconfig at kubeconfig_path (recommended: a worker then holds no long-lived credential; docs/operators.md, \"Node credentials\"): id (6 characters of [a-z0-9]), secret (16), expiration (RFC 3339). The server and CA of the workers' bootstrap kubeconfig are those of kubeconfig_path's first cluster. The token's Secret and the RBAC are pushed with the assets (manifests/bootstrap-token-<id>.yaml, manifests/node-bootstrap-rbac.yaml), which tectonic applies. null: every node gets kubeconfig_path."
   type = object({
     id         = string
     secret     = string

@@ -2,8 +2,9 @@
 # place in one step (as Tectonic's metal platform did, made safe):
 #
 #   1. remote-exec: an empty, private staging dir in the SSH user's home;
-#   2. file: the assets, plus SHA256SUMS (computed here from the local copy)
-#      and the install script;
+#   2. file: the assets, plus SHA256SUMS (computed here from the local copy
+#      and extra_files), the install script, and a script that writes
+#      extra_files into the uploaded assets (run at once, as the SSH user);
 #   3. remote-exec: install-assets.sh (through sudo unless user is root)
 #      verifies the upload, copies it next to target_dir, keeps the .done
 #      markers of steps that already ran, and renames it into place.
@@ -14,8 +15,26 @@
 
 locals {
   assets_dir = abspath(pathexpand(var.assets_dir))
-  files      = sort(fileset(local.assets_dir, "**"))
-  manifest   = join("", [for f in local.files : "${filesha256("${local.assets_dir}/${f}")}  ${f}\n"])
+  extra      = sort(nonsensitive(keys(var.extra_files)))
+  files      = sort(concat(tolist(fileset(local.assets_dir, "**")), local.extra))
+  # The manifest names extra_files' hashes: only its own hash leaves the
+  # module (a SHA-256 of SHA-256s reveals nothing of a secret's contents).
+  manifest = join("", [
+    for f in local.files : contains(local.extra, f)
+    ? "${sha256(var.extra_files[f])}  ${f}\n"
+    : "${filesha256("${local.assets_dir}/${f}")}  ${f}\n"
+  ])
+  # Writes each of extra_files under the directory given as $1, mode 0600
+  # (the install script checks them against the manifest with the rest).
+  extra_script = join("", concat(
+    ["#!/bin/sh\n# Written by terraform/modules/push-assets: extra_files.\nset -eu\numask 077\n"],
+    [for f in local.extra : join("", [
+      "mkdir -p \"$1/${dirname(f)}\"\n",
+      "base64 -d > \"$1/${f}\" <<'NODE_BOOTSTRAP_EOF'\n",
+      base64encode(var.extra_files[f]),
+      "\nNODE_BOOTSTRAP_EOF\n",
+    ])],
+  ))
 
   staging = var.staging_dir != null ? var.staging_dir : (
     var.user == "root" ? "/root/.node-bootstrap-push" : "/home/${var.user}/.node-bootstrap-push"
@@ -32,7 +51,7 @@ locals {
 
 resource "terraform_data" "assets" {
   triggers_replace = {
-    assets_sha256 = sha256(local.manifest)
+    assets_sha256 = nonsensitive(sha256(local.manifest))
     host          = var.host
     port          = var.port
     target_dir    = var.target_dir
@@ -40,7 +59,7 @@ resource "terraform_data" "assets" {
   }
 
   input = {
-    assets_sha256 = sha256(local.manifest)
+    assets_sha256 = nonsensitive(sha256(local.manifest))
     files         = length(local.files)
   }
 
@@ -78,7 +97,17 @@ resource "terraform_data" "assets" {
     destination = "${local.staging}/install-assets.sh"
   }
 
+  provisioner "file" {
+    content     = local.extra_script
+    destination = "${local.staging}/extra-files.sh"
+  }
+
   provisioner "remote-exec" {
-    inline = [local.install]
+    inline = [
+      "set -e",
+      "/bin/sh '${local.staging}/extra-files.sh' '${local.staging}/assets'",
+      "rm -f '${local.staging}/extra-files.sh'",
+      local.install,
+    ]
   }
 }

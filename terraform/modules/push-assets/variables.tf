@@ -74,6 +74,23 @@ variable "assets_dir" {
   }
 }
 
+variable "extra_files" {
+  description = "Files pushed with the assets that are not in assets_dir: path relative to target_dir => contents, e.g. the bootstrap-token module's manifests under manifests/ ({ for k, v in module.bootstrap_token.manifests : \"manifests/$${k}\" => v }), which tectonic applies with the others. Checked against the manifest like every asset; a path that assets_dir already has is refused. Sensitive (a token Secret is a secret)."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+  sensitive   = true
+
+  validation {
+    condition     = alltrue([for f in nonsensitive(keys(var.extra_files)) : can(regex("^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$", f)) && !can(regex("(^|/)\\.\\.?(/|$)", f))])
+    error_message = "every extra_files path must be relative to target_dir, made of letters, digits, \".\", \"_\", \"-\" and \"/\", without . or .. components (e.g. \"manifests/bootstrap-token-abcdef.yaml\")."
+  }
+  validation {
+    condition     = length(setintersection(toset(nonsensitive(keys(var.extra_files))), fileset(var.assets_dir, "**"))) == 0
+    error_message = "extra_files names a path that assets_dir already has: ${join(", ", setintersection(toset(nonsensitive(keys(var.extra_files))), fileset(var.assets_dir, "**")))}."
+  }
+}
+
 variable "required_files" {
   description = "Files (relative to assets_dir) that must exist before anything is pushed: a bootkube master waits for bootkube.sh and tectonic-wrapper.sh, and would wait forever without them."
   type        = list(string)

@@ -1,0 +1,70 @@
+//! The repository's alert rules (`monitoring/node-bootstrap.rules.yml`)
+//! evaluated by Prometheus's own `promtool test rules` against what a node
+//! published: the host tier's join tests and the real cluster's stuck
+//! worker both ask [`join_alert_fires_on`].
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::json;
+use std::process::Command;
+
+/// Whether `NodeBootstrapNotReadyInCluster` fires on `textfile` (a node's
+/// `node_bootstrap.prom`) as its series, labelled `instance`, stay for an
+/// hour with kubelet.env's timestamp moved to promtool's clock (0): not
+/// at 10 minutes, and at 25 with the rule's labels and annotations. Other
+/// `_seconds` series are left out (their values are wall-clock times).
+pub fn join_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let rules = crate::project_root().join("monitoring/node-bootstrap.rules.yml");
+    let mut series = Vec::new();
+    for line in textfile
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (name, value) = line
+            .rsplit_once(' ')
+            .with_context(|| format!("a textfile line without a value: {line}"))?;
+        let value = if name.starts_with("node_bootstrap_kubelet_env_timestamp_seconds") {
+            "0"
+        } else if name.contains("_seconds") {
+            continue;
+        } else {
+            value
+        };
+        let labelled = match name.split_once('{') {
+            Some((n, l)) => format!("{n}{{instance=\"{instance}\",{l}"),
+            None => format!("{name}{{instance=\"{instance}\"}}"),
+        };
+        series.push(json!({"series": labelled, "values": format!("{value}x60")}));
+    }
+    let test = json!({
+        "rule_files": [rules],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "alert_rule_test": [
+                {"eval_time": "10m", "alertname": "NodeBootstrapNotReadyInCluster", "exp_alerts": []},
+                {"eval_time": "25m", "alertname": "NodeBootstrapNotReadyInCluster",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "instance": instance}, "exp_annotations": {
+                     "summary": format!("{instance}: not Ready in the cluster 25m 0s after kubelet.env"),
+                     "description": format!("{instance} wrote kubelet.env more than 15 minutes ago and its Node is not Ready in the cluster. Where the join stands: node_bootstrap_join_state{{instance=\"{instance}\"}} == 1; on the node: `node-bootstrap status` (the cluster line) and `journalctl -x -u k8s-node-bootstrap -u kubelet`."),
+                 }}]},
+            ],
+        }],
+    });
+    let file = dir.path().join("test.yml");
+    std::fs::write(&file, serde_json::to_vec_pretty(&test)?)?;
+    let out = Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .context("running promtool")?;
+    if !out.status.success() {
+        bail!(
+            "promtool test rules: NodeBootstrapNotReadyInCluster did not fire as expected on {instance}'s textfile:\n{}{}\n{textfile}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
