@@ -50,6 +50,11 @@ pub const STALE_SEED_TAG: &str = "v1.19.7";
 /// them got them from the rendered drop-in).
 pub const CLUSTER_DNS_IP: &str = "10.3.0.53";
 pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
+/// docker's options on the nodes (test drop-in `20-test-node`): a root on
+/// overlayfs (vfs), the host's network namespace shared by the nodes (no
+/// bridge, no iptables).
+pub const DOCKER_TEST_OPTS: &str =
+    "--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
 
 /// How a node's kubeconfig authenticates.
@@ -74,6 +79,10 @@ pub struct NodeSpec {
     /// the kubelet as a system extension (`kubelet.backend = "sysext"`)
     /// from the rig's signed mirror of kubelet images.
     pub kubelet_sysext: bool,
+    /// The OS version the update_engine stand-in offers this node (OS
+    /// updates on in its agent config; the rig's mirror has the docker
+    /// manifest of that version too). None: OS updates off.
+    pub os_update: Option<String>,
 }
 
 impl NodeSpec {
@@ -83,6 +92,7 @@ impl NodeSpec {
             bootkube_master: true,
             auth: Auth::Cert,
             kubelet_sysext: false,
+            os_update: None,
         }
     }
     pub fn worker(name: &str, auth: Auth) -> NodeSpec {
@@ -91,6 +101,7 @@ impl NodeSpec {
             bootkube_master: false,
             auth,
             kubelet_sysext: false,
+            os_update: None,
         }
     }
     /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]).
@@ -98,6 +109,14 @@ impl NodeSpec {
         NodeSpec {
             kubelet_sysext: true,
             ..NodeSpec::worker(name, Auth::Cert)
+        }
+    }
+    /// This node, with the update_engine stand-in offering OS `version`
+    /// (see [`NodeSpec::os_update`]).
+    pub fn with_os_update(self, version: &str) -> NodeSpec {
+        NodeSpec {
+            os_update: Some(version.into()),
+            ..self
         }
     }
 }
@@ -158,7 +177,10 @@ impl ClusterRig {
         let docker = docker_image::real_docker()?;
         let mirror = AddonRig::new(OS_VERSION);
         let entry = mirror.publish_package(docker_image::REFERENCE, &docker.bytes()?);
-        mirror.publish_manifest(OS_VERSION, &[entry]);
+        mirror.publish_manifest(OS_VERSION, std::slice::from_ref(&entry));
+        for next in nodes.iter().filter_map(|n| n.os_update.as_deref()) {
+            mirror.publish_manifest(next, std::slice::from_ref(&entry));
+        }
         let mut control_plane = ControlPlane::new(&[]);
         for n in nodes {
             if let Auth::Token(t) = &n.auth {
@@ -228,7 +250,8 @@ impl ClusterRig {
     }
 
     /// The agent's config: the addon on (torcx, the rig's signed mirror),
-    /// OS updates off, API retries and timeouts of test size.
+    /// OS updates off unless the spec has [`NodeSpec::os_update`], API
+    /// retries and timeouts of test size.
     fn agent_config(&self, spec: &NodeSpec) -> String {
         let full: serde_json::Value =
             serde_json::from_str(&self.mirror.config_json_for_root("", json!({}))).unwrap();
@@ -244,6 +267,12 @@ impl ClusterRig {
                 .as_ref()
                 .expect("the kubelet image mirror");
             an::merge(&mut config, mirror.config_patch());
+        }
+        if spec.os_update.is_some() {
+            an::merge(
+                &mut config,
+                json!({"os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1}}),
+            );
         }
         config.to_string()
     }
@@ -293,7 +322,7 @@ impl ClusterRig {
     }
 
     fn node(&self, spec: &NodeSpec, ignition: &serde_json::Value) -> Result<SimNode> {
-        let n = SimNode::new(&spec.name)?;
+        let mut n = SimNode::new(&spec.name)?;
         n.set_hostname(&spec.name)?;
         let enabled = crate::ignition::apply(
             &n,
@@ -345,15 +374,34 @@ impl ClusterRig {
         n.drop_in(
             "docker.service",
             "20-test-node",
-            "# The test machine: a root on overlayfs, the host's network shared by nodes.\n[Service]\n\
-             Environment=\"DOCKER_OPTS=--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false\"\n",
+            &format!(
+                "# The test machine: a root on overlayfs, the host's network shared by nodes.\n[Service]\n\
+                 Environment=\"DOCKER_OPTS={DOCKER_TEST_OPTS}\"\n"
+            ),
         )?;
         n.drop_in(
             "k8s-node-bootstrap.service",
             "test-restart",
             "[Service]\nRestartSec=1\n",
         )?;
-        n.enable(&enabled.iter().map(String::as_str).collect::<Vec<_>>())?;
+        let mut enable: Vec<&str> = enabled.iter().map(String::as_str).collect();
+        if let Some(next) = &spec.os_update {
+            let args = [
+                "--scenario",
+                "update",
+                "--step-ms",
+                "100",
+                "--new-version",
+                next,
+            ];
+            an::install_update_engine(
+                &mut n,
+                &crate::built_binary("fake-update-engine"),
+                &args.map(String::from),
+            )?;
+            enable.push("update-engine.service");
+        }
+        n.enable(&enable)?;
         Ok(n)
     }
 

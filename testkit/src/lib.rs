@@ -8,6 +8,7 @@ pub mod agentnode;
 pub mod apiserver;
 pub mod cli;
 pub mod cluster;
+pub mod demo;
 pub mod docker;
 pub mod docker_image;
 pub mod fake_update_engine;

@@ -13,7 +13,8 @@
 //! data root and exec root in a temp dir, so it never touches the host's
 //! Docker). And one check of the test rig itself: the CNI networks it
 //! gives nodes' runtimes work with Debian's plugins (in private network
-//! namespaces).
+//! namespaces); and `scripts/demo.sh` stopping at once, in one line, on
+//! a machine that cannot run simulated nodes.
 //!
 //! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static` and
 //! `containernetworking-plugins` (scripts/setup.sh installs them). Elsewhere each test says
@@ -28,6 +29,8 @@ mod addon_docker;
 mod cni_networks;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
+// `scripts/demo.sh` on a machine that cannot run it: one line, exit 2, nothing built.
+mod demo_script;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
 mod fleet_retries;
 // The kubelet sysext image checks: mounted as systemd-sysext would, refused before install.
