@@ -219,7 +219,8 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
             choice
         }
         PackageSource::Metadata => {
-            let choice = metasource::choose(config, &prefs, &os.board, &target_str).await?;
+            let choice =
+                Box::pin(metasource::choose(config, &prefs, &os.board, &target_str)).await?;
             let found = &choice
                 .origin
                 .as_ref()
@@ -232,9 +233,12 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
             choice
         }
     };
+    // Boxed: the install futures nest deep enough (download, retry, body
+    // loop) that a caller's future would outgrow rustc's layout query
+    // depth; one allocation per run of the step costs nothing.
     match config.addon.backend {
-        Backend::Torcx => ensure_torcx(config, &fetcher, &os, &target_str, choice).await,
-        Backend::Sysext => ensure_sysext(config, &fetcher, choice).await,
+        Backend::Torcx => Box::pin(ensure_torcx(config, &fetcher, &os, &target_str, choice)).await,
+        Backend::Sysext => Box::pin(ensure_sysext(config, &fetcher, choice)).await,
     }
 }
 
