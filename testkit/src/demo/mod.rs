@@ -99,16 +99,24 @@ pub fn run(out: &mut dyn Write) -> Result<Report> {
         "Provisioned {MASTER} (bootkube-master) and {WORKER} (worker) from the Ignition configs \
          that terraform/modules/ignition rendered.\n"
     )?;
-    master_boots(out, &rig, master)?;
-    let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker)?;
-    let runtime_version = runtime.load_images(worker, BOOT)?;
+    master_boots(out, &rig, master)
+        .with_context(|| format!("{MASTER}'s first boots (the control plane)"))?;
+    let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker)
+        .with_context(|| format!("{WORKER}'s first boot to its Node Ready"))?;
+    let runtime_version = runtime
+        .load_images(worker, BOOT)
+        .with_context(|| format!("loading the pods' images into {WORKER}'s runtime"))?;
     writeln!(
         out,
         "[{WORKER}] pause and busybox images loaded into its docker (offline: no registry here)\n"
     )?;
-    let nodes_info = rig.kubectl.wait_ready(&[MASTER, WORKER], BOOT)?;
+    let nodes_info = rig
+        .kubectl
+        .wait_ready(&[MASTER, WORKER], BOOT)
+        .context("both Nodes Ready")?;
     command(out, &rig, &["get", "nodes", "-o", "wide"])?;
-    let (pod, pod_log) = run_pod(out, &rig, worker)?;
+    let (pod, pod_log) =
+        run_pod(out, &rig, worker).with_context(|| format!("a pod on {WORKER}"))?;
     let status = show::status(worker)?;
     writeln!(
         out,
@@ -298,8 +306,8 @@ fn run_pod(out: &mut dyn Write, rig: &ClusterRig, w: &SimNode) -> Result<(PodSta
         image.tag
     )?;
     pods::create_pod(&rig.kubectl, &pod)?;
-    let status =
-        pods::wait_pod_running(&rig.kubectl, POD, POD_START).with_context(|| w.diagnostics())?;
+    let status = pods::wait_pod_running(&rig.kubectl, POD, POD_START)
+        .map_err(|e| anyhow::anyhow!("{e:#}\n--- {WORKER}:\n{}", w.diagnostics()))?;
     command(out, rig, &["get", "pod", POD, "-o", "wide"])?;
     let log = rig.kubectl.run(&["logs", POD])?;
     writeln!(out, "$ kubectl logs {POD}")?;
