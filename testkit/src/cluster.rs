@@ -55,6 +55,12 @@ pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
 /// bridge, no iptables).
 pub const DOCKER_TEST_OPTS: &str =
     "--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false";
+/// The kubelet's disk thresholds on a simulated node, whose disk is the
+/// host's: the defaults (DiskPressure below 15% free, image GC above 85%
+/// used) would measure the host's free space, which other work uses up,
+/// taint the Node `disk-pressure`, refuse its pods and delete the images
+/// loaded for them. These act only when the host is nearly full.
+pub const KUBELET_SHARED_DISK_ARGS: &str = "--eviction-hard=memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi,nodefs.inodesFree<1% --image-gc-high-threshold=100 --image-gc-low-threshold=99";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
 
 /// How a node's kubeconfig authenticates.
@@ -367,8 +373,8 @@ impl ClusterRig {
             &format!(
                 "# The test machine: nodes share the host's network (own ports; no iptables\n\
                  # chains of the kubelet's in the host's tables), no network add-on runs (no\n\
-                 # CNI), the host may have swap.\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --network-plugin= --fail-swap-on=false\"\n"
+                 # CNI), the host may have swap, nodes share the host's disk.\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --network-plugin= --fail-swap-on=false {KUBELET_SHARED_DISK_ARGS}\"\n"
             ),
         )?;
         n.drop_in(

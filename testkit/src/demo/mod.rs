@@ -27,7 +27,7 @@
 pub mod runtime;
 pub mod show;
 
-use crate::cluster::{self, Auth, ClusterRig, NodeSpec};
+use crate::cluster::{self, ClusterRig, NodeSpec};
 use crate::kube::NodeInfo;
 use crate::pods::{self, PodStatus};
 use crate::simnode::{BootEnd, SimNode};
@@ -78,16 +78,16 @@ pub fn run(out: &mut dyn Write) -> Result<Report> {
     let t0 = Instant::now();
     // Dropped last: the nodes (dropped before it) are stopped by then.
     let _registry = Registry;
+    let runtime = WorkerRuntime::for_cluster(&crate::kube::parts()?.version)?;
     let mut rig = ClusterRig::new(&[
         NodeSpec::master(MASTER),
-        NodeSpec::worker(WORKER, Auth::Cert).with_os_update(NEXT_OS),
+        runtime.worker(WORKER)?.with_os_update(NEXT_OS),
     ])?;
     // The API server reaches kubelets (logs, exec) at their InternalIP:
     // the nodes' host names resolve nowhere here.
     rig.control_plane
         .extra_apiserver_args
         .push("--kubelet-preferred-address-types=InternalIP".into());
-    let runtime = WorkerRuntime::for_cluster(&rig.parts.version)?;
     header(out, &rig, runtime)?;
     let mut nodes = rig.nodes()?;
     let [master, worker] = &mut nodes[..] else {
@@ -177,7 +177,7 @@ fn header(out: &mut dyn Write, rig: &ClusterRig, runtime: WorkerRuntime) -> Resu
         out,
         "test parts",
         &format!(
-            "{}; docker on vfs; the nodes share the host's network",
+            "{}; the nodes share the host's network",
             runtime.test_parts()
         ),
     )?;

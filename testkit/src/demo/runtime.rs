@@ -15,6 +15,7 @@
 //!   loaded offline into the node's docker once it answers (no registry is
 //!   reachable here).
 
+use crate::cluster::{Auth, NodeSpec};
 use crate::pods;
 use crate::simnode::SimNode;
 use anyhow::{Result, bail};
@@ -66,9 +67,18 @@ impl WorkerRuntime {
             WorkerRuntime::Docker => {
                 "the runc shim as docker's default runtime: this machine kind lacks \
                  CAP_SYS_RESOURCE, so the shim clamps a pod's oomScoreAdj to 0 (VMs run the \
-                 real runc)"
+                 real runc); docker on vfs (a node's root is an overlay)"
             }
             WorkerRuntime::Containerd => "the runc shim first on containerd's PATH",
+        }
+    }
+
+    /// The worker `name` of the rig, on this runtime (before
+    /// [`NodeSpec::with_os_update`] and the rest).
+    pub fn worker(self, name: &str) -> Result<NodeSpec> {
+        match self {
+            WorkerRuntime::Docker => Ok(NodeSpec::worker(name, Auth::Cert)),
+            WorkerRuntime::Containerd => bail!(containerd_not_yet()),
         }
     }
 
