@@ -7,6 +7,9 @@
 #                                  a worker joins it through the agent, a pod
 #                                  runs on it (testkit/src/demo, binary
 #                                  cluster-demo)
+#   ./scripts/demo.sh --containerd the same, the worker's agent told to run
+#                                  containerd (by default it chooses: docker
+#                                  for the cluster's Kubernetes 1.20)
 #   ./scripts/demo.sh --standins   the single-node walk-through against
 #                                  stand-ins for the API server, update_engine
 #                                  and the package mirror, in about 10 s
@@ -20,12 +23,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-    "") setup=--demo bin=cluster-demo ;;
-    --standins) setup=--demo=standins bin=simnode-demo ;;
-    *) echo "demo: unknown option ${1} (none: the real cluster; --standins: the stand-in walk-through)" >&2
+    "") setup=--demo bin=cluster-demo args=() ;;
+    --containerd) setup=--demo bin=cluster-demo args=(--containerd) ;;
+    --standins) setup=--demo=standins bin=simnode-demo args=() ;;
+    *) echo "demo: unknown option ${1} (none: the real cluster; --containerd: its worker on containerd; --standins: the stand-in walk-through)" >&2
        exit 64 ;;
 esac
 ./scripts/check-machine.sh demo
 ./scripts/setup.sh "$setup"
 echo
-exec "./target/debug/$bin"
+exec "./target/debug/$bin" "${args[@]}"

@@ -11,17 +11,26 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorClass {
-    /// Transient: network, API server, update_engine, reboot not happening.
-    /// systemd restarts the unit.
+    /// Transient: network, API server, update_engine, Docker, S3 and
+    /// mirrors, a reboot not done within `reboot.wait_secs`, a helper step
+    /// that failed or timed out. systemd restarts the unit.
     Retryable,
-    /// The agent's configuration file is missing, unreadable or invalid.
+    /// The agent's configuration file is missing, unreadable or invalid; or
+    /// S3 denies access to the asset bundle (after
+    /// `assets.s3.access_denied_grace_secs`).
     Config,
     /// An input provisioned onto the node (seed file, kubeconfig, mappings,
     /// archive) is missing or malformed.
     BadInput,
-    /// A signature or checksum did not verify. Nothing was installed.
+    /// A signature, checksum or TLS trust check (the API server's
+    /// certificate against the kubeconfig's CA) failed, or `metadata
+    /// validate` found problems. Nothing was installed.
     Verification,
-    /// The node must not proceed (version skew, unsupported platform).
+    /// The node must not proceed: version skew, an update that did not take
+    /// effect, the clock before the kubeconfig CA's validity, an unusable
+    /// API server version, an unsupported platform, tectonic before
+    /// bootkube, `upgrade` when a newer major exists, `addon confirm` of a
+    /// docker this boot did not apply.
     Refused,
     /// Another instance holds the lock.
     Locked,
@@ -77,8 +86,11 @@ impl ErrorClass {
     }
 }
 
-/// Process exit codes. Documented in README.md; `units/k8s-node-bootstrap.service`
-/// lists the non-retryable ones in `RestartPreventExitStatus=`.
+/// Process exit codes, documented in README.md "Exit codes" (a test holds
+/// that table against these, `--help` and the unit).
+/// `units/k8s-node-bootstrap.service` lists in `RestartPreventExitStatus=`
+/// the codes a restart cannot help (4, 5, 7); an internal error (1) is
+/// restarted, as a crash may not repeat.
 pub mod exit {
     pub const SUCCESS: u8 = 0;
     pub const INTERNAL: u8 = 1;

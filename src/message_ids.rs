@@ -29,10 +29,19 @@ pub const AGENT_UPGRADED: &str = "8f9a3c20c97249c886aff499af5f43c7";
 pub const AGENT_ROLLED_BACK: &str = "9711371f93a742ec91c686c794fac9d0";
 /// A command ended with an error (`ERROR_CLASS`, `EXIT_CODE`).
 pub const COMMAND_FAILED: &str = "6cb5bc21a9af4672b80a7ed1f7f1c9b6";
+/// After kubelet.env, `run` saw this node Ready in the cluster (`NODE`,
+/// `KUBELET_VERSION`, `CONTAINER_RUNTIME`, `AFTER_SECS`: since kubelet.env).
+pub const NODE_READY: &str = "31ec97ed544a4d00addc282e7ff53b5b";
+/// `run` stopped watching the join (`cluster.join_watch_secs`) and the
+/// node is not Ready in the cluster (`NODE`, `JOIN_STATE`, `DETAIL`).
+pub const NODE_NOT_READY: &str = "7d7acba420d5423798c943775f5d9f73";
+/// The kubelet's newest certificate request for this node was denied, or
+/// approved and not signed (`NODE`, `CSR`, `JOIN_STATE`, `DETAIL`).
+pub const CERTIFICATE_REQUEST_REFUSED: &str = "23e88cde729a4182999362fcf9121055";
 
 /// Every id with its name, for the catalog check.
 #[cfg(test)]
-pub const ALL: [(&str, &str); 9] = [
+pub const ALL: [(&str, &str); 12] = [
     ("RUN_STARTED", RUN_STARTED),
     ("STEP_DONE", STEP_DONE),
     ("STEP_FAILED", STEP_FAILED),
@@ -42,6 +51,9 @@ pub const ALL: [(&str, &str); 9] = [
     ("AGENT_UPGRADED", AGENT_UPGRADED),
     ("AGENT_ROLLED_BACK", AGENT_ROLLED_BACK),
     ("COMMAND_FAILED", COMMAND_FAILED),
+    ("NODE_READY", NODE_READY),
+    ("NODE_NOT_READY", NODE_NOT_READY),
+    ("CERTIFICATE_REQUEST_REFUSED", CERTIFICATE_REQUEST_REFUSED),
 ];
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! A thousand nodes booting together must not hit the API server or the
 //! bucket in waves: every delay is "equal jitter" (half the exponential step
 //! fixed, half uniformly random), capped, and a server's `Retry-After` is
-//! honoured within the cap. Every retry is logged with its attempt number,
+//! honoured as a floor up to [`RETRY_AFTER_CAP`] (five minutes), whatever
+//! the policy's own cap: a server that asks for more time than the
+//! backoff would give gets it. Every retry is logged with its attempt number,
 //! the delay and the error, and counted by the service it was against
 //! (`node_bootstrap_retries_total{cause}`, [`crate::metrics`]).
 
@@ -11,6 +13,12 @@ use crate::error::Error;
 use crate::metrics::Remote;
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+/// The longest `Retry-After` honoured (README "Configuration"): a server
+/// asking for more is asked again after this long. A cap, because a
+/// wrong or hostile header must not park a node for hours; five minutes
+/// is above what kube-apiserver (1 s), S3 or a mirror ask for in practice.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(300);
 
 /// How long to wait between attempts, and how many to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +70,8 @@ impl RetryPolicy {
 /// What a failed attempt means for the next one.
 #[derive(Debug)]
 pub enum Attempt {
-    /// Try again (after the backoff, or at least `after` if the server said so).
+    /// Try again (after the backoff, or at least `after`, up to
+    /// [`RETRY_AFTER_CAP`], if the server said so).
     Retry {
         error: Error,
         after: Option<Duration>,
@@ -105,9 +114,11 @@ where
         if let Some(after) = after {
             // The server's Retry-After is a floor, with the jitter kept on
             // top: a fleet told "come back in 3 s" must not come back in
-            // one wave (tests/fleet_retries.rs).
+            // one wave (tests/host/fleet_retries.rs). Capped by
+            // RETRY_AFTER_CAP, not by the policy's own maximum: the server
+            // knows better than the backoff when it has room again.
             let jitter = delay.saturating_sub(policy.step(attempt) / 2);
-            delay = delay.max(after.min(policy.max_delay) + jitter);
+            delay = delay.max(after.min(RETRY_AFTER_CAP) + jitter);
         }
         if let Some(deadline) = policy.deadline
             && start.elapsed() + delay > deadline
@@ -204,6 +215,32 @@ mod tests {
         })
         .await;
         assert!(t0.elapsed() >= Duration::from_secs(3));
+    }
+
+    /// What the server asks for wins over the policy's own cap (here 1 s),
+    /// up to RETRY_AFTER_CAP.
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_beyond_the_policys_cap_is_honoured_up_to_five_minutes() {
+        let policy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(1), 2);
+        for (asked, floor, ceiling) in [(60, 60, 61), (300, 300, 301), (3600, 300, 301)] {
+            let t0 = tokio::time::Instant::now();
+            let _ = retry(Remote::ApiServer, policy, "x", |a| async move {
+                if a == 1 {
+                    Err(Attempt::Retry {
+                        error: Error::retryable("429"),
+                        after: Some(Duration::from_secs(asked)),
+                    })
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+            let waited = t0.elapsed();
+            assert!(
+                waited >= Duration::from_secs(floor) && waited <= Duration::from_secs(ceiling),
+                "Retry-After {asked} s: waited {waited:?}"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -29,20 +29,36 @@ locals {
   }
 }
 
+# Workers start with a bootstrap token only (the kubelet earns its own client
+# certificate); the masters keep the shared kubeconfig. The token is kubeadm's
+# documentation example: make your own (docs/operators.md, "Node credentials:
+# bootstrap tokens or client certificates").
+module "bootstrap_token" {
+  source = "../../terraform/modules/bootstrap-token"
+
+  token_id     = "07401b"
+  token_secret = "f395accd246ae52d"
+  # The worker's config does not depend on it (only the token's Secret does).
+  expiration     = timeadd(plantimestamp(), "24h")
+  api_server_url = "https://api.example-cluster.example.com:443"
+  # The cluster CA: the example kubeconfig's.
+  cluster_ca = base64decode(yamldecode(local.common.kubeconfig).clusters[0].cluster["certificate-authority-data"])
+}
+
 module "worker" {
   source = "../../terraform/modules/ignition"
 
-  role                = "worker"
-  agent_url           = local.common.agent_url
-  agent_sha512        = local.common.agent_sha512
-  agent_config        = local.common.agent_config
-  kubelet_image_url   = local.common.kubelet_image_url
-  kubelet_image_tag   = local.common.kubelet_image_tag
-  runtime_mappings    = local.common.runtime_mappings
-  keyring             = local.common.keyring
-  kubeconfig          = local.common.kubeconfig
-  ssh_authorized_keys = local.common.ssh_authorized_keys
-  ca_bundle           = local.common.ca_bundle
+  role                 = "worker"
+  agent_url            = local.common.agent_url
+  agent_sha512         = local.common.agent_sha512
+  agent_config         = local.common.agent_config
+  kubelet_image_url    = local.common.kubelet_image_url
+  kubelet_image_tag    = local.common.kubelet_image_tag
+  runtime_mappings     = local.common.runtime_mappings
+  keyring              = local.common.keyring
+  bootstrap_kubeconfig = module.bootstrap_token.kubeconfig
+  ssh_authorized_keys  = local.common.ssh_authorized_keys
+  ca_bundle            = local.common.ca_bundle
 }
 
 module "master" {

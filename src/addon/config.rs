@@ -5,6 +5,7 @@
 //! "addon": {
 //!   "enabled": true,
 //!   "backend": "torcx",
+//!   "package_source": "torcx-manifest",
 //!   "manifest_url": "https://mirror.example/manifests/{board}/{os_version}/torcx_manifest.json",
 //!   "manifest_file": null,
 //!   "mappings_file": null,
@@ -35,8 +36,9 @@
 //!   (`manifest_url`/`manifest_file`, `keyring`, `allow_unsigned`).
 //! - `"metadata"`: the artifact metadata search path of the `sources`
 //!   section ([`crate::metadata`]: `sources.dev_dir`, `sources.local_dir`,
-//!   `sources.url`, the cluster's bucket, the default; signed `.sjson`
-//!   before unsigned, unsigned only where `sources.allow_unsigned` says).
+//!   `sources.url`, the cluster's bucket, the default location when asked
+//!   for; signed `.sjson` before unsigned, unsigned only where
+//!   `sources.allow_unsigned` says).
 //!   Nothing else in `addon` is needed; `manifest_url`, `manifest_file`,
 //!   `keyring` and `allow_unsigned` belong to the manifest source and are
 //!   refused here (their `sources.*` counterparts apply) rather than
@@ -59,8 +61,8 @@
 //! reuse by sha512); items must carry a sha512, and are verified by size and
 //! every hash the metadata gives before they get their final name.
 
-use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
-use serde::Deserialize;
+use crate::settings::{FieldError, FieldResult, Paths, absolute_path, in_range, seconds_in};
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -102,7 +104,7 @@ impl PackageSource {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAddon {
     /// Run the docker addon step (default false until configured).
@@ -190,6 +192,51 @@ impl Default for AddonSettings {
     }
 }
 
+impl AddonSettings {
+    /// The runtime mappings file in effect.
+    pub fn mappings_path(&self, paths: &Paths) -> PathBuf {
+        self.mappings_file
+            .clone()
+            .unwrap_or_else(|| paths.runtime_mappings())
+    }
+
+    /// The keyring of the torcx manifest in effect.
+    pub fn keyring_path(&self, paths: &Paths) -> PathBuf {
+        self.keyring
+            .clone()
+            .unwrap_or_else(|| paths.seed_dir.join("keyring.asc"))
+    }
+
+    /// The section as a config file writes it, every default filled in
+    /// (the keyring only for the torcx manifest, the one source that reads
+    /// it).
+    pub fn to_raw(&self, paths: &Paths) -> RawAddon {
+        let manifest = self.package_source == PackageSource::TorcxManifest;
+        RawAddon {
+            enabled: self.enabled,
+            backend: self.backend,
+            package_source: self.package_source,
+            manifest_url: self.manifest_url.clone(),
+            manifest_file: self.manifest_file.clone(),
+            mappings_file: Some(self.mappings_path(paths)),
+            keyring: manifest.then(|| self.keyring_path(paths)),
+            allow_unsigned: self.allow_unsigned,
+            profile_name: Some(self.profile_name.clone()),
+            download_attempts: Some(self.download_attempts),
+            download_backoff_secs: Some(self.download_backoff.as_secs()),
+            download_backoff_max_secs: Some(self.download_backoff_max.as_secs()),
+            download_deadline_secs: Some(self.download_deadline.as_secs()),
+            connect_timeout_secs: Some(self.connect_timeout.as_secs()),
+            read_timeout_secs: Some(self.read_timeout.as_secs()),
+            docker_api_timeout_secs: Some(self.docker_api_timeout.as_secs()),
+            max_package_bytes: Some(self.max_package_bytes),
+            sysext_release_dir: Some(self.sysext_release_dir.clone()),
+            sysext_mask: Some(self.sysext_mask.clone()),
+            systemd_config_dir: Some(self.systemd_config_dir.clone()),
+        }
+    }
+}
+
 fn check_template(field: &str, t: &str, need_scheme: bool) -> FieldResult<()> {
     let rendered = t
         .replace("{board}", "amd64-usr")
@@ -236,7 +283,12 @@ impl RawAddon {
                 "must be greater than 0",
             ));
         }
-        let sysext_mask = sysext_mask(self.sysext_mask)?;
+        let sysext_mask = crate::sysext::masks_setting(
+            "addon.sysext_mask",
+            self.sysext_mask,
+            &["docker-flatcar", "containerd-flatcar"],
+            crate::sysext::DOCKER_EXTENSION,
+        )?;
         let (backoff, backoff_max) =
             backoffs(self.download_backoff_secs, self.download_backoff_max_secs)?;
         Ok(AddonSettings {
@@ -355,26 +407,6 @@ fn profile_name(name: Option<String>) -> FieldResult<String> {
         ));
     }
     Ok(profile_name)
-}
-
-/// The built-in extensions to mask: plain names, never the docker addon's.
-fn sysext_mask(mask: Option<Vec<String>>) -> FieldResult<Vec<String>> {
-    let sysext_mask = mask.unwrap_or_else(|| {
-        vec![
-            "docker-flatcar".to_string(),
-            "containerd-flatcar".to_string(),
-        ]
-    });
-    for (i, name) in sysext_mask.iter().enumerate() {
-        crate::sysext::check_name(&format!("addon.sysext_mask[{i}]"), name)?;
-        if name == crate::sysext::DOCKER_EXTENSION {
-            return Err(FieldError::new(
-                format!("addon.sysext_mask[{i}]"),
-                "must not mask the extension this agent installs",
-            ));
-        }
-    }
-    Ok(sysext_mask)
 }
 
 /// The download backoff and its cap, the cap not below the backoff.

@@ -1,6 +1,7 @@
-//! Runtime mappings: which docker versions (in preference order) each
-//! Kubernetes minor wants. A `VersionManifestV1` document, YAML as Tectonic
-//! shipped it (also wrapped in its ConfigMap) or JSON:
+//! Runtime mappings: which docker versions and which containerd series
+//! (each in preference order) each Kubernetes minor wants. A
+//! `VersionManifestV1` document, YAML as Tectonic shipped it (also wrapped
+//! in its ConfigMap) or JSON:
 //!
 //! ```yaml
 //! kind: VersionManifestV1
@@ -8,14 +9,25 @@
 //!   k8s:
 //!     "1.9":
 //!       docker: ["17.03", "1.12"]
+//!     "1.26":
+//!       containerd: ["1.7", "1.6"]
 //! ```
 //!
-//! Version keys and docker versions are always read as the text written:
-//! an unquoted `1.10:` is Kubernetes 1.10, never the number 1.1, and an
-//! unquoted `17.03` stays `17.03`.
+//! Version keys, docker versions and containerd series are always read as
+//! the text written: an unquoted `1.10:` is Kubernetes 1.10, never the
+//! number 1.1, and an unquoted `17.03` stays `17.03`. Each entry lists
+//! docker, containerd or both. A containerd list holds `major.minor`
+//! series, each one that can serve that Kubernetes' kubelet
+//! ([`crate::container_runtime::version::serves`]: 1.6 or newer from
+//! Kubernetes 1.26, 1.x up to 1.22); docker is needed only where docker
+//! runs (up to 1.23), containerd's list only where the OS's containerd
+//! must be held to one (without it any containerd that serves the kubelet
+//! fits).
 
 use super::version::{DockerVersion, kube_major_minor};
+use crate::container_runtime::version::{Series, parse_list, serves};
 use crate::error::{Error, Result};
+use crate::kubelet_config::table::Minor;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,8 +51,16 @@ struct RawDoc {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeMappings {
     pub source: PathBuf,
-    /// `(major, minor)` -> docker versions in preference order.
-    k8s: BTreeMap<(u64, u64), Vec<String>>,
+    /// `(major, minor)` -> what that Kubernetes wants.
+    k8s: BTreeMap<(u64, u64), Entry>,
+}
+
+/// One Kubernetes minor's entry: docker versions and containerd series,
+/// each in preference order, each absent when not listed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Entry {
+    docker: Option<Vec<String>>,
+    containerd: Option<Vec<Series>>,
 }
 
 impl RuntimeMappings {
@@ -85,18 +105,8 @@ impl RuntimeMappings {
                     "versions.k8s key {key:?} is not a Kubernetes major.minor like \"1.9\""
                 ))
             })?;
-            let docker = deps
-                .get("docker")
-                .filter(|d| !d.is_empty())
-                .ok_or_else(|| bad(format!("versions.k8s.\"{key}\" lists no docker versions")))?;
-            for v in docker {
-                if DockerVersion::parse(v).is_none() {
-                    return Err(bad(format!(
-                        "versions.k8s.\"{key}\".docker has {v:?}, which is not a docker version like \"17.03\""
-                    )));
-                }
-            }
-            if k8s.insert(mm, docker.clone()).is_some() {
+            let entry = parse_entry(key, Minor(mm.0, mm.1), deps).map_err(bad)?;
+            if k8s.insert(mm, entry).is_some() {
                 return Err(bad(format!(
                     "versions.k8s has Kubernetes {}.{} twice",
                     mm.0, mm.1
@@ -110,24 +120,89 @@ impl RuntimeMappings {
     }
 
     /// The docker versions, in preference order, for a cluster version
-    /// (`v1.9.6+coreos.0` looks up `1.9`). No entry is
-    /// [`crate::error::ErrorClass::BadInput`] naming the version and file.
+    /// (`v1.9.6+coreos.0` looks up `1.9`). No entry, or one without
+    /// docker, is [`crate::error::ErrorClass::BadInput`] naming the
+    /// version and file.
     pub fn docker_for(&self, cluster_version: &str) -> Result<Vec<String>> {
         let (major, minor) = kube_major_minor(cluster_version)?;
-        self.k8s.get(&(major, minor)).cloned().ok_or_else(|| {
+        let Some(entry) = self.k8s.get(&(major, minor)) else {
             let known: Vec<String> = self.k8s.keys().map(|(a, b)| format!("{a}.{b}")).collect();
-            Error::bad_input(format!(
+            return Err(Error::bad_input(format!(
                 "runtime mappings {} have no entry for Kubernetes {major}.{minor} (cluster version {cluster_version}); they cover: {}",
                 self.source.display(),
-                if known.is_empty() { "nothing".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        entry.docker.clone().ok_or_else(|| {
+            Error::bad_input(format!(
+                "runtime mappings {} list no docker versions for Kubernetes {major}.{minor} (cluster version {cluster_version})",
+                self.source.display()
             ))
         })
+    }
+
+    /// The containerd series, in preference order, for a cluster version;
+    /// `None` when the mappings have no entry for its minor or the entry
+    /// no containerd list.
+    pub fn containerd_for(&self, cluster_version: &str) -> Result<Option<Vec<Series>>> {
+        let (major, minor) = kube_major_minor(cluster_version)?;
+        Ok(self
+            .k8s
+            .get(&(major, minor))
+            .and_then(|e| e.containerd.clone()))
     }
 
     /// The Kubernetes minors covered, for diagnostics.
     pub fn minors(&self) -> Vec<(u64, u64)> {
         self.k8s.keys().copied().collect()
     }
+}
+
+/// One entry: docker versions, containerd series, or both, each checked.
+fn parse_entry(
+    key: &str,
+    kube: Minor,
+    deps: &BTreeMap<String, Vec<String>>,
+) -> std::result::Result<Entry, String> {
+    let docker = deps.get("docker").filter(|d| !d.is_empty());
+    for v in docker.into_iter().flatten() {
+        if DockerVersion::parse(v).is_none() {
+            return Err(format!(
+                "versions.k8s.\"{key}\".docker has {v:?}, which is not a docker version like \"17.03\""
+            ));
+        }
+    }
+    let containerd = match deps.get("containerd") {
+        None => None,
+        Some(list) if list.is_empty() => {
+            return Err(format!(
+                "versions.k8s.\"{key}\".containerd is empty (leave it out: then any containerd that serves the kubelet fits)"
+            ));
+        }
+        Some(list) => {
+            let series =
+                parse_list(list).map_err(|e| format!("versions.k8s.\"{key}\".containerd: {e}"))?;
+            for s in &series {
+                serves(kube, *s).map_err(|why| {
+                    format!("versions.k8s.\"{key}\".containerd has \"{s}\": {why}")
+                })?;
+            }
+            Some(series)
+        }
+    };
+    if docker.is_none() && containerd.is_none() {
+        return Err(format!(
+            "versions.k8s.\"{key}\" lists neither docker versions nor containerd series"
+        ));
+    }
+    Ok(Entry {
+        docker: docker.cloned(),
+        containerd,
+    })
 }
 
 fn parse_doc(text: &str) -> std::result::Result<RawDoc, String> {
@@ -205,7 +280,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(yaml.k8s, json.k8s);
+        assert_eq!(json.containerd_for("v1.10.0").unwrap(), None);
         assert_eq!(json.docker_for("v1.10.0").unwrap(), ["17.03"]);
+    }
+
+    #[test]
+    fn containerd_series_per_kubernetes_minor_held_to_what_its_kubelet_speaks() {
+        let m = parse(
+            "kind: VersionManifestV1\nversions:\n  k8s:\n    1.20:\n      docker: [\"20.10\"]\n      containerd: [1.6, \"1.5\"]\n    \"1.26\":\n      containerd: [\"1.7\", \"1.6\"]\n",
+        )
+        .unwrap();
+        let series = |v: &str| {
+            m.containerd_for(v)
+                .unwrap()
+                .map(|l| l.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(series("v1.26.3"), Some(vec!["1.7".into(), "1.6".into()]));
+        assert_eq!(series("v1.20.2"), Some(vec!["1.6".into(), "1.5".into()]));
+        assert_eq!(series("v1.27.0"), None, "no entry: no list");
+        assert_eq!(m.docker_for("v1.20.2").unwrap(), ["20.10"]);
+        let err = m.docker_for("v1.26.3").unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "runtime mappings {P} list no docker versions for Kubernetes 1.26 (cluster version v1.26.3)"
+            )
+        );
     }
 
     #[test]
@@ -242,7 +343,7 @@ mod tests {
             ),
             (
                 "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.9\":\n      rkt: [\"1.0\"]\n",
-                "versions.k8s.\"1.9\" lists no docker versions",
+                "versions.k8s.\"1.9\" lists neither docker versions nor containerd series",
             ),
             (
                 "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.9\":\n      docker: [\"latest\"]\n",
@@ -255,6 +356,22 @@ mod tests {
             (
                 r#"{"kind":"VersionManifestV1","versions":{"k8s":{"1.9":{"docker":[17.03]}}}}"#,
                 "at versions.k8s.1.9.docker[0]: invalid type: floating point",
+            ),
+            (
+                "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.26\":\n      containerd: [\"1.7\", \"1.5\"]\n",
+                "versions.k8s.\"1.26\".containerd has \"1.5\": the kubelet of Kubernetes 1.26 speaks only CRI v1, which containerd serves from 1.6, not 1.5",
+            ),
+            (
+                "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.22\":\n      containerd: [\"2.0\"]\n",
+                "versions.k8s.\"1.22\".containerd has \"2.0\": the kubelet of Kubernetes 1.22 speaks only CRI v1alpha2",
+            ),
+            (
+                "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.26\":\n      containerd: [\"1.7.13\"]\n",
+                "versions.k8s.\"1.26\".containerd: \"1.7.13\" is not a containerd major.minor",
+            ),
+            (
+                "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.26\":\n      containerd: []\n",
+                "versions.k8s.\"1.26\".containerd is empty",
             ),
             ("kind: [unclosed\n", ""),
         ] {

@@ -162,20 +162,12 @@ pub struct AddonOutcome {
 
 /// The runtime mappings file in effect.
 pub fn mappings_path(config: &Inputs<'_>) -> PathBuf {
-    config
-        .addon
-        .mappings_file
-        .clone()
-        .unwrap_or_else(|| config.paths.runtime_mappings())
+    config.addon.mappings_path(config.paths)
 }
 
 /// The keyring in effect (`<seed_dir>/keyring.asc` by default).
 pub fn keyring_path(config: &Inputs<'_>) -> PathBuf {
-    config
-        .addon
-        .keyring
-        .clone()
-        .unwrap_or_else(|| config.paths.seed_dir.join("keyring.asc"))
+    config.addon.keyring_path(config.paths)
 }
 
 /// Puts the docker the cluster needs in place for the next boot.

@@ -24,8 +24,8 @@ use crate::fsutil;
 use crate::fsutil::staged::Staged;
 use serde::{Deserialize, Serialize};
 use std::fs;
-use std::path::{Path, PathBuf};
-use tracing::{info, warn};
+use std::path::PathBuf;
+use tracing::warn;
 
 /// The extension's name: `docker.raw`, `extension-release.docker`.
 pub const EXTENSION_NAME: &str = crate::sysext::DOCKER_EXTENSION;
@@ -160,17 +160,11 @@ pub async fn prepare_image(
 /// Points `<extensions_dir>/<name>.raw` at /dev/null for each masked
 /// extension (atomically). Returns the links written.
 pub fn ensure_masks(config: &Inputs<'_>) -> Result<Vec<PathBuf>> {
-    let mut written = Vec::new();
-    for name in &config.addon.sysext_mask {
-        let link = config.paths.extensions_dir.join(format!("{name}.raw"));
-        if fs::read_link(&link).is_ok_and(|t| t == Path::new("/dev/null")) {
-            continue;
-        }
-        crate::sysext::atomic_symlink(Path::new("/dev/null"), &link)?;
-        info!(step = "docker-addon", path = %link.display(), "masked a built-in extension");
-        written.push(link);
-    }
-    Ok(written)
+    crate::sysext::mask(
+        &config.paths.extensions_dir,
+        &config.addon.sysext_mask,
+        "docker-addon",
+    )
 }
 
 /// Enables `systemd-sysext.service` (a `sysinit.target.wants` link) unless

@@ -34,7 +34,7 @@ pub enum AutoUpgrade {
     Minor,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgent {
     pub upgrade: Option<AutoUpgrade>,
@@ -63,6 +63,17 @@ impl AgentSettings {
         let mut name = self.binary.file_name().unwrap_or_default().to_os_string();
         name.push(".previous");
         self.binary.with_file_name(name)
+    }
+}
+
+impl AgentSettings {
+    /// The section as a config file writes it, every default filled in.
+    pub fn to_raw(&self) -> RawAgent {
+        RawAgent {
+            upgrade: Some(self.upgrade),
+            binary: Some(self.binary.clone()),
+            check_timeout_secs: Some(self.check_timeout.as_secs()),
+        }
     }
 }
 

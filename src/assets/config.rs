@@ -21,7 +21,7 @@
 //! Every field is optional except `s3.bucket` and `s3.key` in pull mode.
 
 use crate::settings::{FieldError, FieldResult, in_range, seconds_in};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 const MIB: u64 = 1024 * 1024;
@@ -37,7 +37,7 @@ pub enum AssetsMode {
     Pull,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAssets {
     #[serde(default)]
@@ -52,7 +52,7 @@ pub struct RawAssets {
     pub limits: RawLimits,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawS3 {
     pub bucket: Option<String>,
@@ -93,7 +93,7 @@ pub struct RawS3 {
     pub access_denied_grace_secs: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
     /// Sum of all entry sizes in the bundle, MiB (default 4096).
@@ -212,6 +212,52 @@ pub struct AssetsSettings {
 impl Default for AssetsSettings {
     fn default() -> Self {
         RawAssets::default().validate().expect("defaults are valid")
+    }
+}
+
+impl AssetsSettings {
+    /// The section as a config file writes it, every default filled in
+    /// (sizes in MiB as the file gives them).
+    pub fn to_raw(&self) -> RawAssets {
+        RawAssets {
+            mode: self.mode,
+            marker: self.marker.clone(),
+            s3: self.s3.as_ref().map(S3Settings::to_raw),
+            limits: RawLimits {
+                max_total_mib: Some(self.limits.max_total_bytes / MIB),
+                max_entry_mib: Some(self.limits.max_entry_bytes / MIB),
+                max_entries: Some(self.limits.max_entries),
+            },
+        }
+    }
+}
+
+impl S3Settings {
+    fn to_raw(&self) -> RawS3 {
+        let checksum = |algorithm: &str| {
+            self.checksums
+                .iter()
+                .find(|c| c.algorithm() == algorithm)
+                .map(|c| c.hex().to_string())
+        };
+        RawS3 {
+            bucket: Some(self.bucket.clone()),
+            key: Some(self.key.clone()),
+            region: self.region.clone(),
+            endpoint: self.endpoint.clone(),
+            force_path_style: Some(self.force_path_style),
+            checksum_sha256: checksum("sha256"),
+            checksum_sha512: checksum("sha512"),
+            part_size_mib: Some(self.part_size / MIB),
+            concurrency: Some(self.concurrency),
+            max_size_mib: Some(self.max_size / MIB),
+            max_attempts: Some(self.max_attempts),
+            retry_initial_secs: Some(self.retry_initial.as_secs()),
+            retry_max_secs: Some(self.retry_max.as_secs()),
+            request_timeout_secs: Some(self.request_timeout.as_secs()),
+            wait_for_object_secs: Some(self.wait_for_object.as_secs()),
+            access_denied_grace_secs: Some(self.access_denied_grace.as_secs()),
+        }
     }
 }
 

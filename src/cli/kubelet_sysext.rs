@@ -58,12 +58,12 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
     } else {
         println!(
             "kubelet {} ({} for cluster {}) from {} ({} metadata); offered: {}",
-            c.version,
+            c.image.version,
             c.rule.as_str(),
             c.cluster_version,
-            c.url,
-            if c.signed { "signed" } else { "UNSIGNED" },
-            c.offered.join(", ")
+            c.image.url,
+            if c.image.signed { "signed" } else { "UNSIGNED" },
+            c.image.offered.join(", ")
         );
     }
     Ok(exit::SUCCESS)
@@ -88,8 +88,8 @@ pub fn ensure(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
             rec.version,
             rec.rule.as_str(),
             rec.cluster_version,
-            rec.image.display(),
-            if rec.refreshed {
+            rec.installed.image.display(),
+            if rec.installed.refreshed {
                 "; a running kubelet.service keeps its old binary until restarted"
             } else {
                 ""

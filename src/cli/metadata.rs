@@ -1,7 +1,7 @@
 //! `node-bootstrap metadata generate|validate|find`: artifact metadata for
 //! private mirrors.
 
-use super::{Cli, load, load_or_defaults, runtime};
+use super::{Cli, load_or_defaults, runtime};
 use crate::error::{Error, Result, exit};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,8 @@ pub struct ValidateArgs {
     /// Accept a mirror that has only unsigned metadata.
     #[arg(long)]
     allow_unsigned: bool,
-    /// Public keys to verify signed metadata with (default: sources.keyring).
+    /// Public keys to verify signed metadata with (default: sources.keyring,
+    /// a node's path: needed on any other machine).
     #[arg(long)]
     keyring: Option<PathBuf>,
     /// Print the report as JSON.
@@ -141,7 +142,9 @@ fn metadata_validate(cli: &Cli, args: &ValidateArgs) -> Result<u8> {
 
 fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
     use crate::metadata;
-    let mut config = load(cli)?;
+    // Off the node too: without a config file, the default search path
+    // (with --dev-dir, a directory of local builds first).
+    let mut config = load_or_defaults(cli)?;
     if let Some(d) = &args.dev_dir {
         if !d.is_absolute() {
             return Err(Error::bad_input(format!(

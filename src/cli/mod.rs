@@ -9,6 +9,7 @@
 
 mod addon;
 mod assets;
+mod containerd;
 mod helper;
 mod kubelet_sysext;
 mod metadata;
@@ -16,23 +17,23 @@ mod status;
 mod upgrade;
 
 use crate::config::{Config, DEFAULT_CONFIG_PATH};
-use crate::error::{Result, exit};
+use crate::error::{Error, Result, exit};
 use crate::logging::{self, LogFormat};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 const EXIT_CODES_HELP: &str = "\
-Exit codes:
+Exit codes (README \"Exit codes\" lists every case):
   0   success (status: node complete)
-  1   internal error (a bug or unexpected host condition)
+  1   internal error (a bug or unexpected host condition); systemd restarts the unit
   2   usage error
-  3   retryable failure (network, API server, update_engine, reboot pending); systemd restarts the unit
-  4   configuration error (config file missing or invalid); not retried
+  3   retryable failure (network, API server, update_engine, reboot not done in time); systemd restarts the unit
+  4   configuration error (config file missing or invalid, S3 access denied); not retried
   5   bad input (seed file, kubeconfig, mappings, archive missing or malformed); not retried
-  6   verification failure (signature or checksum); nothing was installed
-  7   refused (version skew, unsupported platform); not retried
-  8   locked (another node-bootstrap is running)
-  10  status: bootstrap in progress
+  6   verification failure (signature, checksum, TLS trust); nothing was installed; systemd restarts the unit
+  7   refused (version skew, an update that did not take effect, clock before the CA, unsupported platform, upgrade: a newer major); not retried
+  8   locked (another node-bootstrap is running); systemd restarts the unit
+  10  status: bootstrap in progress (assets check: assets still awaited)
   11  status: failed
   12  status: unknown (could not read enough to tell)";
 
@@ -60,8 +61,9 @@ pub enum Command {
     /// The ExecStart of k8s-node-bootstrap.service; safe to re-run, resumes
     /// after a crash.
     Run,
-    /// Check config, kubeconfig, state dir, system bus, disk space and clock
-    /// without changing anything.
+    /// Run the checks `run` starts with (seed kubelet.env, kubeconfig,
+    /// clock, state dir, disk space, system bus) and print one line each;
+    /// changes nothing but the state dir, created if missing.
     Preflight,
     /// Show where this node's bootstrap stands and why.
     Status(status::StatusArgs),
@@ -80,6 +82,10 @@ pub enum Command {
     /// The kubelet as a systemd-sysext image (kubelet.backend "sysext").
     #[command(subcommand)]
     Kubelet(kubelet_sysext::KubeletCommand),
+    /// Where containerd comes from: the OS's, or a package where it does
+    /// not fit the cluster.
+    #[command(subcommand)]
+    Containerd(containerd::ContainerdCommand),
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(metadata::MetadataCommand),
@@ -88,7 +94,9 @@ pub enum Command {
     /// checked to run here, installed over agent.binary with the previous
     /// one kept for --rollback.
     Upgrade(upgrade::UpgradeArgs),
-    /// Validate the configuration file and print the settings in effect.
+    /// Validate the configuration file and print the settings in effect as
+    /// a config file (every field, defaults filled in; helpers' docker env
+    /// values redacted).
     CheckConfig,
     /// Print the version (--json: version, arch, the versions an upgrade
     /// takes without --major).
@@ -187,18 +195,33 @@ fn dispatch(cli: Cli) -> Result<u8> {
         }),
         Command::CheckConfig => {
             let config = load(&cli)?;
-            println!("{config:#?}");
+            let shown = serde_json::to_string_pretty(&config.to_raw())
+                .map_err(|e| Error::internal(format!("failed to show the settings: {e}")))?;
+            eprintln!("config ok: {}", cli.config.display());
+            println!("{shown}");
             Ok(exit::SUCCESS)
         }
         Command::Run => {
             // systemd's notification socket: `STATUS=` shows why a run
             // failed, bad config included.
             let notifier = crate::systemd::notify::Notifier::from_env();
-            published(&cli, crate::metrics::Command::Run, true, |config| {
-                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier));
-                run.map(|()| exit::SUCCESS)
+            let mut bootstrapped = None;
+            let code = published(&cli, crate::metrics::Command::Run, true, |config| {
+                use crate::flow::command::Ran;
+                let run = runtime()?.block_on(crate::flow::command::run(config, &notifier))?;
+                if let Ran::Bootstrapped(at) = run {
+                    bootstrapped = Some((config.clone(), at));
+                }
+                Ok(exit::SUCCESS)
             })
-            .inspect_err(|e| notifier.status(&format!("failed: {e}")))
+            .inspect_err(|e| notifier.status(&format!("failed: {e}")))?;
+            // The run's outcome is published; the join is watched after it
+            // (src/flow/join_watch.rs), never changing the exit code.
+            if let Some((config, at)) = bootstrapped {
+                let watch = crate::flow::command::watch_join(&config, &notifier, at);
+                runtime()?.block_on(watch);
+            }
+            Ok(code)
         }
         Command::Preflight => {
             let config = load(&cli)?;
@@ -217,6 +240,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             cluster_version,
             json,
         }) => kubelet_sysext::ensure(&load(&cli)?, cluster_version, *json),
+        Command::Containerd(containerd::ContainerdCommand::Choose {
+            cluster_version,
+            json,
+        }) => containerd::choose(&load(&cli)?, cluster_version, *json),
         Command::Metadata(cmd) => metadata::command(&cli, cmd),
     }
 }

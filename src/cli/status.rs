@@ -18,6 +18,10 @@ pub struct StatusArgs {
     /// Give up waiting after this many seconds (with --wait; default 3600).
     #[arg(long, requires = "wait")]
     pub timeout: Option<u64>,
+    /// Complete only once the node is Ready in the cluster, as the API
+    /// server says (with --wait: wait for that too).
+    #[arg(long)]
+    pub ready: bool,
 }
 
 /// `status`; with `--wait` a command the metrics follow, published
@@ -28,6 +32,7 @@ pub(super) fn command(cli: &Cli, args: &StatusArgs) -> Result<u8> {
         watch: args.watch,
         wait: args.wait,
         timeout: args.timeout,
+        ready: args.ready,
     };
     if !args.wait {
         return crate::status::main(&cli.config, &opts);

@@ -1,4 +1,6 @@
-//! `GET /version` against the API server named by the kubeconfig.
+//! `GET /version` against the API server named by the kubeconfig, and
+//! single `GET`s of API objects ([`ApiClient::get_json`]: the join's view
+//! of this node).
 //!
 //! The client trusts only the kubeconfig's CA (no system roots), presents
 //! the kubeconfig's client certificate, token or basic auth, follows no
@@ -15,7 +17,9 @@
 //!   [`ErrorClass::Verification`] at once (retrying in-process cannot help,
 //!   systemd restarts the unit);
 //! - 401, or the server rejects the client certificate:
-//!   [`ErrorClass::BadInput`] (the kubeconfig's credentials are wrong);
+//!   [`ErrorClass::BadInput`] (the kubeconfig's credentials are wrong; a
+//!   bootstrap token is named by its id, never its secret: expired or
+//!   deleted);
 //! - 403: the credentials are good but this user may not read `/version`.
 //!   Every authenticated user may (the default RBAC binding
 //!   `system:public-info-viewer`), except on an API server that has just
@@ -36,6 +40,9 @@ use std::time::Duration;
 
 /// Largest `/version` body we read.
 const MAX_BODY: usize = 64 * 1024;
+/// Largest object or list we read (a Node with its image list, the
+/// kubelet client certificate requests of a cluster).
+const MAX_OBJECT_BODY: usize = 8 << 20;
 
 /// The parts of the API server's `/version` answer that matter here.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -51,10 +58,32 @@ pub struct ServerVersion {
 /// An HTTPS client for one API server, set up from a kubeconfig.
 pub struct ApiClient {
     client: reqwest::Client,
+    /// The kubeconfig's server.
+    server: url::Url,
+    /// `<server>/version`.
     url: url::Url,
+    /// The kubeconfig it was made from (named in errors).
+    kubeconfig: std::path::PathBuf,
+    /// The id of the bearer token when it is a bootstrap token.
+    bootstrap_token_id: Option<String>,
     token: Option<String>,
     basic: Option<(String, String)>,
     has_client_cert: bool,
+}
+
+/// One `GET`'s answer, whatever its status.
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+    retry_after: Option<Duration>,
+}
+
+impl Answer {
+    /// The start of the body on one line, for an error message.
+    fn snippet(&self) -> String {
+        let s = String::from_utf8_lossy(&self.body[..self.body.len().min(200)]).to_string();
+        s.replace(['\n', '\r'], " ")
+    }
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -99,7 +128,10 @@ impl ApiClient {
             .map_err(|e| bad("cannot set up an HTTPS client", &e))?;
         Ok(ApiClient {
             client,
+            server: kc.server.clone(),
             url: kc.version_url(),
+            kubeconfig: kc.path.clone(),
+            bootstrap_token_id: kc.credentials.bootstrap_token_id().map(str::to_string),
             token: kc.credentials.token.clone(),
             basic: kc.credentials.basic.clone(),
             has_client_cert: kc.credentials.client_cert.is_some(),
@@ -111,9 +143,10 @@ impl ApiClient {
         &self.url
     }
 
-    /// One `GET /version`; the error says whether to try again.
-    pub async fn version_once(&self) -> std::result::Result<ServerVersion, Attempt> {
-        let url = &self.url;
+    /// One `GET url` with the kubeconfig's credentials: the answer, or
+    /// why there is none (network, TLS, a body over `max_body` bytes)
+    /// and whether to try again.
+    async fn get(&self, url: &url::Url, max_body: usize) -> std::result::Result<Answer, Attempt> {
         let mut req = self.client.get(url.clone());
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
@@ -125,7 +158,7 @@ impl ApiClient {
             Ok(r) => r,
             Err(e) => return Err(classify_send_error(url, &e, self.has_client_cert)),
         };
-        let status = resp.status();
+        let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)
@@ -133,63 +166,81 @@ impl ApiClient {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let mut body = Vec::new();
-        let read = crate::http::read_body(&mut resp, Remote::ApiServer, 0, MAX_BODY as u64, |c| {
+        let read = crate::http::read_body(&mut resp, Remote::ApiServer, 0, max_body as u64, |c| {
             body.extend_from_slice(c);
             Ok(())
         });
         match read.await {
-            Ok(_) => {}
-            Err((_, crate::http::BodyError::BrokeOff(e))) => {
-                return Err(Attempt::retry(Error::retryable(format!(
-                    "GET {url}: reading the response failed: {}",
-                    chain(&e)
-                ))));
-            }
-            Err(_) => {
-                return Err(Attempt::retry(Error::retryable(format!(
-                    "GET {url}: response larger than {MAX_BODY} bytes"
-                ))));
-            }
+            Ok(_) => Ok(Answer {
+                status,
+                body,
+                retry_after,
+            }),
+            Err((_, crate::http::BodyError::BrokeOff(e))) => Err(Attempt::retry(Error::retryable(
+                format!("GET {url}: reading the response failed: {}", chain(&e)),
+            ))),
+            Err(_) => Err(Attempt::retry(Error::retryable(format!(
+                "GET {url}: response larger than {max_body} bytes"
+            )))),
         }
-        let snippet = || {
-            let s = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
-            s.replace(['\n', '\r'], " ")
-        };
-        let code = status.as_u16();
+    }
+
+    /// A 401: the credentials are wrong. With a bootstrap token, the token
+    /// by its id (never its secret), and why a good one stops working.
+    fn rejected(&self, url: &url::Url, answer: &Answer) -> Error {
+        let code = answer.status;
+        match &self.bootstrap_token_id {
+            Some(id) => Error::bad_input(format!(
+                "GET {url}: the API server rejected bootstrap token {id} of {} (HTTP {code}): \
+                 expired or deleted? The API server refuses a token from its expiration on and once \
+                 its Secret kube-system/bootstrap-token-{id} is gone; make a new token and give the \
+                 node a bootstrap kubeconfig with it (docs/operators.md, \"Rotating bootstrap tokens\")",
+                self.kubeconfig.display()
+            )),
+            None => Error::bad_input(format!(
+                "GET {url}: the API server rejected the kubeconfig's credentials (HTTP {code}): {}",
+                answer.snippet()
+            )),
+        }
+    }
+
+    /// One `GET /version`; the error says whether to try again.
+    pub async fn version_once(&self) -> std::result::Result<ServerVersion, Attempt> {
+        let url = &self.url;
+        let answer = self.get(url, MAX_BODY).await?;
+        let code = answer.status;
         match code {
             200 => {}
-            401 => {
-                return Err(Attempt::Fail(Error::bad_input(format!(
-                    "GET {url}: the API server rejected the kubeconfig's credentials (HTTP {code}): {}",
-                    snippet()
-                ))));
-            }
+            401 => return Err(Attempt::Fail(self.rejected(url, &answer))),
             403 => {
                 return Err(Attempt::Retry {
                     error: Error::retryable(format!(
                         "GET {url}: the API server accepted the kubeconfig's credentials but does not let this user read /version (HTTP 403; a server that has just started does so until its default RBAC policy exists; if it lasts, bind the user to the system:public-info-viewer cluster role): {}",
-                        snippet()
+                        answer.snippet()
                     )),
-                    after: retry_after,
+                    after: answer.retry_after,
                 });
             }
             408 | 429 | 500..=599 => {
                 return Err(Attempt::Retry {
-                    error: Error::retryable(format!("GET {url}: HTTP {code}: {}", snippet())),
-                    after: retry_after,
+                    error: Error::retryable(format!(
+                        "GET {url}: HTTP {code}: {}",
+                        answer.snippet()
+                    )),
+                    after: answer.retry_after,
                 });
             }
             _ => {
                 return Err(Attempt::Fail(Error::bad_input(format!(
                     "GET {url}: HTTP {code}; the kubeconfig's server does not look like a Kubernetes API server: {}",
-                    snippet()
+                    answer.snippet()
                 ))));
             }
         }
-        let v: ServerVersion = serde_json::from_slice(&body).map_err(|e| {
+        let v: ServerVersion = serde_json::from_slice(&answer.body).map_err(|e| {
             Attempt::retry(Error::retryable(format!(
                 "GET {url}: the answer is not Kubernetes version JSON ({e}): {}",
-                snippet()
+                answer.snippet()
             )))
         })?;
         if let Err(e) = KubeVersion::parse(&v.git_version) {
@@ -198,6 +249,48 @@ impl ApiClient {
             ))));
         }
         Ok(v)
+    }
+
+    /// One `GET <server><path>` of an API object or list, read as JSON:
+    /// `None` for a 404. One attempt (the join's callers ask again on
+    /// their own schedule); a 401 is [`ErrorClass::BadInput`] as for
+    /// `/version`, a 403 [`ErrorClass::Refused`] naming the path (this
+    /// user may not read it), anything else not 200
+    /// [`ErrorClass::Retryable`].
+    pub async fn get_json(&self, path: &str) -> Result<Option<serde_json::Value>> {
+        let url = self.api_url(path);
+        let answer = self.get(&url, MAX_OBJECT_BODY).await.map_err(|a| match a {
+            Attempt::Retry { error, .. } | Attempt::Fail(error) => error,
+        })?;
+        match answer.status {
+            200 => serde_json::from_slice(&answer.body).map(Some).map_err(|e| {
+                Error::retryable(format!(
+                    "GET {url}: the answer is not JSON ({e}): {}",
+                    answer.snippet()
+                ))
+            }),
+            404 => Ok(None),
+            401 => Err(self.rejected(&url, &answer)),
+            403 => Err(Error::refused(format!(
+                "GET {url}: this user may not read it (HTTP 403): {}",
+                answer.snippet()
+            ))),
+            code => Err(Error::retryable(format!(
+                "GET {url}: HTTP {code}: {}",
+                answer.snippet()
+            ))),
+        }
+    }
+
+    /// `<server><path>`, keeping a path prefix of the server URL; `path`
+    /// may carry a query.
+    fn api_url(&self, path: &str) -> url::Url {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let mut u = self.server.clone();
+        let joined = format!("{}{path}", u.path().trim_end_matches('/'));
+        u.set_path(&joined);
+        u.set_query(Some(query).filter(|q| !q.is_empty()));
+        u
     }
 
     /// `GET /version` with bounded, jittered retries.

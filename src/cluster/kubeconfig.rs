@@ -63,6 +63,12 @@ pub struct ClientCert {
 }
 
 impl Credentials {
+    /// The id of the bearer token when it has a bootstrap token's shape
+    /// (what the API server authenticates as `system:bootstrap:<id>`).
+    pub fn bootstrap_token_id(&self) -> Option<&str> {
+        bootstrap_token_id(self.token.as_deref()?).ok()
+    }
+
     /// A short description for logs: which kinds are present, never values.
     pub fn kinds(&self) -> String {
         let mut k = Vec::new();
@@ -204,6 +210,53 @@ fn without_userinfo(url: &str) -> String {
     }
 }
 
+/// Whether a value of the file could be data (a key, a certificate, a
+/// token) rather than the name, path or URL its field holds: it has a line
+/// break or other space (PEM text, base64 broken over lines, two YAML
+/// values run together by a damaged file), is longer than any name (255),
+/// holds PEM armour or its base64 (`-----`, `LS0tLS`), or has a run of 16
+/// or more characters mixing upper case, lower case and digits (base64, a
+/// token; names and paths are words). Such a value is never quoted in an
+/// error, which reaches the journal.
+fn could_be_data(v: &str) -> bool {
+    let v = v.trim();
+    let random_run = |run: &str| {
+        run.len() >= 16
+            && run.bytes().any(|b| b.is_ascii_uppercase())
+            && run.bytes().any(|b| b.is_ascii_lowercase())
+            && run.bytes().any(|b| b.is_ascii_digit())
+    };
+    v.chars().any(|c| c.is_whitespace() || c.is_control())
+        || v.len() > 255
+        || v.contains("-----")
+        || v.contains("LS0tLS")
+        || v.split(|c: char| !c.is_ascii_alphanumeric() && c != '+')
+            .any(random_run)
+}
+
+/// A value of the file as an error shows it: quoted, or, when it
+/// [`could_be_data`], only its length.
+fn quoted(v: &str) -> String {
+    if could_be_data(v) {
+        format!(
+            "the {}-character value (not shown: it looks like data, not a name, path or URL)",
+            v.chars().count()
+        )
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// A name of the file (a context's, cluster's or user's) inside a field
+/// path: as written, or, when it [`could_be_data`], its length.
+fn label(name: &str) -> String {
+    if could_be_data(name) {
+        format!("<{} characters>", name.chars().count())
+    } else {
+        name.to_string()
+    }
+}
+
 /// Reads and resolves the kubeconfig at `path`.
 pub fn load(path: &Path) -> Result<Kubeconfig> {
     let text = read_limited(path).map_err(|e| {
@@ -223,7 +276,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
     let raw = read_raw(text, path)?;
     let base = path.parent().unwrap_or(Path::new("/"));
     let ctx = select_context(&raw, &bad)?;
-    let cf = format!("clusters[{}].cluster", ctx.cluster);
+    let cf = format!("clusters[{}].cluster", label(&ctx.cluster));
     let cluster = raw
         .clusters
         .iter()
@@ -233,8 +286,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
             bad(
                 &format!("{}.cluster", ctx.field),
                 &format!(
-                    "names cluster {:?}, which is not in `clusters`",
-                    ctx.cluster
+                    "names cluster {}, which is not in `clusters`",
+                    quoted(&ctx.cluster)
                 ),
             )
         })?
@@ -248,7 +301,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig> {
         Some(p) => Some(url::Url::parse(p).map_err(|e| {
             bad(
                 &format!("{cf}.proxy-url"),
-                &format!("{:?} is not a URL: {e}", without_userinfo(p)),
+                &format!("{} is not a URL: {e}", quoted(&without_userinfo(p))),
             )
         })?),
     };
@@ -315,12 +368,15 @@ fn select_context(
         None => {
             return Err(bad(
                 "current-context",
-                &format!("names context {current:?}, which is not in `contexts`"),
+                &format!(
+                    "names context {}, which is not in `contexts`",
+                    quoted(current)
+                ),
             ));
         }
     };
     let name = ctx_name(ctx);
-    let field = format!("contexts[{name}].context");
+    let field = format!("contexts[{}].context", label(&name));
     let rc = ctx.context.as_ref().ok_or_else(|| bad(&field, "missing"))?;
     let cluster = rc
         .cluster
@@ -350,15 +406,15 @@ fn server_url(
     let server = url::Url::parse(server_s.trim()).map_err(|e| {
         bad(
             &field,
-            &format!("{:?} is not a URL: {e}", without_userinfo(server_s)),
+            &format!("{} is not a URL: {e}", quoted(&without_userinfo(server_s))),
         )
     })?;
     if server.scheme() != "https" {
         return Err(bad(
             &field,
             &format!(
-                "{:?} is not an https URL; node-bootstrap only talks to the API server over TLS",
-                without_userinfo(server_s)
+                "{} is not an https URL; node-bootstrap only talks to the API server over TLS",
+                quoted(&without_userinfo(server_s))
             ),
         ));
     }
@@ -444,12 +500,12 @@ fn user_credentials(
         .ok_or_else(|| {
             bad(
                 &format!("{}.user", ctx.field),
-                &format!("names user {:?}, which is not in `users`", ctx.user),
+                &format!("names user {}, which is not in `users`", quoted(&ctx.user)),
             )
         })?;
     match &u.user {
         None => Ok(Credentials::default()),
-        Some(ru) => credentials(ru, &format!("users[{}].user", ctx.user), base, bad),
+        Some(ru) => credentials(ru, &format!("users[{}].user", label(&ctx.user)), base, bad),
     }
 }
 
@@ -522,6 +578,23 @@ fn client_cert(
         "client-certificate",
     )?;
     let key = pick(&u.client_key_data, &u.client_key, "client-key")?;
+    // The kubelet's own kubeconfig (TLS bootstrapping) names one file for
+    // both, its certificate and key in one PEM (`kubelet-client-current.pem`),
+    // as client-go allows: each field takes its blocks of that file.
+    let one_file = u.client_certificate_data.is_none()
+        && u.client_key_data.is_none()
+        && u.client_certificate
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            == u.client_key.as_deref().map(str::trim);
+    let (cert, key) = match (cert, key) {
+        (Some(c), Some(_)) if one_file => (
+            Some(pem_blocks(&c, |l| l == "CERTIFICATE")),
+            Some(pem_blocks(&c, |l| l.ends_with("PRIVATE KEY"))),
+        ),
+        other => other,
+    };
     match (cert, key) {
         (None, None) => Ok(None),
         (Some(_), None) => Err(bad(
@@ -575,10 +648,9 @@ fn token(
 /// What to say of a field that names a file (`certificate-authority`,
 /// `client-key`, `tokenFile`, …) whose file cannot be read. Operators paste
 /// the data into the file field by mistake, and the error must not quote
-/// it (a key, a token): a value that no file name could be (a component
-/// longer than 255 bytes, or a line break) is described, never shown; with
-/// `hide_bare_names`, so is a value without a `/` (a token is such a
-/// value). Otherwise the path is shown, as it helps.
+/// it (a key, a token): a value that [`could_be_data`] is described, never
+/// shown; with `hide_bare_names`, so is a value without a `/` (a token is
+/// such a value). Otherwise the path is shown, as it helps.
 fn unreadable_file(
     raw: &str,
     resolved: &Path,
@@ -586,12 +658,10 @@ fn unreadable_file(
     data_field: &str,
     hide_bare_names: bool,
 ) -> String {
-    const NAME_MAX: usize = 255;
     let raw = raw.trim();
-    let data_like = raw.contains('\n') || raw.split('/').any(|c| c.len() > NAME_MAX);
-    if data_like {
+    if could_be_data(raw) {
         format!(
-            "cannot read the file it names: its {}-character value is no file path \
+            "cannot read the file it names: its {}-character value looks like data, not a file path \
              (not shown: it may be secret data, which goes in {data_field})",
             raw.chars().count()
         )
@@ -669,6 +739,72 @@ fn check_key(pem: &[u8]) -> std::result::Result<(), String> {
         0 => Err("contains no PEM private key".into()),
         1 => Ok(()),
         _ => Err("contains more than one private key".into()),
+    }
+}
+
+/// The PEM blocks of `pem` whose label `keep` accepts, in order.
+fn pem_blocks(pem: &[u8], keep: impl Fn(&str) -> bool) -> Vec<u8> {
+    let text = String::from_utf8_lossy(pem);
+    let mut out = String::new();
+    let mut inside: Option<bool> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(label) = t
+            .strip_prefix("-----BEGIN ")
+            .and_then(|l| l.strip_suffix("-----"))
+        {
+            inside = Some(keep(label));
+        }
+        if inside == Some(true) {
+            out.push_str(t);
+            out.push('\n');
+        }
+        if t.starts_with("-----END ") {
+            inside = None;
+        }
+    }
+    out.into_bytes()
+}
+
+/// A bootstrap token's shape (Kubernetes' `^[a-z0-9]{6}\.[a-z0-9]{16}$`):
+/// its id (the public half, `system:bootstrap:<id>`), or what is wrong
+/// with it, in words that never quote it (the secret half is a secret,
+/// and a malformed token may be anything).
+pub fn bootstrap_token_id(token: &str) -> std::result::Result<&str, String> {
+    let ok = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    let expected = "a bootstrap token is <id>.<secret>, 6 and 16 characters of [a-z0-9]";
+    let Some((id, secret)) = token.split_once('.') else {
+        return Err(format!(
+            "is not a bootstrap token: it has no '.' ({} characters; {expected})",
+            token.chars().count()
+        ));
+    };
+    let describe = |s: &str, n: usize| {
+        if s.chars().count() != n {
+            format!("{} characters", s.chars().count())
+        } else {
+            "characters outside [a-z0-9]".to_string()
+        }
+    };
+    match (ok(id, 6), ok(secret, 16)) {
+        (true, true) => Ok(id),
+        (false, true) => Err(format!(
+            "is not a bootstrap token: its id (before the '.') has {} ({expected})",
+            describe(id, 6)
+        )),
+        (true, false) => Err(format!(
+            "is not a bootstrap token: the secret of token {id} (after the '.') has {} ({expected})",
+            describe(secret, 16)
+        )),
+        (false, false) => Err(format!(
+            "is not a bootstrap token: its id has {} and its secret {} ({expected})",
+            describe(id, 6),
+            describe(secret, 16)
+        )),
     }
 }
 
@@ -890,7 +1026,7 @@ mod tests {
         let m = err(&good.replace("client-key-data:", "client-key:"));
         assert!(
             m.contains("users[kubelet].user.client-key: cannot read the file it names: its ")
-                && m.contains("-character value is no file path (not shown: it may be secret data, which goes in client-key-data)"),
+                && m.contains("-character value looks like data, not a file path (not shown: it may be secret data, which goes in client-key-data)"),
             "{m}"
         );
         assert!(!m.contains(&key[..40]), "the key is quoted: {m}");
@@ -919,6 +1055,69 @@ mod tests {
             m.contains("users[kubelet].user.client-key: cannot read /etc/kubernetes/missing.key: No such file or directory"),
             "{m}"
         );
+    }
+
+    /// 2026-11-26, found by the kubeconfig property test: a damaged file
+    /// ran the server line into the CA data (`server: https://10.3.0.1:4
+    /// certificate-author LS0t…`), and "is not a URL" quoted it all. No
+    /// field's value that looks like data is quoted, whichever field holds
+    /// it (a URL, a name, a file path with slashes in its base64).
+    #[test]
+    fn data_in_any_field_is_not_quoted() {
+        let p = pki();
+        let good = tectonic(&p, "https://10.3.0.1:443");
+        let (ca, key) = (b64(&p.ca), b64(&p.key));
+        let hidden = |m: &str, data: &str| {
+            for w in data.as_bytes().windows(12).step_by(6) {
+                let w = std::str::from_utf8(w).unwrap();
+                assert!(!m.contains(w), "{w:?} of the data is quoted: {m}");
+            }
+        };
+        let run_together = good.replace(
+            ":443\n    certificate-authority-data: ",
+            ":4  certificate-author ",
+        );
+        assert_ne!(run_together, good);
+        let m = err(&run_together);
+        assert!(
+            m.contains("clusters[local].cluster.server: the ")
+                && m.contains("-character value (not shown: it looks like data, not a name, path or URL) is not a URL"),
+            "{m}"
+        );
+        hidden(&m, &ca);
+        let m = err(&good.replace(
+            "    server: https://10.3.0.1:443\n",
+            &format!(
+                "    server: https://10.3.0.1:443\n    proxy-url: {}\n",
+                &key[..60]
+            ),
+        ));
+        assert!(
+            m.contains("cluster.proxy-url: the 60-character value"),
+            "{m}"
+        );
+        hidden(&m, &key[..60]);
+        // Base64 with slashes, each piece shorter than a file name may be.
+        let pieces = format!("{}/{}/{}", &key[..40], &key[40..80], &key[80..120]);
+        let m = err(&good.replace(
+            &format!("client-key-data: {key}"),
+            &format!("client-key: {pieces}"),
+        ));
+        assert!(
+            m.contains("users[kubelet].user.client-key: cannot read the file it names: its 122-character value looks like data"),
+            "{m}"
+        );
+        hidden(&m, &pieces);
+        // A name: the user a context names.
+        let m = err(&good.replace("user: kubelet\n", &format!("user: {}\n", &key[..40])));
+        assert!(
+            m.contains("contexts[].context.user: names user the 40-character value"),
+            "{m}"
+        );
+        hidden(&m, &key[..40]);
+        // Names, paths and URLs are still shown.
+        let m = err(&good.replace(":443", ":99999"));
+        assert!(m.contains("\"https://10.3.0.1:99999\" is not a URL"), "{m}");
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!    refused; an unreachable server is only a warning there
 //!    (`cluster.check_forced_skew`, default on).
 //! 2. The API server's `GET /version` (`gitVersion`), using the node's
-//!    kubeconfig, with `cluster.api_attempts` jittered, bounded attempts.
+//!    kubeconfig, or its bootstrap kubeconfig with `cluster.credential`
+//!    `bootstrap-token` ([`credential`]), with `cluster.api_attempts`
+//!    jittered, bounded attempts.
 //!    The bootkube master skips this step: its API server cannot exist
 //!    before it has bootstrapped.
 //! 3. The seed kubelet.env's `KUBELET_IMAGE_TAG` (`_` back to `+`): on the
@@ -19,11 +21,14 @@
 //! a kubelet newer than the cluster breaks the skew policy, and systemd
 //! restarts the unit. A bad kubeconfig is `BadInput` (exit 5), a server whose
 //! certificate does not chain to the kubeconfig's CA is `Verification`
-//! (exit 6, no credentials sent), rejected credentials are `BadInput`, a skew
+//! (exit 6, no credentials sent), rejected credentials are `BadInput` (a
+//! bootstrap token named by its id: expired or deleted), a malformed
+//! bootstrap token is `Config` (exit 4, before any request), a skew
 //! violation is `Refused` (exit 7).
 
 pub(crate) mod apiclient;
 pub(crate) mod config;
+pub mod credential;
 pub mod kubeconfig;
 pub(crate) mod version;
 
@@ -112,7 +117,7 @@ pub async fn discover(config: &Inputs<'_>, seed_tag: Option<&str>) -> Result<Clu
         return Ok(v);
     }
 
-    let kc = kubeconfig::load(&config.paths.kubeconfig)?;
+    let kc = credential::load(config.paths, c.credential)?;
     let client = apiclient::ApiClient::new(&kc, c.api_timeout)?;
     let url = client.url().to_string();
     info!(step = STEP, url = %url, credentials = %kc.credentials.kinds(), attempts = c.api_attempts,
@@ -172,12 +177,12 @@ fn from_seed(seed_tag: Option<&str>, seed_path: &std::path::Path) -> Result<Clus
 
 /// One look at the API server to check a forced version against it.
 async fn probe_forced(config: &Inputs<'_>, forced: &str) -> Result<Option<String>> {
-    let path = &config.paths.kubeconfig;
+    let path = credential::path(config.paths, config.cluster.credential);
     if !path.exists() {
         info!(step = STEP, path = %path.display(), "no kubeconfig: forced version not checked against the API server");
         return Ok(None);
     }
-    let kc = kubeconfig::load(path)?;
+    let kc = credential::load(config.paths, config.cluster.credential)?;
     let client = apiclient::ApiClient::new(&kc, config.cluster.api_timeout)?;
     let once =
         crate::retry::RetryPolicy::new(std::time::Duration::ZERO, std::time::Duration::ZERO, 1);

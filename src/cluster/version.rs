@@ -10,6 +10,7 @@
 //! versions older; majors must match. Patch levels and suffixes do not count.
 
 use crate::error::{Error, Result};
+use std::cmp::Ordering;
 use std::fmt;
 
 /// How many minor versions a kubelet may lag behind the API server.
@@ -162,10 +163,55 @@ pub fn skew_violation(kubelet: &KubeVersion, apiserver: &KubeVersion) -> Option<
     None
 }
 
+/// Semantic-version precedence of major, minor, patch and pre-release (the
+/// `+build` suffix does not count).
+pub fn precedence(a: &KubeVersion, b: &KubeVersion) -> Ordering {
+    (a.major, a.minor, a.patch)
+        .cmp(&(b.major, b.minor, b.patch))
+        .then_with(|| match (&a.pre, &b.pre) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(_), None) => Ordering::Less,
+            (Some(x), Some(y)) => pre_release_cmp(x, y),
+        })
+}
+
+/// semver's pre-release order (`beta.2` before `beta.10`): identifier by identifier, numeric ones
+/// numerically and below alphanumeric ones, a shorter prefix first.
+pub fn pre_release_cmp(a: &str, b: &str) -> Ordering {
+    let mut ia = a.split('.');
+    let mut ib = b.split('.');
+    loop {
+        match (ia.next(), ib.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) => {
+                let o = match (x.parse::<u64>(), y.parse::<u64>()) {
+                    (Ok(n), Ok(m)) => n.cmp(&m),
+                    (Ok(_), Err(_)) => Ordering::Less,
+                    (Err(_), Ok(_)) => Ordering::Greater,
+                    (Err(_), Err(_)) => x.cmp(y),
+                };
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ErrorClass;
+
+    #[test]
+    fn pre_releases_order_as_semver_orders_them() {
+        assert_eq!(pre_release_cmp("beta.2", "beta.10"), Ordering::Less);
+        assert_eq!(pre_release_cmp("alpha", "alpha.1"), Ordering::Less);
+        assert_eq!(pre_release_cmp("1", "alpha"), Ordering::Less);
+    }
 
     #[test]
     fn parses_the_shapes_seen_in_the_wild() {

@@ -15,14 +15,14 @@
 
 use crate::error::{Error, Result};
 use crate::settings::{FieldResult, Paths, RawPaths, Role};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
 
 /// The raw file, exactly as written. Every section is optional.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     #[serde(default)]
@@ -49,6 +49,10 @@ pub struct RawConfig {
     pub agent: crate::agent_upgrade::config::RawAgent,
     #[serde(default)]
     pub kubelet: crate::kubelet_sysext::config::RawKubelet,
+    #[serde(default)]
+    pub kubelet_config: crate::kubelet_config::config::RawKubeletConfig,
+    #[serde(default)]
+    pub runtime: crate::container_runtime::config::RawRuntime,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -68,6 +72,8 @@ pub struct Config {
     pub reboot: crate::reboot::config::RebootSettings,
     pub agent: crate::agent_upgrade::config::AgentSettings,
     pub kubelet: crate::kubelet_sysext::config::KubeletSettings,
+    pub kubelet_config: crate::kubelet_config::config::KubeletConfigSettings,
+    pub runtime: crate::container_runtime::config::RuntimeSettings,
 }
 
 impl RawConfig {
@@ -87,6 +93,8 @@ impl RawConfig {
             reboot: self.reboot.validate()?,
             agent: self.agent.validate()?,
             kubelet: self.kubelet.validate()?,
+            kubelet_config: self.kubelet_config.validate()?,
+            runtime: self.runtime.validate()?,
         })
     }
 }
@@ -127,6 +135,30 @@ impl Config {
                 fe.message
             ))
         })
+    }
+
+    /// The settings in effect as a config file writes them: every field
+    /// of every section, defaults filled in (`null` where unset means
+    /// off or none), durations in `*_secs` and sizes in the units the file
+    /// uses, secrets in `helpers.*.docker.env` shown as `<redacted>`. Read
+    /// back, it gives the same settings (`check-config` prints it).
+    pub fn to_raw(&self) -> RawConfig {
+        RawConfig {
+            role: self.role,
+            paths: self.paths.to_raw(),
+            cluster: self.cluster.to_raw(),
+            os_update: self.os_update.to_raw(),
+            addon: self.addon.to_raw(&self.paths),
+            assets: self.assets.to_raw(),
+            sources: self.sources.to_raw(&self.paths),
+            helpers: self.helpers.to_raw(&self.paths.assets_dir),
+            metrics: self.metrics.to_raw(),
+            reboot: self.reboot.to_raw(),
+            agent: self.agent.to_raw(),
+            kubelet: self.kubelet.to_raw(),
+            kubelet_config: self.kubelet_config.to_raw(),
+            runtime: self.runtime.to_raw(),
+        }
     }
 
     /// All defaults, as if the file were `{}`.
@@ -183,6 +215,13 @@ impl Config {
         }
     }
 
+    pub fn join_inputs(&self) -> crate::join::Inputs<'_> {
+        crate::join::Inputs {
+            paths: &self.paths,
+            cluster: &self.cluster,
+        }
+    }
+
     pub fn assets_inputs(&self) -> crate::assets::Inputs<'_> {
         crate::assets::Inputs {
             paths: &self.paths,
@@ -194,6 +233,53 @@ impl Config {
         crate::helper::Inputs {
             paths: &self.paths,
             helpers: &self.helpers,
+        }
+    }
+
+    pub fn containerd_inputs(&self) -> crate::container_runtime::ensure::Inputs<'_> {
+        crate::container_runtime::ensure::Inputs {
+            paths: &self.paths,
+            runtime: &self.runtime,
+            systemd_config_dir: &self.addon.systemd_config_dir,
+            sysext_release_dir: &self.addon.sysext_release_dir,
+            metadata: self.metadata_inputs(),
+        }
+    }
+
+    /// What the containerd step needs to know of the cluster at
+    /// `cluster_version` whose kubelet follows the rules of
+    /// `kubelet_rules`: its `major.minor` and the runtime mappings'
+    /// containerd series for it (none when the mappings file is absent, as
+    /// a node that never runs docker may have no mappings, or lists none for
+    /// that Kubernetes; a file that is there must read).
+    pub fn containerd_for_cluster(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: crate::kubelet_config::table::Minor,
+    ) -> Result<crate::container_runtime::ensure::ForCluster> {
+        let v = crate::cluster::KubeVersion::parse(cluster_version)
+            .map_err(|e| Error::bad_input(format!("cluster version: {e}")))?;
+        let path = self.addon.mappings_path(&self.paths);
+        let listed = if path.exists() {
+            crate::addon::mappings::RuntimeMappings::load(&path)?.containerd_for(cluster_version)?
+        } else {
+            None
+        };
+        Ok(crate::container_runtime::ensure::ForCluster {
+            kubernetes: crate::kubelet_config::table::Minor(v.major, v.minor),
+            listed,
+            kubelet_rules,
+        })
+    }
+
+    pub fn kubelet_config_inputs(&self) -> crate::kubelet_config::Inputs<'_> {
+        crate::kubelet_config::Inputs {
+            paths: &self.paths,
+            settings: &self.kubelet_config,
+            tls_bootstrap: self.cluster.credential
+                == crate::cluster::config::Credential::BootstrapToken,
+            master: !matches!(self.role, crate::settings::Role::Worker),
+            sandbox_image: self.runtime.sandbox_image.as_deref(),
         }
     }
 

@@ -14,10 +14,20 @@ use tracing::{info, warn};
 /// How long a second `run` waits for the first to finish before refusing.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
+/// How a `run` that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    /// This run wrote kubelet.env (at this instant): the join starts now
+    /// ([`watch_join`]).
+    Bootstrapped(std::time::Instant),
+    /// kubelet.env was there already.
+    NothingToDo,
+}
+
 /// `node-bootstrap run`: the ExecStart of k8s-node-bootstrap.service.
 /// `notifier` tells systemd each step and, once kubelet.env is in place,
 /// `READY=1` (the caller reports a failure there).
-pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
+pub async fn run(config: &Config, notifier: &Notifier) -> Result<Ran> {
     let _lock = RunLock::acquire(&config.paths.run_lock(), LOCK_WAIT)?;
     info!(
         message_id = crate::message_ids::RUN_STARTED,
@@ -28,7 +38,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
     if config.paths.kubelet_env.exists() {
         info!(step = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
         notifier.ready(READY_STATUS);
-        return Ok(());
+        return Ok(Ran::NothingToDo);
     }
     for dir in [
         config.paths.kubelet_env.parent(),
@@ -67,13 +77,20 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<()> {
             == crate::kubelet_sysext::config::Backend::Sysext,
     };
     match driver.run().await? {
-        RunOutcome::Complete => Ok(()),
+        RunOutcome::Complete => Ok(Ran::Bootstrapped(std::time::Instant::now())),
         RunOutcome::Handover { binary } => {
             // exec ends this process's metrics: publish them first.
             crate::textfile::publish_before_exit(config, "handover");
             Err(hand_over(&binary))
         }
     }
+}
+
+/// After a run that wrote kubelet.env (and published its outcome): the
+/// join, watched for `cluster.join_watch_secs` ([`super::join_watch`]).
+/// Never fails.
+pub async fn watch_join(config: &Config, notifier: &Notifier, kubelet_env_at: std::time::Instant) {
+    super::join_watch::watch(config, notifier, kubelet_env_at).await;
 }
 
 /// Replaces this process with the new agent at `binary`, same arguments

@@ -26,7 +26,9 @@ use super::seams::{Progress, Seams};
 use crate::agent_upgrade::UpgradeAction;
 use crate::error::{Error, Result};
 use crate::fsutil::Durability;
-use crate::journal::{Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult};
+use crate::journal::{
+    Confirmable, JournalFile, RebootRecord, StateJournal, Step, StepResult, StepStatus,
+};
 use crate::message_ids;
 use tracing::{error, info, warn};
 
@@ -205,6 +207,7 @@ impl<S: Seams> Driver<'_, S> {
             Step::AgentUpgrade => StepResult::AgentUpgrade(s.agent_upgrade().await?),
             Step::Assets => StepResult::Assets(s.check_assets().await?),
             Step::ClusterVersion => StepResult::ClusterVersion(s.discover_version().await?),
+            Step::Runtime => StepResult::Runtime(s.decide_runtime(&cluster_version(journal)?)?),
             Step::OsUpdate => StepResult::OsUpdate(Confirmable::new(if self.os_update_enabled {
                 s.os_update().await?
             } else {
@@ -221,9 +224,24 @@ impl<S: Seams> Driver<'_, S> {
                 let version = cluster_version(journal)?;
                 StepResult::KubeletSysext(s.kubelet_sysext(&version).await?)
             }
+            Step::Containerd => {
+                let rules = runtime_record(journal)?.rules().ok_or_else(|| {
+                    Error::internal(
+                        "the runtime step recorded no Kubernetes version for the kubelet's rules",
+                    )
+                })?;
+                let version = cluster_version(journal)?;
+                StepResult::Containerd(s.containerd(&version, rules).await?)
+            }
             Step::KubeletEnv => {
                 let version = cluster_version(journal)?;
-                StepResult::KubeletEnv(s.write_kubelet_env(&version).await?)
+                let runtime = runtime_record(journal)?;
+                let containerd = journal
+                    .step(Step::Containerd)
+                    .filter(|r| r.boot_id == self.boot_id && r.status == StepStatus::Done)
+                    .and_then(|r| r.result.as_ref())
+                    .and_then(StepResult::containerd);
+                StepResult::KubeletEnv(s.write_kubelet_env(&version, &runtime, containerd).await?)
             }
             Step::Reboot | Step::Bootkube | Step::Tectonic => {
                 unreachable!("{step} is not a step the driver executes")
@@ -347,6 +365,21 @@ impl<S: Seams> Driver<'_, S> {
     }
 }
 
+fn runtime_record(
+    journal: &StateJournal,
+) -> Result<crate::container_runtime::choice::RuntimeRecord> {
+    journal
+        .step(Step::Runtime)
+        .and_then(|r| r.result.as_ref())
+        .and_then(StepResult::runtime)
+        .cloned()
+        .ok_or_else(|| {
+            Error::internal(
+                "the flow reached a step that needs the runtime before the runtime step",
+            )
+        })
+}
+
 fn cluster_version(journal: &StateJournal) -> Result<String> {
     journal
         .step(Step::ClusterVersion)
@@ -370,8 +403,11 @@ mod tests {
     use super::*;
     use crate::addon::AddonOutcome;
     use crate::cluster::{ClusterVersion, VersionSource};
+    use crate::container_runtime::choice::{Requested, RuntimeRecord};
+    use crate::container_runtime::ensure::{ConfigSource, ContainerdRecord};
     use crate::error::ErrorClass;
     use crate::journal::{AssetsRecord, KubeletEnvRecord, StepStatus};
+    use crate::kubelet_config::table::Minor;
     use crate::os_update::{OsOutcome, OsUpdateRecord};
     use std::cell::RefCell;
     use std::convert::Infallible;
@@ -403,6 +439,12 @@ mod tests {
         on_disk_at_ready: RefCell<Option<StateJournal>>,
         on_disk_at_reboot: RefCell<Option<StateJournal>>,
         on_disk_at_wipe_owed: RefCell<Option<StateJournal>>,
+        /// `runtime.name` (`None`: auto).
+        runtime: Option<Requested>,
+        /// What the API server says (`None`: v1.9.6+coreos.0).
+        cluster: Option<String>,
+        /// What `containerd` fails with, if it does.
+        containerd_error: Option<ErrorClass>,
     }
 
     impl Seams for FakeNode {
@@ -461,12 +503,13 @@ mod tests {
                     "GET https://10.0.0.1:443/version: connection refused",
                 ));
             }
+            let version = self.cluster.clone().unwrap_or("v1.9.6+coreos.0".into());
             Ok(ClusterVersion {
-                version: "v1.9.6+coreos.0".into(),
+                version: version.clone(),
                 source: VersionSource::ApiServer {
                     url: "https://10.0.0.1:443/version".into(),
                 },
-                apiserver_version: Some("v1.9.6+coreos.0".into()),
+                apiserver_version: Some(version),
             })
         }
         async fn os_update(&self) -> Result<OsUpdateRecord> {
@@ -549,26 +592,57 @@ mod tests {
                 cluster_version: version.into(),
                 version: "v1.9.6".into(),
                 rule: crate::kubelet_sysext::choice::Rule::Exact,
-                image: "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw".into(),
-                link: "/etc/extensions/kubernetes.raw".into(),
-                sha512: "00".into(),
-                url: "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw".into(),
-                location: "/mirror".into(),
-                signed: true,
-                downloaded: true,
-                previous: None,
-                refreshed: true,
-                removed: vec![],
+                installed: crate::sysext::package::Installed::example(
+                    "/opt/extensions/kubernetes/kubernetes-v1.9.6-x86-64.raw",
+                    "file:///mirror/kubernetes_v1.9.6_any_x86-64.raw",
+                ),
             })
         }
-        async fn write_kubelet_env(&self, version: &str) -> Result<KubeletEnvRecord> {
+        fn decide_runtime(&self, version: &str) -> Result<RuntimeRecord> {
+            crate::container_runtime::choice::decide(
+                version,
+                self.runtime.unwrap_or(Requested::Auto),
+                false,
+            )
+        }
+        async fn containerd(&self, _cluster: &str, rules: Minor) -> Result<ContainerdRecord> {
+            self.calls.borrow_mut().push(format!("containerd {rules}"));
+            if let Some(class) = self.containerd_error {
+                return Err(Error::new(
+                    class,
+                    "containerd did not answer on /run/containerd/containerd.sock",
+                ));
+            }
+            Ok(ContainerdRecord {
+                config: "/etc/containerd/config.toml".into(),
+                config_source: ConfigSource::Written,
+                restarted: true,
+                socket: "/run/containerd/containerd.sock".into(),
+                runtime: "containerd://1.6.20".into(),
+                cri_api: crate::container_runtime::cri::CriApi::V1,
+                cgroup_driver: "systemd".into(),
+                package: None,
+            })
+        }
+        async fn write_kubelet_env(
+            &self,
+            version: &str,
+            runtime: &RuntimeRecord,
+            containerd: Option<&ContainerdRecord>,
+        ) -> Result<KubeletEnvRecord> {
+            let on = match containerd {
+                Some(c) => c.runtime.clone(),
+                None => runtime.runtime.name().to_string(),
+            };
             self.calls
                 .borrow_mut()
-                .push(format!("kubelet-env {version}"));
+                .push(format!("kubelet-env {version} on {on}"));
             *self.env_written.borrow_mut() = Some(version.to_string());
             Ok(KubeletEnvRecord {
                 path: "/etc/kubernetes/kubelet.env".into(),
                 image_tag: version.replace('+', "_"),
+                runtime: Some(runtime.runtime.name().into()),
+                kubelet_config: None,
             })
         }
     }
@@ -626,6 +700,7 @@ mod tests {
             vec![
                 "step assets",
                 "step cluster-version",
+                "step runtime",
                 "step os-update",
                 "step docker-addon",
                 "step kubelet-env",
@@ -646,6 +721,96 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn containerd_is_configured_after_the_os_and_before_kubelet_env() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            os_version: RefCell::new("3815.2.0".into()),
+            cluster: Some("v1.24.3".into()),
+            ..Default::default()
+        };
+        let mut drv = driver(&node, d.path(), "b1");
+        drv.kubelet_sysext_enabled = true;
+        assert_eq!(drv.run().await.unwrap(), RunOutcome::Complete);
+        assert_eq!(
+            *node.calls.borrow(),
+            [
+                "assets",
+                "version",
+                "os-update",
+                "kubelet-sysext v1.24.3",
+                "containerd 1.24",
+                "kubelet-env v1.24.3 on containerd://1.6.20"
+            ],
+            "no docker addon on a containerd node"
+        );
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        let runtime = j
+            .step(Step::Runtime)
+            .unwrap()
+            .result
+            .as_ref()
+            .unwrap()
+            .runtime()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            runtime.runtime,
+            crate::container_runtime::choice::Runtime::Containerd
+        );
+        assert!(j.step(Step::DockerAddon).is_none());
+
+        // A containerd that does not answer: retryable, nothing committed.
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            cluster: Some("v1.26.0".into()),
+            containerd_error: Some(ErrorClass::Retryable),
+            ..Default::default()
+        };
+        let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Retryable);
+        assert!(
+            err.to_string().contains("/run/containerd/containerd.sock"),
+            "{err}"
+        );
+        assert!(node.env_written.borrow().is_none());
+        assert!(!node.notices.borrow().iter().any(|n| n.starts_with("ready")));
+    }
+
+    #[tokio::test]
+    async fn docker_for_a_cluster_without_dockershim_is_refused_before_anything_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let node = FakeNode {
+            update: Some("1576.4.0".into()),
+            docker_change: true,
+            cluster: Some("v1.24.0".into()),
+            runtime: Some(Requested::Docker),
+            ..Default::default()
+        };
+        let err = driver(&node, d.path(), "b1").run().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Refused);
+        assert!(
+            err.to_string().contains("runtime.name is \"docker\""),
+            "{err}"
+        );
+        assert_eq!(
+            *node.calls.borrow(),
+            ["assets", "version"],
+            "no OS update, no addon, no reboot"
+        );
+        assert!(node.env_written.borrow().is_none());
+        let j = JournalFile::new(d.path().join("state.json"))
+            .load()
+            .unwrap()
+            .unwrap();
+        let rec = j.step(Step::Runtime).unwrap();
+        assert_eq!(rec.status, StepStatus::Failed);
+        assert_eq!(rec.error_class, Some(ErrorClass::Refused));
+    }
+
+    #[tokio::test]
     async fn the_kubelet_sysext_is_merged_before_kubelet_env_and_ready() {
         let d = tempfile::tempdir().unwrap();
         let node = FakeNode {
@@ -660,11 +825,11 @@ mod tests {
             [
                 "addon v1.9.6+coreos.0 next-os=None",
                 "kubelet-sysext v1.9.6+coreos.0",
-                "kubelet-env v1.9.6+coreos.0"
+                "kubelet-env v1.9.6+coreos.0 on docker"
             ]
         );
         assert_eq!(
-            node.notices.borrow()[4..],
+            node.notices.borrow()[5..],
             [
                 "step kubelet-sysext",
                 "step kubelet-env",
@@ -777,7 +942,7 @@ mod tests {
                 "version",
                 "os-update",
                 "addon v1.9.6+coreos.0 next-os=None",
-                "kubelet-env v1.9.6+coreos.0"
+                "kubelet-env v1.9.6+coreos.0 on docker"
             ]
         );
         let j = JournalFile::new(d.path().join("state.json"))
@@ -835,7 +1000,11 @@ mod tests {
         );
         assert_eq!(
             *node.calls.borrow(),
-            vec!["assets", "addon-confirm", "kubelet-env v1.9.6+coreos.0"]
+            vec![
+                "assets",
+                "addon-confirm",
+                "kubelet-env v1.9.6+coreos.0 on docker"
+            ]
         );
         let j = JournalFile::new(d.path().join("state.json"))
             .load()

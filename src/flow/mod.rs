@@ -4,6 +4,7 @@
 
 pub(crate) mod command;
 pub(crate) mod driver;
+pub(crate) mod join_watch;
 pub(crate) mod node;
 pub mod plan;
 pub(crate) mod preflight;

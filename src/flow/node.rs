@@ -7,8 +7,11 @@ use crate::addon::AddonOutcome;
 use crate::agent_upgrade::UpgradeOutcome;
 use crate::cluster::ClusterVersion;
 use crate::config::Config;
+use crate::container_runtime::choice::{Runtime, RuntimeRecord};
+use crate::container_runtime::ensure::ContainerdRecord;
 use crate::error::{Error, Result, ResultExt as _};
 use crate::journal::{AssetsRecord, KubeletEnvRecord};
+use crate::kubelet_config::{self, RuntimeFacts, table::Minor};
 use crate::os_update::{OsOutcome, OsUpdateRecord};
 use crate::systemd::notify::Notifier;
 use crate::{fsutil, kubelet_env};
@@ -86,8 +89,13 @@ impl Seams for NodeSeams<'_> {
         let seed = paths.seed_kubelet_env();
         kubelet_env::read_seed(&seed)?;
         let kubeconfig = if self.needs_api_server() {
-            crate::cluster::kubeconfig::load(&paths.kubeconfig)?;
-            Some(paths.kubeconfig.display().to_string())
+            let credential = self.config.cluster.credential;
+            crate::cluster::credential::load(paths, credential)?;
+            Some(
+                crate::cluster::credential::path(paths, credential)
+                    .display()
+                    .to_string(),
+            )
         } else {
             None
         };
@@ -184,6 +192,21 @@ impl Seams for NodeSeams<'_> {
         })
     }
 
+    fn decide_runtime(&self, cluster_version: &str) -> Result<RuntimeRecord> {
+        let record = crate::container_runtime::choice::decide(
+            cluster_version,
+            self.config.runtime.requested,
+            self.config.kubelet_config.allow_newer_kubernetes,
+        )?;
+        if record.kubelet_rules != record.kubernetes {
+            warn!(step = "runtime", kubernetes = %record.kubernetes, rules = %record.kubelet_rules,
+                "the cluster is newer than the newest Kubernetes this agent knows; configuring its kubelet by the newest rules (kubelet_config.allow_newer_kubernetes)");
+        }
+        info!(step = "runtime", runtime = record.runtime.name(), requested = ?record.requested,
+            kubernetes = %record.kubernetes, "container runtime chosen");
+        Ok(record)
+    }
+
     async fn os_version(&self) -> Result<String> {
         crate::osrelease::version_id(&self.config.paths.os_release)
     }
@@ -226,11 +249,72 @@ impl Seams for NodeSeams<'_> {
         crate::kubelet_sysext::ensure(&self.config.kubelet_sysext_inputs(), cluster_version).await
     }
 
-    async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord> {
+    async fn containerd(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: Minor,
+    ) -> Result<ContainerdRecord> {
+        let seed = kubelet_env::read_seed(&self.config.paths.seed_kubelet_env())?;
+        let driver = kubelet_env::cgroup_driver_for(&seed, unified_cgroup_hierarchy());
+        let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
+        let cluster = self
+            .config
+            .containerd_for_cluster(cluster_version, kubelet_rules)?;
+        crate::container_runtime::ensure::ensure(
+            &self.config.containerd_inputs(),
+            &systemd,
+            &cluster,
+            &driver,
+        )
+        .await
+    }
+
+    async fn write_kubelet_env(
+        &self,
+        cluster_version: &str,
+        runtime: &RuntimeRecord,
+        containerd: Option<&ContainerdRecord>,
+    ) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
         let seed = kubelet_env::read_seed(&paths.seed_kubelet_env())?;
-        let driver = kubelet_env::cgroup_driver(unified_cgroup_hierarchy());
-        let text = kubelet_env::render_for(&seed, cluster_version, driver).context(|| {
+        let unified = unified_cgroup_hierarchy();
+        let facts = match (runtime.runtime, containerd) {
+            (Runtime::Docker, _) => RuntimeFacts::Docker {
+                cgroup_driver: kubelet_env::cgroup_driver_for(&seed, unified),
+            },
+            (Runtime::Containerd, Some(c)) => RuntimeFacts::Containerd {
+                socket: c.socket.display().to_string(),
+                cgroup_driver: c.cgroup_driver.clone(),
+            },
+            (Runtime::Containerd, None) => {
+                return Err(Error::internal(
+                    "kubelet.env for containerd without the containerd step done in this boot",
+                ));
+            }
+        };
+        let rules = runtime.rules().ok_or_else(|| {
+            Error::internal(format!(
+                "the runtime step recorded no usable kubelet rules ({:?})",
+                runtime.kubelet_rules
+            ))
+        })?;
+        let inputs = self.config.kubelet_config_inputs();
+        let rendered = kubelet_config::render(rules, &inputs.kubelet_inputs(&facts, !unified))?;
+        if let Some(file) = &rendered.file {
+            fsutil::write_file(
+                "the kubelet's configuration",
+                &paths.kubelet_config,
+                file.as_bytes(),
+                fsutil::MODE_PUBLIC,
+            )?;
+        }
+        let text = kubelet_env::render_for(
+            &seed,
+            cluster_version,
+            facts.cgroup_driver(),
+            Some((facts.name(), &rendered.flags)),
+        )
+        .context(|| {
             format!(
                 "cannot render kubelet.env from seed {}",
                 paths.seed_kubelet_env().display()
@@ -243,10 +327,18 @@ impl Seams for NodeSeams<'_> {
             fsutil::MODE_PUBLIC,
         )?;
         let tag = kubelet_env::image_tag(cluster_version);
-        info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag, cgroup_driver = driver, "kubelet.env written");
+        let kubelet_config = rendered
+            .file
+            .is_some()
+            .then(|| paths.kubelet_config.display().to_string());
+        info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag,
+            runtime = facts.name(), cgroup_driver = facts.cgroup_driver(), kubelet_rules = %rules,
+            kubelet_config = kubelet_config.as_deref().unwrap_or("none (flags only)"), "kubelet.env written");
         Ok(KubeletEnvRecord {
             path: paths.kubelet_env.display().to_string(),
             image_tag: tag,
+            runtime: Some(facts.name().to_string()),
+            kubelet_config,
         })
     }
 }

@@ -17,6 +17,13 @@
 //!   because it came later than we waited) means it happened: it is confirmed;
 //! - a step running (interrupted) or failed is run again, and so is a done
 //!   step whose result the flow cannot read (another agent version wrote it);
+//! - `runtime` (the container runtime chosen with the cluster version,
+//!   which the agent must know how to configure) comes right after
+//!   `cluster-version`, before anything changes, and is kept once done;
+//!   `docker-addon` runs only for docker, `containerd` only for containerd;
+//! - `containerd` comes after any reboot and `kubelet-sysext`, before
+//!   `kubelet-env`, and runs again in every boot that reaches it (it makes
+//!   sure this boot's containerd runs the agent's config and answers);
 //! - `kubelet-sysext` (with `kubelet.backend = "sysext"`) comes after any
 //!   reboot and before `kubelet-env`, and runs again in every boot that
 //!   reaches it (it is cheap when the image is in place and merged, and it
@@ -24,6 +31,7 @@
 //! - a reboot is requested when a step done in *this* boot needs one; and
 //!   kubelet.env, the commit point, is written only when none is pending.
 
+use crate::container_runtime::choice::Runtime;
 use crate::journal::{StateJournal, Step, StepRecord, StepResult, StepStatus};
 use crate::os_update::OsOutcome;
 
@@ -77,17 +85,29 @@ pub fn confirmed(rec: &StepRecord) -> bool {
 }
 
 /// Whether the flow can read what a done step found: the later steps and
-/// the reboot decision read the cluster version, the OS update and the
-/// addon's outcome; one it cannot read (another agent version wrote it) is
-/// found again.
+/// the reboot decision read the cluster version, the runtime, the OS
+/// update and the addon's outcome; one it cannot read (another agent
+/// version wrote it) is found again.
 fn result_readable(step: Step, rec: &StepRecord) -> bool {
     let r = rec.result.as_ref();
     match step {
         Step::ClusterVersion => r.and_then(StepResult::cluster_version).is_some(),
+        Step::Runtime => r.and_then(StepResult::runtime).is_some(),
+        Step::Containerd => r.and_then(StepResult::containerd).is_some(),
         Step::OsUpdate => r.and_then(StepResult::os_update).is_some(),
         Step::DockerAddon => r.and_then(StepResult::docker_addon).is_some(),
         _ => true,
     }
+}
+
+/// The runtime the `runtime` step chose, once it is done.
+pub fn chosen_runtime(journal: &StateJournal) -> Option<Runtime> {
+    journal
+        .step(Step::Runtime)
+        .filter(|r| r.status == StepStatus::Done)
+        .and_then(|r| r.result.as_ref())
+        .and_then(StepResult::runtime)
+        .map(|r| r.runtime)
 }
 
 /// A human reason for the reboot, e.g. "os 1520.3.0 -> 1576.4.0; docker 1.12 -> 17.03".
@@ -134,7 +154,12 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
         }
         match step {
             Step::AgentUpgrade if !facts.agent_upgrade_enabled => continue,
-            Step::DockerAddon if !facts.addon_enabled => continue,
+            Step::DockerAddon
+                if !facts.addon_enabled || chosen_runtime(journal) != Some(Runtime::Docker) =>
+            {
+                continue;
+            }
+            Step::Containerd if chosen_runtime(journal) != Some(Runtime::Containerd) => continue,
             Step::KubeletSysext if !facts.kubelet_sysext_enabled => continue,
             Step::Reboot => {
                 // Requested in an earlier boot and not yet confirmed (running
@@ -171,8 +196,10 @@ pub fn next_action(journal: &StateJournal, facts: &Facts) -> Action {
                 match step {
                     // Upgraded once per bootstrap; the cluster version is
                     // kept once found.
-                    Step::AgentUpgrade | Step::ClusterVersion => continue,
-                    Step::Assets | Step::KubeletSysext => return Action::Run(step),
+                    Step::AgentUpgrade | Step::ClusterVersion | Step::Runtime => continue,
+                    Step::Assets | Step::KubeletSysext | Step::Containerd => {
+                        return Action::Run(step);
+                    }
                     Step::OsUpdate | Step::DockerAddon => {
                         if needs_reboot(r) && !confirmed(r) {
                             return Action::Confirm(step);
@@ -273,6 +300,30 @@ mod tests {
         StepResult::KubeletEnv(KubeletEnvRecord {
             path: "/etc/kubernetes/kubelet.env".into(),
             image_tag: "v1.9.6_coreos.0".into(),
+            runtime: Some("docker".into()),
+            kubelet_config: None,
+        })
+    }
+
+    fn runtime(runtime: Runtime) -> StepResult {
+        StepResult::Runtime(crate::container_runtime::choice::RuntimeRecord {
+            runtime,
+            requested: crate::container_runtime::choice::Requested::Auto,
+            kubernetes: "1.9".into(),
+            kubelet_rules: "1.9".into(),
+        })
+    }
+
+    fn containerd() -> StepResult {
+        StepResult::Containerd(crate::container_runtime::ensure::ContainerdRecord {
+            config: "/etc/containerd/config.toml".into(),
+            config_source: crate::container_runtime::ensure::ConfigSource::Unchanged,
+            restarted: false,
+            socket: "/run/containerd/containerd.sock".into(),
+            runtime: "containerd://1.6.20".into(),
+            cri_api: crate::container_runtime::cri::CriApi::V1alpha2,
+            cgroup_driver: "cgroupfs".into(),
+            package: None,
         })
     }
 
@@ -302,11 +353,13 @@ mod tests {
             }),
             Step::Assets => assets(),
             Step::ClusterVersion => version(),
+            Step::Runtime => runtime(Runtime::Docker),
             Step::OsUpdate if change => os_update_to("1576.4.0"),
             Step::OsUpdate => no_os_update(),
             Step::DockerAddon => addon("1.12", "17.03", change, change),
             Step::Reboot => rebooted(),
             Step::KubeletSysext => kubelet_sysext(),
+            Step::Containerd => containerd(),
             Step::KubeletEnv => kubelet_env(),
             Step::Bootkube | Step::Tectonic => unreachable!("not a flow step"),
         }
@@ -317,16 +370,10 @@ mod tests {
             cluster_version: "v1.20.2".into(),
             version: "v1.20.2".into(),
             rule: crate::kubelet_sysext::choice::Rule::Exact,
-            image: "/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw".into(),
-            link: "/etc/extensions/kubernetes.raw".into(),
-            sha512: "00".into(),
-            url: "https://mirror/kubernetes_v1.20.2_any_x86-64.raw".into(),
-            location: "https://mirror".into(),
-            signed: true,
-            downloaded: true,
-            previous: None,
-            refreshed: true,
-            removed: vec![],
+            installed: crate::sysext::package::Installed::example(
+                "/opt/extensions/kubernetes/kubernetes-v1.20.2-x86-64.raw",
+                "https://mirror/kubernetes_v1.20.2_any_x86-64.raw",
+            ),
         })
     }
 
@@ -403,6 +450,7 @@ mod tests {
         let mut j = StateJournal::default();
         done(&mut j, boot, Step::Assets, assets());
         done(&mut j, boot, Step::ClusterVersion, version());
+        done(&mut j, boot, Step::Runtime, runtime(Runtime::Docker));
         done(&mut j, boot, Step::OsUpdate, os);
         done(&mut j, boot, Step::DockerAddon, addon);
         j
@@ -416,6 +464,7 @@ mod tests {
         for step in [
             Step::Assets,
             Step::ClusterVersion,
+            Step::Runtime,
             Step::OsUpdate,
             Step::DockerAddon,
         ] {
@@ -447,10 +496,44 @@ mod tests {
     }
 
     #[test]
+    fn containerd_replaces_the_docker_addon_and_is_proved_in_every_boot_before_kubelet_env() {
+        let mut j = StateJournal::default();
+        done(&mut j, B1, Step::Assets, assets());
+        done(&mut j, B1, Step::ClusterVersion, version());
+        assert_eq!(next_action(&j, &facts(B1)), Action::Run(Step::Runtime));
+        done(&mut j, B1, Step::Runtime, runtime(Runtime::Containerd));
+        assert_eq!(next_action(&j, &facts(B1)), Action::Run(Step::OsUpdate));
+        done(&mut j, B1, Step::OsUpdate, os_update_to("3815.2.0"));
+        // No docker addon with containerd, even with the addon enabled.
+        assert!(matches!(next_action(&j, &facts(B1)), Action::Reboot { .. }));
+        j.begin(B1, Step::Reboot);
+        let f = facts(B2);
+        done(&mut j, B2, Step::Assets, assets());
+        confirm_in(&mut j, Step::OsUpdate, B2);
+        assert_eq!(next_action(&j, &f), Action::Confirm(Step::Reboot));
+        done(&mut j, B2, Step::Reboot, rebooted());
+        assert_eq!(next_action(&j, &f), Action::Run(Step::Containerd));
+        done(&mut j, B2, Step::Containerd, containerd());
+        assert_eq!(next_action(&j, &f), Action::Run(Step::KubeletEnv));
+        // kubelet.env gone in a later boot: containerd is proved again first.
+        done(&mut j, B2, Step::KubeletEnv, kubelet_env());
+        let b3 = facts("boot-3");
+        done(&mut j, "boot-3", Step::Assets, assets());
+        assert_eq!(next_action(&j, &b3), Action::Run(Step::Containerd));
+    }
+
+    #[test]
+    fn docker_nodes_never_run_the_containerd_step() {
+        let j = journal_through_addon(B1, no_os_update(), same_docker());
+        assert_eq!(next_action(&j, &facts(B1)), Action::Run(Step::KubeletEnv));
+    }
+
+    #[test]
     fn disabled_addon_is_skipped() {
         let mut j = StateJournal::default();
         done(&mut j, B1, Step::Assets, assets());
         done(&mut j, B1, Step::ClusterVersion, version());
+        done(&mut j, B1, Step::Runtime, runtime(Runtime::Docker));
         done(
             &mut j,
             B1,
@@ -546,6 +629,7 @@ mod tests {
         for step in [
             Step::Assets,
             Step::ClusterVersion,
+            Step::Runtime,
             Step::OsUpdate,
             Step::DockerAddon,
         ] {
@@ -597,6 +681,7 @@ mod tests {
         let mut j = StateJournal::default();
         done(&mut j, B1, Step::Assets, assets());
         done(&mut j, B1, Step::ClusterVersion, version());
+        done(&mut j, B1, Step::Runtime, runtime(Runtime::Docker));
         done(&mut j, B2, Step::Assets, assets());
         assert_eq!(next_action(&j, &facts(B2)), Action::Run(Step::OsUpdate));
     }

@@ -111,15 +111,18 @@ fn seed(config: &Config) -> Result<String> {
     ))
 }
 
+/// The kubeconfig `cluster.credential` names (the bootstrap kubeconfig's
+/// token checked: a malformed one fails here, before any request).
 fn kubeconfig(config: &Config) -> Result<String> {
-    let path = &config.paths.kubeconfig;
+    let credential = config.cluster.credential;
+    let path = crate::cluster::credential::path(&config.paths, credential);
     if !path.exists() && config.role.is_bootkube_master() {
         return Ok(format!(
             "{} absent; not needed on the bootkube master",
             path.display()
         ));
     }
-    let kc = crate::cluster::kubeconfig::load(path)?;
+    let kc = crate::cluster::credential::load(&config.paths, credential)?;
     let not_before = ca_not_before(&kc.ca_pem).map_err(|e| {
         Error::bad_input(format!(
             "kubeconfig {}: CA from {}: {e}",
@@ -128,8 +131,14 @@ fn kubeconfig(config: &Config) -> Result<String> {
         ))
     })?;
     check_clock(time::OffsetDateTime::now_utc(), not_before)?;
+    let who = match kc.credentials.bootstrap_token_id() {
+        Some(id) if credential == crate::cluster::config::Credential::BootstrapToken => {
+            format!(", bootstrap token {id}")
+        }
+        _ => String::new(),
+    };
     Ok(format!(
-        "{} (server {}, CA from {})",
+        "{} (server {}, CA from {}{who})",
         path.display(),
         kc.server,
         kc.ca_source

@@ -6,8 +6,11 @@
 use crate::addon::AddonOutcome;
 use crate::agent_upgrade::UpgradeOutcome;
 use crate::cluster::ClusterVersion;
+use crate::container_runtime::choice::RuntimeRecord;
+use crate::container_runtime::ensure::ContainerdRecord;
 use crate::error::Result;
 use crate::journal::{AssetsRecord, KubeletEnvRecord, Step};
+use crate::kubelet_config::table::Minor;
 use crate::kubelet_sysext::KubeletSysextRecord;
 use crate::os_update::OsUpdateRecord;
 use std::convert::Infallible;
@@ -39,6 +42,10 @@ pub trait Seams {
     async fn check_assets(&self) -> Result<AssetsRecord>;
     /// The cluster version and where it came from.
     async fn discover_version(&self) -> Result<ClusterVersion>;
+    /// The container runtime for the cluster version, and whether the
+    /// agent knows how to configure that version's kubelet (pure: from the
+    /// config; a refusal here comes before anything changes).
+    fn decide_runtime(&self, cluster_version: &str) -> Result<RuntimeRecord>;
     /// Ask update_engine for an update and follow it to its end.
     async fn os_update(&self) -> Result<OsUpdateRecord>;
     /// Updates disabled: only learn whether a reboot is already pending.
@@ -64,6 +71,21 @@ pub trait Seams {
     /// Put the kubelet sysext image for the cluster version in place and
     /// merge it (`kubelet.backend = "sysext"`).
     async fn kubelet_sysext(&self, cluster_version: &str) -> Result<KubeletSysextRecord>;
-    /// Write kubelet.env for the cluster version (atomically).
-    async fn write_kubelet_env(&self, cluster_version: &str) -> Result<KubeletEnvRecord>;
+    /// containerd (the OS's, or a package where the OS's does not fit the
+    /// cluster at `cluster_version`) configured, started and answering on
+    /// a CRI API the kubelet of `kubelet_rules` speaks.
+    async fn containerd(
+        &self,
+        cluster_version: &str,
+        kubelet_rules: Minor,
+    ) -> Result<ContainerdRecord>;
+    /// Write the kubelet's configuration for the cluster version and the
+    /// runtime (`containerd`'s record when it is containerd), then
+    /// kubelet.env (each atomically; kubelet.env is the commit point).
+    async fn write_kubelet_env(
+        &self,
+        cluster_version: &str,
+        runtime: &RuntimeRecord,
+        containerd: Option<&ContainerdRecord>,
+    ) -> Result<KubeletEnvRecord>;
 }

@@ -30,7 +30,7 @@
 //! the host network.
 
 use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,6 +40,10 @@ pub const MAX_TIMEOUT_SECS: u64 = 29 * 60;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 25 * 60;
 pub const DEFAULT_LOG_TAIL_LINES: usize = 40;
 pub const MAX_LOG_TAIL_LINES: usize = 1000;
+/// The asset scripts run in script mode, in `paths.assets_dir` unless
+/// `script` says otherwise.
+pub const BOOTKUBE_SCRIPT: &str = "bootkube.sh";
+pub const TECTONIC_SCRIPT: &str = "tectonic-wrapper.sh";
 
 /// How a helper runs its step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
@@ -61,7 +65,7 @@ impl HelperMode {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawHelpers {
     #[serde(default)]
@@ -70,7 +74,7 @@ pub struct RawHelpers {
     pub tectonic: RawStep,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawStep {
     pub mode: Option<HelperMode>,
@@ -81,7 +85,7 @@ pub struct RawStep {
     pub docker: Option<RawDocker>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDocker {
     pub image: Option<String>,
@@ -147,15 +151,11 @@ pub struct DockerSettings {
     pub host_network: bool,
 }
 
-/// `env` values may be tokens: `check-config` (which prints the settings
-/// with `{:#?}`) shows only the names.
+/// `env` values may be tokens: a `{:?}` shows only the names (as
+/// `check-config` does, [`HelpersSettings::to_raw`]).
 impl std::fmt::Debug for DockerSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let env: BTreeMap<&str, &str> = self
-            .env
-            .keys()
-            .map(|k| (k.as_str(), "<redacted>"))
-            .collect();
+        let env: BTreeMap<&str, &str> = self.env.keys().map(|k| (k.as_str(), REDACTED)).collect();
         f.debug_struct("DockerSettings")
             .field("image", &self.image)
             .field("entrypoint", &self.entrypoint)
@@ -176,6 +176,44 @@ impl DockerSettings {
                 "/etc/kubernetes:/etc/kubernetes".to_string(),
             ]
         })
+    }
+}
+
+/// What `check-config` shows of an `env` value.
+pub const REDACTED: &str = "<redacted>";
+
+impl HelpersSettings {
+    /// The section as a config file writes it, every default filled in
+    /// (scripts and mounts in `assets_dir`), `env` values shown as
+    /// [`REDACTED`]: they may be tokens.
+    pub fn to_raw(&self, assets_dir: &Path) -> RawHelpers {
+        RawHelpers {
+            bootkube: self.bootkube.to_raw(assets_dir, BOOTKUBE_SCRIPT),
+            tectonic: self.tectonic.to_raw(assets_dir, TECTONIC_SCRIPT),
+        }
+    }
+}
+
+impl StepSettings {
+    fn to_raw(&self, assets_dir: &Path, default_script: &str) -> RawStep {
+        RawStep {
+            mode: Some(self.mode),
+            script: Some(self.script_path(assets_dir, default_script)),
+            timeout_secs: Some(self.timeout.as_secs()),
+            log_tail_lines: Some(self.log_tail_lines),
+            docker: self.docker.as_ref().map(|d| RawDocker {
+                image: Some(d.image.clone()),
+                entrypoint: d.entrypoint.clone(),
+                args: d.args.clone(),
+                mounts: Some(d.binds(assets_dir)),
+                env: d
+                    .env
+                    .keys()
+                    .map(|k| (k.clone(), REDACTED.to_string()))
+                    .collect(),
+                host_network: Some(d.host_network),
+            }),
+        }
     }
 }
 

@@ -81,8 +81,8 @@ impl Helper {
     /// The asset script's file name in the assets dir.
     pub fn default_script(self) -> &'static str {
         match self {
-            Helper::Bootkube => "bootkube.sh",
-            Helper::Tectonic => "tectonic-wrapper.sh",
+            Helper::Bootkube => config::BOOTKUBE_SCRIPT,
+            Helper::Tectonic => config::TECTONIC_SCRIPT,
         }
     }
 

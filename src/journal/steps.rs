@@ -15,6 +15,8 @@
 use crate::addon::AddonOutcome;
 use crate::agent_upgrade::UpgradeOutcome;
 use crate::cluster::ClusterVersion;
+use crate::container_runtime::choice::RuntimeRecord;
+use crate::container_runtime::ensure::ContainerdRecord;
 use crate::kubelet_sysext::KubeletSysextRecord;
 use crate::os_update::OsUpdateRecord;
 use serde::{Deserialize, Serialize};
@@ -25,10 +27,12 @@ pub enum Step {
     AgentUpgrade,
     Assets,
     ClusterVersion,
+    Runtime,
     OsUpdate,
     DockerAddon,
     Reboot,
     KubeletSysext,
+    Containerd,
     KubeletEnv,
     Bootkube,
     Tectonic,
@@ -36,14 +40,16 @@ pub enum Step {
 
 impl Step {
     /// The steps of `run`, in flow order.
-    pub const FLOW: [Step; 8] = [
+    pub const FLOW: [Step; 10] = [
         Step::AgentUpgrade,
         Step::Assets,
         Step::ClusterVersion,
+        Step::Runtime,
         Step::OsUpdate,
         Step::DockerAddon,
         Step::Reboot,
         Step::KubeletSysext,
+        Step::Containerd,
         Step::KubeletEnv,
     ];
     /// The bootkube master's helpers, in order.
@@ -55,10 +61,12 @@ impl Step {
             Step::AgentUpgrade => "agent-upgrade",
             Step::Assets => "assets",
             Step::ClusterVersion => "cluster-version",
+            Step::Runtime => "runtime",
             Step::OsUpdate => "os-update",
             Step::DockerAddon => "docker-addon",
             Step::Reboot => "reboot",
             Step::KubeletSysext => crate::kubelet_sysext::STEP,
+            Step::Containerd => crate::container_runtime::ensure::STEP,
             Step::KubeletEnv => "kubelet-env",
             Step::Bootkube => "helper/bootkube",
             Step::Tectonic => "helper/tectonic",
@@ -114,6 +122,14 @@ pub struct RebootRecord {
 pub struct KubeletEnvRecord {
     pub path: String,
     pub image_tag: String,
+    /// `docker` or `containerd` (absent in records of agents before
+    /// containerd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// The kubelet's configuration file written before it (none for
+    /// Kubernetes before 1.10, and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_config: Option<String>,
 }
 
 /// `helper/<name>`: a helper's successful run.
@@ -154,10 +170,12 @@ pub enum StepResult {
     AgentUpgrade(UpgradeOutcome),
     Assets(AssetsRecord),
     ClusterVersion(ClusterVersion),
+    Runtime(RuntimeRecord),
     OsUpdate(Confirmable<OsUpdateRecord>),
     DockerAddon(Confirmable<AddonOutcome>),
     Reboot(RebootRecord),
     KubeletSysext(KubeletSysextRecord),
+    Containerd(ContainerdRecord),
     KubeletEnv(KubeletEnvRecord),
     Helper(HelperRecord),
     /// Not readable as its step's type, or an unknown step's: kept as is.
@@ -177,10 +195,12 @@ impl StepResult {
             Some(Step::AgentUpgrade) => typed(&v, StepResult::AgentUpgrade),
             Some(Step::Assets) => typed(&v, StepResult::Assets),
             Some(Step::ClusterVersion) => typed(&v, StepResult::ClusterVersion),
+            Some(Step::Runtime) => typed(&v, StepResult::Runtime),
             Some(Step::OsUpdate) => typed(&v, StepResult::OsUpdate),
             Some(Step::DockerAddon) => typed(&v, StepResult::DockerAddon),
             Some(Step::Reboot) => typed(&v, StepResult::Reboot),
             Some(Step::KubeletSysext) => typed(&v, StepResult::KubeletSysext),
+            Some(Step::Containerd) => typed(&v, StepResult::Containerd),
             Some(Step::KubeletEnv) => typed(&v, StepResult::KubeletEnv),
             Some(Step::Bootkube | Step::Tectonic) => typed(&v, StepResult::Helper),
             None => None,
@@ -194,10 +214,12 @@ impl StepResult {
             StepResult::AgentUpgrade(r) => serde_json::to_value(r),
             StepResult::Assets(r) => serde_json::to_value(r),
             StepResult::ClusterVersion(r) => serde_json::to_value(r),
+            StepResult::Runtime(r) => serde_json::to_value(r),
             StepResult::OsUpdate(r) => serde_json::to_value(r),
             StepResult::DockerAddon(r) => serde_json::to_value(r),
             StepResult::Reboot(r) => serde_json::to_value(r),
             StepResult::KubeletSysext(r) => serde_json::to_value(r),
+            StepResult::Containerd(r) => serde_json::to_value(r),
             StepResult::KubeletEnv(r) => serde_json::to_value(r),
             StepResult::Helper(r) => serde_json::to_value(r),
             StepResult::Raw(v) => Ok(v.clone()),
@@ -215,6 +237,20 @@ impl StepResult {
     pub fn cluster_version(&self) -> Option<&ClusterVersion> {
         match self {
             StepResult::ClusterVersion(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn runtime(&self) -> Option<&RuntimeRecord> {
+        match self {
+            StepResult::Runtime(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn containerd(&self) -> Option<&ContainerdRecord> {
+        match self {
+            StepResult::Containerd(r) => Some(r),
             _ => None,
         }
     }

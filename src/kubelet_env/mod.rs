@@ -8,8 +8,9 @@
 //! quotes (where `\"`, `\\`, `` \` `` and `\$` are escapes). The rendered file
 //! keeps every seed key in the seed's order (stable, unlike the original,
 //! which wrote Go map order), replaces `KUBELET_IMAGE_TAG` with the cluster
-//! version (`+` becomes `_`), adds `KUBELET_CGROUP_DRIVER` (what this node's
-//! docker uses, see [`cgroup_driver`]) unless the seed sets it, and
+//! version (`+` becomes `_`), sets `KUBELET_CGROUP_DRIVER` (what this node's
+//! runtime uses, see [`cgroup_driver_for`]), adds `KUBELET_RUNTIME` and
+//! `KUBELET_ARGS` (the flags of the cluster's kubelet version), and
 //! double-quotes every value.
 
 use crate::error::{Error, Result};
@@ -219,13 +220,39 @@ pub fn read_seed(path: &Path) -> Result<EnvFile> {
     Ok(env)
 }
 
-/// The kubelet.env the node should get: the seed with the tag set and,
-/// unless the seed has one, the cgroup driver `cgroup_driver`.
-pub fn render_for(seed: &EnvFile, cluster_version: &str, cgroup_driver: &str) -> Result<String> {
+/// The cgroup driver of a node's runtime before it runs: the seed's, when
+/// provisioning named one (a docker or containerd configured otherwise),
+/// else the hierarchy's ([`cgroup_driver`]).
+pub fn cgroup_driver_for(seed: &EnvFile, unified_cgroup_hierarchy: bool) -> String {
+    seed.get(CGROUP_DRIVER)
+        .filter(|d| !d.is_empty())
+        .unwrap_or(cgroup_driver(unified_cgroup_hierarchy))
+        .to_string()
+}
+
+/// The key that names the runtime (`docker` or `containerd`), for people
+/// and `status`; the kubelet gets it through `KUBELET_ARGS`.
+pub const RUNTIME: &str = "KUBELET_RUNTIME";
+/// The key kubelet.service passes as `$KUBELET_ARGS`: the flags of the
+/// cluster's kubelet version (see `crate::kubelet_config`).
+pub const ARGS: &str = "KUBELET_ARGS";
+
+/// The kubelet.env the node should get: the seed's keys in order, the tag
+/// for the cluster version, the cgroup driver the kubelet is given, the
+/// runtime and the kubelet's flags (`None` leaves the last two out, as
+/// for a kubelet that takes every setting from the unit).
+pub fn render_for(
+    seed: &EnvFile,
+    cluster_version: &str,
+    cgroup_driver: &str,
+    runtime_and_args: Option<(&str, &[String])>,
+) -> Result<String> {
     let mut env = seed.clone();
     env.set(IMAGE_TAG, &image_tag(cluster_version));
-    if env.get(CGROUP_DRIVER).is_none() {
-        env.set(CGROUP_DRIVER, cgroup_driver);
+    env.set(CGROUP_DRIVER, cgroup_driver);
+    if let Some((runtime, args)) = runtime_and_args {
+        env.set(RUNTIME, runtime);
+        env.set(ARGS, &args.join(" "));
     }
     env.render()
 }
@@ -250,8 +277,16 @@ mod tests {
     fn renders_every_seed_key_in_seed_order_with_the_cluster_tag() {
         let seed = parse("# provisioned\nKUBELET_IMAGE_URL=quay.io/coreos/hyperkube\nKUBELET_IMAGE_TAG=v1.8.0_coreos.0\nKUBELET_EXTRA='--node-labels=a=b'\n").unwrap();
         assert_eq!(
-            render_for(&seed, "v1.9.6+coreos.0", "cgroupfs").unwrap(),
+            render_for(&seed, "v1.9.6+coreos.0", "cgroupfs", None).unwrap(),
             "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_EXTRA=\"--node-labels=a=b\"\nKUBELET_CGROUP_DRIVER=\"cgroupfs\"\n"
+        );
+        let args = [
+            "--config=/etc/kubernetes/kubelet-config.yaml".to_string(),
+            "--container-runtime=remote".to_string(),
+        ];
+        assert_eq!(
+            render_for(&seed, "v1.20.2", "systemd", Some(("containerd", &args))).unwrap(),
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.20.2\"\nKUBELET_EXTRA=\"--node-labels=a=b\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_RUNTIME=\"containerd\"\nKUBELET_ARGS=\"--config=/etc/kubernetes/kubelet-config.yaml --container-runtime=remote\"\n"
         );
     }
 
@@ -259,7 +294,7 @@ mod tests {
     fn missing_tag_is_appended() {
         let seed = parse("KUBELET_IMAGE_URL=quay.io/coreos/hyperkube\n").unwrap();
         assert!(
-            render_for(&seed, "v1.10.2", "systemd")
+            render_for(&seed, "v1.10.2", "systemd", None)
                 .unwrap()
                 .ends_with("KUBELET_IMAGE_TAG=\"v1.10.2\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n")
         );
@@ -273,8 +308,12 @@ mod tests {
             "KUBELET_IMAGE_URL=u\nKUBELET_CGROUP_DRIVER=systemd\nKUBELET_IMAGE_TAG=v1.19.7\n",
         )
         .unwrap();
+        assert_eq!(cgroup_driver_for(&seed, false), "systemd");
+        let plain = parse("KUBELET_IMAGE_URL=u\n").unwrap();
+        assert_eq!(cgroup_driver_for(&plain, false), "cgroupfs");
+        assert_eq!(cgroup_driver_for(&plain, true), "systemd");
         assert_eq!(
-            render_for(&seed, "v1.20.2", "cgroupfs").unwrap(),
+            render_for(&seed, "v1.20.2", "systemd", None).unwrap(),
             "KUBELET_IMAGE_URL=\"u\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_IMAGE_TAG=\"v1.20.2\"\n"
         );
     }

@@ -56,43 +56,7 @@ pub enum Decision {
     Refuse { why: String },
 }
 
-/// Semantic-version precedence of major, minor, patch and pre-release (the
-/// `+build` suffix does not count).
-pub fn precedence(a: &KubeVersion, b: &KubeVersion) -> Ordering {
-    (a.major, a.minor, a.patch)
-        .cmp(&(b.major, b.minor, b.patch))
-        .then_with(|| match (&a.pre, &b.pre) {
-            (None, None) => Ordering::Equal,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(_), None) => Ordering::Less,
-            (Some(x), Some(y)) => pre_cmp(x, y),
-        })
-}
-
-/// semver's pre-release order: identifier by identifier, numeric ones
-/// numerically and below alphanumeric ones, a shorter prefix first.
-fn pre_cmp(a: &str, b: &str) -> Ordering {
-    let mut ia = a.split('.');
-    let mut ib = b.split('.');
-    loop {
-        match (ia.next(), ib.next()) {
-            (None, None) => return Ordering::Equal,
-            (None, Some(_)) => return Ordering::Less,
-            (Some(_), None) => return Ordering::Greater,
-            (Some(x), Some(y)) => {
-                let o = match (x.parse::<u64>(), y.parse::<u64>()) {
-                    (Ok(n), Ok(m)) => n.cmp(&m),
-                    (Ok(_), Err(_)) => Ordering::Less,
-                    (Err(_), Ok(_)) => Ordering::Greater,
-                    (Err(_), Err(_)) => x.cmp(y),
-                };
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-        }
-    }
-}
+pub use crate::cluster::version::precedence;
 
 /// The version without its `+build` suffix (`v1.9.6` of `v1.9.6+coreos.0`).
 fn core(v: &KubeVersion) -> String {
@@ -279,9 +243,6 @@ mod tests {
             pick("v1.20.4", &["v1.20.4-rc.1", "v1.20.3"], 0),
             "v1.20.3 newest-patch"
         );
-        assert_eq!(pre_cmp("beta.2", "beta.10"), Ordering::Less);
-        assert_eq!(pre_cmp("alpha", "alpha.1"), Ordering::Less);
-        assert_eq!(pre_cmp("1", "alpha"), Ordering::Less);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub enum Backend {
     Sysext,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKubelet {
     /// `wrapper` (default) or `sysext`.
@@ -89,17 +89,36 @@ impl Default for KubeletSettings {
     }
 }
 
+impl KubeletSettings {
+    /// The section as a config file writes it, every default filled in.
+    pub fn to_raw(&self) -> RawKubelet {
+        RawKubelet {
+            backend: self.backend,
+            extension_name: Some(self.extension_name.clone()),
+            images_dir: Some(self.images_dir.clone()),
+            max_minor_lag: Some(self.max_minor_lag),
+            max_image_bytes: Some(self.max_image_bytes),
+            merge_timeout_secs: Some(self.merge_timeout.as_secs()),
+        }
+    }
+}
+
 impl RawKubelet {
     pub fn validate(self) -> FieldResult<KubeletSettings> {
         let extension_name = self
             .extension_name
             .unwrap_or_else(|| "kubernetes".to_string());
         crate::sysext::check_name("kubelet.extension_name", &extension_name)?;
-        if extension_name == crate::sysext::DOCKER_EXTENSION {
-            return Err(FieldError::new(
-                "kubelet.extension_name",
-                "is the docker addon's extension; choose another name",
-            ));
+        for (taken, whose) in [
+            (crate::sysext::DOCKER_EXTENSION, "the docker addon's"),
+            (crate::sysext::CONTAINERD_EXTENSION, "containerd's package"),
+        ] {
+            if extension_name == taken {
+                return Err(FieldError::new(
+                    "kubelet.extension_name",
+                    format!("is {whose} extension; choose another name"),
+                ));
+            }
         }
         let max_minor_lag = in_range(
             "kubelet.max_minor_lag",

@@ -17,9 +17,10 @@
 //! Locations are tried in this order (seed 001): `dev_dir` (development
 //! mode only), `local_dir`, `url`, the cluster's bucket
 //! (`s3://<assets.s3.bucket>/<bucket_prefix>`, when `assets.s3` is set), and
-//! the built-in default. At each, signed metadata (`index.sjson`) is tried
-//! before unsigned (`index.json`), which is used only where
-//! `allow_unsigned` names the location's kind.
+//! the default location, only when `default_url` is set or `use_default` is
+//! true. At each, signed metadata (`index.sjson`) is tried before unsigned
+//! (`index.json`), which is used only where `allow_unsigned` names the
+//! location's kind.
 
 use crate::settings::{FieldError, FieldResult, absolute_path, in_range, seconds_in};
 use serde::{Deserialize, Serialize};
@@ -64,7 +65,7 @@ impl LocationKind {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSources {
     /// The node's local store (default /var/lib/node-bootstrap/metadata).
@@ -78,7 +79,9 @@ pub struct RawSources {
     pub bucket_prefix: Option<String>,
     /// The built-in default location (see [`DEFAULT_URL`]).
     pub default_url: Option<String>,
-    /// Search the default location (default true).
+    /// Search the default location (default: true when `default_url` is
+    /// set, else false; the built-in default, [`DEFAULT_URL`], is a reserved
+    /// name that never resolves).
     pub use_default: Option<bool>,
     /// Location kinds where unsigned metadata is accepted (default none).
     #[serde(default)]
@@ -156,6 +159,31 @@ impl SourcesSettings {
         self.keyring
             .clone()
             .unwrap_or_else(|| paths.seed_dir.join("keyring.asc"))
+    }
+}
+
+impl SourcesSettings {
+    /// The section as a config file writes it, every default filled in
+    /// (the default location as `use_default` and the `default_url`
+    /// searched, if any).
+    pub fn to_raw(&self, paths: &crate::settings::Paths) -> RawSources {
+        RawSources {
+            local_dir: Some(self.local_dir.clone()),
+            url: self.url.as_ref().map(|u| match u {
+                UserLocation::Dir(d) => d.display().to_string(),
+                UserLocation::Http(u) => u.to_string(),
+            }),
+            use_cluster_bucket: Some(self.use_cluster_bucket),
+            bucket_prefix: Some(self.bucket_prefix.clone()),
+            default_url: self.default_url.as_ref().map(url::Url::to_string),
+            use_default: Some(self.default_url.is_some()),
+            allow_unsigned: self.allow_unsigned.clone(),
+            keyring: Some(self.keyring_path(paths)),
+            dev_dir: self.dev_dir.clone(),
+            product_id_template: Some(self.product_id_template.clone()),
+            timeout_secs: Some(self.timeout.as_secs()),
+            attempts: Some(self.attempts),
+        }
     }
 }
 

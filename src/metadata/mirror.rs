@@ -265,6 +265,14 @@ pub async fn validate(
         Err(Miss::Tampered(r)) => return Err(Error::verification(format!("{loc}: {r}"))),
         Err(Miss::Unreachable(r)) => return Err(Error::retryable(format!("{loc}: {r}"))),
         Err(Miss::Plain(r)) => return Err(Error::bad_input(format!("{loc}: {r}"))),
+        // Off the node (an operator's machine) the node's keyring is not
+        // there: retrying cannot help, the command line can.
+        Err(Miss::NoKeyring(e)) => {
+            return Err(Error::config(format!(
+                "{loc}: has signed metadata, and the keyring to verify it cannot be read ({e}): \
+                 pass --keyring <public key> (on a node: sources.keyring)"
+            )));
+        }
     };
     let mut report = ValidateReport {
         location: loc.to_string(),

@@ -42,6 +42,15 @@ pub(super) enum Miss {
     Tampered(String),
     /// Could not ask (network, permissions).
     Unreachable(String),
+    /// Signed metadata, and the keyring to verify it cannot be read (the
+    /// error reading it): as good as unreachable while searching, a missing
+    /// `--keyring` to `metadata validate`.
+    NoKeyring(String),
+}
+
+/// Why a location with signed metadata and no readable keyring did not serve.
+fn unverifiable(keyring_error: &str) -> String {
+    format!("has signed metadata but it cannot be verified: {keyring_error}")
 }
 
 pub(super) struct Loaded {
@@ -117,11 +126,10 @@ impl Reader<'_> {
 
     /// Verifies an inline-signed file; the error is the location's miss.
     fn verified(&self, bytes: &[u8], rel: &str) -> std::result::Result<String, Miss> {
-        let ring = self.keyring.as_ref().map_err(|e| {
-            Miss::Unreachable(format!(
-                "has signed metadata but it cannot be verified: {e}"
-            ))
-        })?;
+        let ring = self
+            .keyring
+            .as_ref()
+            .map_err(|e| Miss::NoKeyring(e.clone()))?;
         ring.verify_cleartext(bytes, &self.loc.resolve(rel))
             .map_err(|e| Miss::Tampered(format!("signed metadata rejected: {e}")))
     }
@@ -260,6 +268,10 @@ pub async fn find_first(config: &Inputs<'_>, queries: &[ArtifactQuery]) -> Resul
                     unreachable = true;
                     Err(r.clone())
                 }
+                Err(Miss::NoKeyring(e)) => {
+                    unreachable = true;
+                    Err(unverifiable(e))
+                }
             };
             let (signed, (version_name, item_name, item)) = match served {
                 Ok(s) => s,
@@ -389,6 +401,11 @@ pub async fn find_all(config: &Inputs<'_>, product_id: &str) -> Result<Offers> {
             Err(Miss::Unreachable(r)) => {
                 unreachable = true;
                 skip(r);
+                continue;
+            }
+            Err(Miss::NoKeyring(e)) => {
+                unreachable = true;
+                skip(unverifiable(&e));
                 continue;
             }
         };

@@ -19,13 +19,13 @@
 //! documentation and most deployments use, on `/var` (writable on Flatcar).
 
 use crate::settings::{FieldError, FieldResult, absolute_path};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// The directory the Ignition module configures (see module docs).
 pub const RECOMMENDED_TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile_collector";
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
     /// node_exporter's textfile directory (default: unset, off).
@@ -36,6 +36,15 @@ pub struct RawMetrics {
 pub struct MetricsSettings {
     /// `None`: publish nothing.
     pub textfile_dir: Option<PathBuf>,
+}
+
+impl MetricsSettings {
+    /// The section as a config file writes it (unset: `null`, off).
+    pub fn to_raw(&self) -> RawMetrics {
+        RawMetrics {
+            textfile_dir: self.textfile_dir.clone(),
+        }
+    }
 }
 
 impl RawMetrics {

@@ -1,6 +1,6 @@
 //! What this process did that the published file does not show yet: the
 //! command and when it started, retries and bytes by remote service,
-//! reboots asked, kubelet.env written. Subsystems record here (cheap:
+//! reboots asked, kubelet.env written, the join's latest look. Subsystems record here (cheap:
 //! an atomic add, or a short lock, never I/O); [`crate::textfile::publish`] takes
 //! ([`take`]) and persists it, and puts it back if it could not.
 
@@ -107,6 +107,26 @@ pub fn reboot_requested() {
     lock().reboots += 1;
 }
 
+/// What the join's view saw of this node now: `state` is a join state's
+/// name (`src/join/assess.rs`, or `unknown` without an answer), `ready`
+/// whether the Node is Ready in the cluster.
+pub fn join_observed(state: &'static str, ready: bool) {
+    lock().join = Some(JoinSeen {
+        state,
+        at: unix(SystemTime::now()),
+        ready,
+    });
+}
+
+/// One look at the join (see [`join_observed`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JoinSeen {
+    pub state: &'static str,
+    /// Unix seconds.
+    pub at: f64,
+    pub ready: bool,
+}
+
 /// How the command ended, for the next publish.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
@@ -142,6 +162,8 @@ pub struct Deltas {
     pub run_started: Option<(f64, bool)>,
     pub kubelet_env_at: Option<f64>,
     pub finished: Option<Finished>,
+    /// The join's latest look, since the last take.
+    pub join: Option<JoinSeen>,
 }
 
 impl Deltas {
@@ -167,6 +189,7 @@ pub fn take() -> Deltas {
     }
     d.kubelet_env_at = p.kubelet_env_at.take();
     d.finished = p.finished.take();
+    d.join = p.join.take();
     d
 }
 
@@ -187,6 +210,9 @@ pub fn restore(d: Deltas) {
     if p.finished.is_none() {
         p.finished = d.finished;
     }
+    if p.join.is_none() {
+        p.join = d.join;
+    }
 }
 
 struct Process {
@@ -199,6 +225,7 @@ struct Process {
     finished: Option<Finished>,
     /// [`finish`] was called in this process.
     finish_recorded: bool,
+    join: Option<JoinSeen>,
 }
 
 impl Process {
@@ -212,6 +239,7 @@ impl Process {
             reboots: 0,
             finished: None,
             finish_recorded: false,
+            join: None,
         }
     }
 

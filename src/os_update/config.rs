@@ -1,10 +1,10 @@
 //! The `os_update` config section.
 
 use crate::settings::{FieldResult, seconds_in};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawOsUpdate {
     /// Ask update_engine for an update during bootstrap (default false).
@@ -26,6 +26,18 @@ pub struct OsUpdateSettings {
     pub timeout: Duration,
     pub poll_interval: Duration,
     pub stall_timeout: Duration,
+}
+
+impl OsUpdateSettings {
+    /// The section as a config file writes it, every default filled in.
+    pub fn to_raw(&self) -> RawOsUpdate {
+        RawOsUpdate {
+            enabled: self.enabled,
+            timeout_secs: Some(self.timeout.as_secs()),
+            poll_interval_secs: Some(self.poll_interval.as_secs()),
+            stall_timeout_secs: Some(self.stall_timeout.as_secs()),
+        }
+    }
 }
 
 impl RawOsUpdate {

@@ -1,10 +1,10 @@
 //! The `reboot` config section.
 
 use crate::settings::{FieldResult, seconds_in};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawReboot {
     /// After asking for a reboot, how long to wait to be stopped before
@@ -15,6 +15,15 @@ pub struct RawReboot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RebootSettings {
     pub wait: Duration,
+}
+
+impl RebootSettings {
+    /// The section as a config file writes it, every default filled in.
+    pub fn to_raw(&self) -> RawReboot {
+        RawReboot {
+            wait_secs: Some(self.wait.as_secs()),
+        }
+    }
 }
 
 impl RawReboot {

@@ -2,13 +2,13 @@
 //! Container Linux defaults.
 
 use super::{FieldResult, absolute_path};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 macro_rules! paths {
     ($( $(#[$doc:meta])* $name:ident = $default:expr; )*) => {
         /// Raw `paths` section: every entry optional.
-        #[derive(Debug, Default, Deserialize)]
+        #[derive(Debug, Default, Deserialize, Serialize)]
         #[serde(deny_unknown_fields)]
         pub struct RawPaths {
             $( $(#[$doc])* pub $name: Option<PathBuf>, )*
@@ -30,6 +30,15 @@ macro_rules! paths {
                 })
             }
         }
+
+        impl Paths {
+            /// The section as a config file writes it, every path given.
+            pub fn to_raw(&self) -> RawPaths {
+                RawPaths {
+                    $( $name: Some(self.$name.clone()), )*
+                }
+            }
+        }
     };
 }
 
@@ -38,8 +47,35 @@ paths! {
     kubelet_env = "/etc/kubernetes/kubelet.env";
     /// Provisioned inputs: `kubelet.env`, `runtime-mappings.yaml`, keyrings.
     seed_dir = "/etc/kubernetes/installer";
-    /// The node's kubeconfig (API server URL, CA, client credentials).
+    /// The node's kubeconfig (API server URL, CA, client credentials),
+    /// with `cluster.credential` `kubeconfig`.
     kubeconfig = "/etc/kubernetes/kubeconfig";
+    /// The bootstrap kubeconfig (API server URL, CA, a bootstrap token),
+    /// with `cluster.credential` `bootstrap-token`.
+    bootstrap_kubeconfig = "/etc/kubernetes/bootstrap-kubeconfig";
+    /// The kubelet's own state: with TLS bootstrapping, the kubeconfig it
+    /// writes (`kubeconfig`) and the certificates it earns (`pki/`).
+    kubelet_dir = "/var/lib/kubelet";
+    /// The kubelet's configuration file (`KubeletConfiguration`, Kubernetes
+    /// 1.10 and newer).
+    kubelet_config = "/etc/kubernetes/kubelet-config.yaml";
+    /// The CA the kubelet trusts for client certificates (the API server's).
+    kubelet_client_ca = "/etc/kubernetes/ca.crt";
+    /// Static pods the kubelet runs.
+    static_pod_dir = "/etc/kubernetes/manifests";
+    /// CNI network configs (the network add-on writes them).
+    cni_conf_dir = "/etc/kubernetes/cni/net.d";
+    /// CNI plugin binaries.
+    cni_bin_dir = "/opt/cni/bin";
+    /// containerd's configuration file (written by the agent unless an
+    /// operator's is there).
+    containerd_config = "/etc/containerd/config.toml";
+    /// containerd's API socket (CRI).
+    containerd_socket = "/run/containerd/containerd.sock";
+    /// The OS's containerd, as `containerd.service` runs it: its
+    /// `--version` decides whether it fits the cluster (a containerd the
+    /// agent installs is merged at `/usr/bin/containerd`).
+    containerd_binary = "/usr/bin/containerd";
     /// The durable state journal and the run lock.
     state_dir = "/var/lib/node-bootstrap";
     /// Per-boot scratch (tmpfs): boot id, progress.

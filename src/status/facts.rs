@@ -47,8 +47,69 @@ pub struct Facts {
     pub kubelet_sysext: Option<KubeletSysext>,
     pub docker: Option<DockerInfo>,
     pub update_engine: Option<UpdateEngine>,
+    /// The join, seen from the node: what the API server says of this
+    /// node (`None` until kubelet.env exists: nothing to ask before).
+    pub join: Option<JoinFacts>,
     /// Sources that could not be read, and why.
     pub unreachable: Vec<Unreachable>,
+}
+
+/// The join as the API server shows it (docs/status-json.md, `join`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JoinFacts {
+    /// The node name asked about (the kubelet's).
+    pub node_name: String,
+    /// `kubelet` (its own certificate), `kubeconfig` (the shared one) or
+    /// `bootstrap-token` (before the kubelet has a certificate).
+    pub asked_as: crate::join::AskedAs,
+    /// The kubeconfig the question went with.
+    pub kubeconfig: String,
+    /// The bootstrap token's id when it asked (never its secret).
+    pub bootstrap_token_id: Option<String>,
+    /// A join state's name (`src/join/assess.rs`), or `unknown`.
+    pub state: &'static str,
+    /// The Node is Ready in the cluster (its Ready condition True, the
+    /// not-ready taint gone).
+    pub ready: bool,
+    /// The Node, when registered.
+    pub node: Option<crate::join::assess::NodeView>,
+    /// The kubelet's newest certificate request, while it has no
+    /// certificate of its own.
+    pub certificate_request: Option<crate::join::assess::CsrView>,
+    /// The state in words.
+    pub detail: String,
+    /// Why the API server could not say (then `state` is `unknown`).
+    pub error: Option<String>,
+}
+
+impl JoinFacts {
+    pub fn from_observation(o: &crate::join::Observation) -> JoinFacts {
+        use crate::join::assess::JoinState;
+        JoinFacts {
+            node_name: o.node_name.clone(),
+            asked_as: o.asked_as,
+            kubeconfig: o.kubeconfig.clone(),
+            bootstrap_token_id: o.bootstrap_token_id.clone(),
+            state: o.state_name(),
+            ready: o.is_ready(),
+            node: match &o.state {
+                Some(JoinState::Registered(n)) => Some(n.clone()),
+                _ => None,
+            },
+            certificate_request: match &o.state {
+                Some(JoinState::AwaitingCertificate { csr }) => csr.clone(),
+                _ => None,
+            },
+            detail: o.describe(),
+            error: o.error.clone(),
+        }
+    }
+
+    /// The kubelet's certificate request was denied, or approved and not
+    /// signed: it will not join this way.
+    pub fn certificate_refused(&self) -> bool {
+        matches!(self.state, "certificate-denied" | "certificate-failed")
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -272,7 +333,7 @@ pub struct UpdateEngine {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Unreachable {
-    /// `config`, `systemd`, `state-journal`, `kubelet-env`, `torcx`, `docker`, `update-engine` (the names of status JSON, kept).
+    /// `config`, `systemd`, `state-journal`, `kubelet-env`, `torcx`, `docker`, `update-engine`, `api-server` (the names of status JSON, kept).
     pub source: &'static str,
     pub error: String,
 }
@@ -343,10 +404,12 @@ mod tests {
                 "agent-upgrade",
                 "assets",
                 "cluster-version",
+                "runtime",
                 "os-update",
                 "docker-addon",
                 "reboot",
                 "kubelet-sysext",
+                "containerd",
                 "kubelet-env",
                 "custom"
             ]
@@ -358,16 +421,18 @@ mod tests {
                 StepState::Pending,
                 StepState::Done,
                 StepState::Interrupted,
+                StepState::Pending,
                 StepState::Failed,
                 StepState::Pending,
                 StepState::Running,
                 StepState::Pending,
                 StepState::Pending,
+                StepState::Pending,
                 StepState::Running
             ]
         );
-        assert_eq!(p[3].retryable, Some(false));
-        assert_eq!(p[5].this_boot, Some(false));
+        assert_eq!(p[4].retryable, Some(false));
+        assert_eq!(p[6].this_boot, Some(false));
         // The helpers show on the master even before they ran.
         let p = steps(&j, Some("now"), true, &[]);
         assert!(p.iter().any(|p| p.name == "helper/tectonic"));

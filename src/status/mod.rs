@@ -34,7 +34,13 @@
 //! (docs/status-json.md, `schema_version` 1). `--watch` redraws until the
 //! verdict changes; `--wait [--timeout S]` blocks until complete or failed
 //! (default timeout 3600 s), printing a progress line whenever what the
-//! node waits for changes.
+//! node waits for changes. `--ready` (with any of them) also asks for the
+//! node Ready in the cluster: complete only then, failed when the
+//! kubelet's certificate request was refused ([`verdict::assess_with`]).
+//!
+//! Once kubelet.env exists, `status` also asks the API server about this
+//! node (the join, [`crate::join`]): with the kubelet's own identity, or
+//! the bootstrap token while TLS bootstrapping has not earned it one.
 
 pub mod facts;
 pub mod probe;
@@ -65,6 +71,8 @@ pub struct Report {
     pub assessment: Assessment,
     pub summary: String,
     pub exit_code: u8,
+    /// `--ready`: complete only once the node is Ready in the cluster.
+    pub node_ready_required: bool,
     #[serde(flatten)]
     pub facts: Facts,
     /// How long reading the node took.
@@ -72,14 +80,16 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(facts: Facts, elapsed: Duration) -> Report {
-        let assessment = verdict::assess(&facts);
+    /// The report on `facts`, with `req` beyond the default rules (`--ready`).
+    pub fn with(facts: Facts, elapsed: Duration, req: verdict::Require) -> Report {
+        let assessment = verdict::assess_with(&facts, req);
         Report {
             schema_version: SCHEMA_VERSION,
             generated_at: crate::clock::now_rfc3339(),
             summary: assessment.summary(),
             exit_code: assessment.verdict.exit_code(),
             assessment,
+            node_ready_required: req.node_ready,
             facts,
             elapsed_ms: elapsed.as_millis() as u64,
         }
@@ -90,11 +100,11 @@ impl Report {
 }
 
 /// Reads the node once.
-pub async fn report(config_path: &Path, timeout: Duration) -> Report {
+pub async fn report(config_path: &Path, timeout: Duration, req: verdict::Require) -> Report {
     let t0 = Instant::now();
     let loaded = probe::LoadedConfig::load(config_path);
     let facts = probe::collect(&loaded, timeout).await;
-    Report::new(facts, t0.elapsed())
+    Report::with(facts, t0.elapsed(), req)
 }
 
 /// Options of the `status` command.
@@ -104,6 +114,16 @@ pub struct Options {
     pub watch: bool,
     pub wait: bool,
     pub timeout: Option<u64>,
+    /// Complete only once the node is Ready in the cluster (`--ready`).
+    pub ready: bool,
+}
+
+impl Options {
+    fn require(&self) -> verdict::Require {
+        verdict::Require {
+            node_ready: self.ready,
+        }
+    }
 }
 
 fn print_json(r: &Report) {
@@ -120,7 +140,7 @@ pub fn main(config_path: &Path, opts: &Options) -> Result<u8> {
         if opts.wait {
             return Ok(wait(config_path, opts).await);
         }
-        let r = report(config_path, probe::PROBE_TIMEOUT).await;
+        let r = report(config_path, probe::PROBE_TIMEOUT, opts.require()).await;
         if !opts.watch {
             if opts.json {
                 print_json(&r);
@@ -158,7 +178,7 @@ async fn watch(config_path: &Path, opts: &Options, first: Report) -> u8 {
             return r.exit_code;
         }
         tokio::time::sleep(POLL).await;
-        r = report(config_path, probe::PROBE_TIMEOUT).await;
+        r = report(config_path, probe::PROBE_TIMEOUT, opts.require()).await;
     }
 }
 
@@ -167,7 +187,7 @@ async fn wait(config_path: &Path, opts: &Options) -> u8 {
     let t0 = Instant::now();
     let mut last = String::new();
     loop {
-        let r = report(config_path, probe::PROBE_TIMEOUT).await;
+        let r = report(config_path, probe::PROBE_TIMEOUT, opts.require()).await;
         let line = r.summary.clone();
         if line != last {
             eprintln!("[{:>5}s] {line}", t0.elapsed().as_secs());
@@ -186,6 +206,12 @@ async fn wait(config_path: &Path, opts: &Options) -> u8 {
                 print_json(&r);
             } else {
                 print!("{}", render::text(&r));
+            }
+            // What the join showed goes to the metrics this wait publishes
+            // (a node that joined after `run` stopped watching clears its
+            // alert here).
+            if let Some(j) = &r.facts.join {
+                crate::metrics::record::join_observed(j.state, j.ready);
             }
             return r.exit_code;
         }

@@ -1,5 +1,6 @@
 //! Reading the node: systemd (D-Bus), the state journal, kubelet.env,
-//! markers and assets, torcx, Docker, update_engine. Every probe is bounded
+//! markers and assets, torcx, Docker, update_engine, and once kubelet.env
+//! exists the API server's view of this node (the join). Every probe is bounded
 //! by a short timeout and, when it cannot read its source, records
 //! "could not reach X: why" in `unreachable` instead of failing.
 
@@ -48,8 +49,19 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
     if let Some(e) = &loaded.error {
         u.note("config", format!("{e} (showing defaults)"));
     }
-    let (units, update_engine) = systemd_and_update_engine(timeout, &mut u).await;
-    let docker = docker(units.as_deref(), &paths.docker_socket, timeout, &mut u).await;
+    let (units, update_engine, bus) = systemd_and_update_engine(timeout, &mut u).await;
+    // Docker and the API server (once kubelet.env is there) at once.
+    let (docker, join) = tokio::join!(
+        docker(units.as_deref(), &paths.docker_socket, timeout),
+        join(config, bus.as_ref(), timeout)
+    );
+    let docker = docker.and_then(|r| u.ok("docker", r));
+    let join = join.map(|o| {
+        if let Some(e) = &o.error {
+            u.note("api-server", e);
+        }
+        JoinFacts::from_observation(&o)
+    });
     let boot_id = crate::boot::read(&paths.run_dir).ok().flatten();
     let (role, role_source) = role(loaded, units.as_deref());
     let (state_journal, steps) = journal(config, boot_id.as_deref(), role, &mut u);
@@ -80,8 +92,24 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         kubelet_sysext,
         docker,
         update_engine,
+        join,
         unreachable: u.0,
     }
+}
+
+/// Once kubelet.env exists: what the API server says of this node
+/// (`crate::join`), asked with the node's own identity, or the bootstrap
+/// token while the kubelet has none; each request within `timeout`.
+async fn join(
+    config: &Config,
+    bus: Option<&zbus::Connection>,
+    timeout: Duration,
+) -> Option<crate::join::Observation> {
+    if !config.paths.kubelet_env.exists() {
+        return None;
+    }
+    let name = crate::join::node_name::of_this_node(&config.paths, bus).await;
+    Some(crate::join::observe(&config.join_inputs(), &name, timeout).await)
 }
 
 /// The sources that could not be read, as the probes meet them.
@@ -114,13 +142,17 @@ impl Unreachables {
 async fn systemd_and_update_engine(
     timeout: Duration,
     u: &mut Unreachables,
-) -> (Option<Vec<UnitState>>, Option<UpdateEngine>) {
+) -> (
+    Option<Vec<UnitState>>,
+    Option<UpdateEngine>,
+    Option<zbus::Connection>,
+) {
     let bus = match crate::systemd::system_bus(timeout, timeout).await {
         Ok(bus) => bus,
         Err(e) => {
             u.note("systemd", e);
             u.note("update-engine", "the system bus is unreachable");
-            return (None, None);
+            return (None, None, None);
         }
     };
     let loaded: Vec<&str> = FLOW_UNITS
@@ -143,29 +175,20 @@ async fn systemd_and_update_engine(
         units.push(docker?.unwrap_or_else(|| UnitState::not_loaded(DOCKER)));
         Ok::<_, crate::error::Error>(units)
     })();
-    (u.ok("systemd", units), u.ok("update-engine", ue))
+    (u.ok("systemd", units), u.ok("update-engine", ue), Some(bus))
 }
 
 /// Docker's version, asked only when docker.service runs (asking a
 /// socket-activated docker would start it) or when systemd cannot say.
+/// Not asking is no fault: `units` shows docker.service's state.
 async fn docker(
     units: Option<&[UnitState]>,
     socket: &Path,
     timeout: Duration,
-    u: &mut Unreachables,
-) -> Option<DockerInfo> {
+) -> Option<Result<DockerInfo, String>> {
     match units.and_then(|us| us.iter().find(|s| s.name == DOCKER)) {
-        Some(s) if !s.is_active() => {
-            u.note(
-                "docker",
-                format!(
-                    "{DOCKER} is {} (not asked, to avoid starting it)",
-                    s.active_state
-                ),
-            );
-            None
-        }
-        _ => u.ok("docker", docker_version(socket, timeout).await),
+        Some(s) if !s.is_active() => None,
+        _ => Some(docker_version(socket, timeout).await),
     }
 }
 
@@ -333,25 +356,25 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 /// Which kubelet image the link names, whether it is merged, and the
 /// version the agent recorded for it (`None` with kubelet-wrapper).
 fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<KubeletSysext> {
-    use crate::kubelet_sysext::{config::Backend, install};
+    use crate::kubelet_sysext::config::Backend;
     if config.kubelet.backend != Backend::Sysext {
         return None;
     }
-    let image = install::linked_image(&config.kubelet_sysext_inputs());
+    let inputs = config.kubelet_sysext_inputs();
+    let extension = inputs.extension();
+    let image = extension.linked_image();
     let record = steps
         .into_iter()
         .flatten()
         .filter_map(|s| s.result.as_ref()?.kubelet_sysext())
         .next();
     let version = record
-        .filter(|r| Some(&r.image) == image.as_ref())
+        .filter(|r| Some(&r.installed.image) == image.as_ref())
         .map(|r| r.version.clone());
     Some(KubeletSysext {
-        link: install::link_path(&config.kubelet_sysext_inputs())
-            .display()
-            .to_string(),
+        link: extension.link_path().display().to_string(),
         image: image.map(|p| p.display().to_string()),
-        merged: install::merged_release(&config.kubelet_sysext_inputs()).is_some(),
+        merged: extension.merged_release().is_some(),
         version,
     })
 }
@@ -530,5 +553,34 @@ mod tests {
                 .unwrap_err()
                 .contains("invalid torcx profile")
         );
+    }
+
+    #[test]
+    fn an_inactive_docker_is_not_asked_and_not_unreachable() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let socket = d.path().join("docker.sock");
+        let ask = |units: Option<Vec<UnitState>>| {
+            let mut u = Unreachables::default();
+            let info = rt
+                .block_on(docker(
+                    units.as_deref(),
+                    &socket,
+                    Duration::from_millis(200),
+                ))
+                .and_then(|r| u.ok("docker", r));
+            (info.is_some(), u.0)
+        };
+        let (asked, notes) = ask(Some(vec![UnitState::not_loaded(DOCKER)]));
+        assert!(!asked);
+        assert!(notes.is_empty(), "not asked is no fault: {notes:?}");
+        // systemd could not say: the socket is asked, and it does not answer.
+        let (asked, notes) = ask(None);
+        assert!(!asked);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].source, "docker");
     }
 }

@@ -29,6 +29,7 @@ pub fn text(r: &Report) -> String {
     units(&mut o, f, now);
     steps(&mut o, f, now);
     files(&mut o, f);
+    join(&mut o, f);
     if !f.unreachable.is_empty() {
         let _ = writeln!(o, "\nCould not reach:");
         for u in &f.unreachable {
@@ -175,6 +176,24 @@ fn result_fields(v: &serde_json::Value) -> String {
     parts.join(" ")
 }
 
+/// The join: what the API server says of this node, and who asked.
+fn join(o: &mut String, f: &super::facts::Facts) {
+    let Some(j) = &f.join else {
+        return;
+    };
+    let who = match (j.asked_as, &j.bootstrap_token_id) {
+        (crate::join::AskedAs::BootstrapToken, Some(id)) => format!("bootstrap token {id}"),
+        (crate::join::AskedAs::BootstrapToken, None) => "the bootstrap token".to_string(),
+        (crate::join::AskedAs::Kubelet, _) => "the kubelet's own certificate".to_string(),
+        (crate::join::AskedAs::Kubeconfig, _) => "the node's kubeconfig".to_string(),
+    };
+    let _ = writeln!(
+        o,
+        "cluster ({}, asked with {who}, {}): {}",
+        j.state, j.kubeconfig, j.detail
+    );
+}
+
 /// kubelet.env, the assets, torcx, the kubelet sysext, docker and update_engine.
 fn files(o: &mut String, f: &super::facts::Facts) {
     let k = &f.kubelet_env;
@@ -222,6 +241,14 @@ fn files(o: &mut String, f: &super::facts::Facts) {
     }
     if let Some(d) = &f.docker {
         let _ = writeln!(o, "docker: {} (API {})", d.version, d.api_version);
+    } else if f.units.is_some() && !f.unreachable.iter().any(|u| u.source == "docker") {
+        // systemd answered and Docker was not asked: docker.service is not
+        // active, and asking would start it.
+        let _ = writeln!(
+            o,
+            "docker: not asked ({} is not active)",
+            super::facts::DOCKER
+        );
     }
     if let Some(u) = &f.update_engine {
         let mut s = u.current_operation.clone();

@@ -99,9 +99,28 @@ fn running_or_starting(u: Option<&crate::systemd::units::UnitState>) -> bool {
     })
 }
 
-/// Judges the facts (see the rules in [`crate::status`]).
+/// What `complete` asks for beyond the rules of [`crate::status`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Require {
+    /// `status --ready`: the node Ready in the cluster too (the join).
+    pub node_ready: bool,
+}
+
+/// Judges the facts by the default rules (see [`crate::status`]).
+#[cfg(test)]
 pub fn assess(f: &Facts) -> Assessment {
-    let failures = failures(f);
+    assess_with(f, Require::default())
+}
+
+/// [`assess`], with the node Ready in the cluster required when `req` says
+/// so: complete only then; failed also when the kubelet's certificate
+/// request was denied or approved and not signed; the join's state among
+/// what the node waits for.
+pub fn assess_with(f: &Facts, req: Require) -> Assessment {
+    let mut failures = failures(f);
+    if req.node_ready {
+        failures.extend(join_failure(f));
+    }
     if !failures.is_empty() {
         return Assessment {
             verdict: Verdict::Failed,
@@ -109,14 +128,23 @@ pub fn assess(f: &Facts) -> Assessment {
             waiting_for: Vec::new(),
         };
     }
-    if let Some(reasons) = complete(f) {
+    if let Some(reasons) = complete(f).and_then(|r| with_join(f, req, r)) {
         return Assessment {
             verdict: Verdict::Complete,
             reasons,
             waiting_for: Vec::new(),
         };
     }
-    let waiting_for = waits(f);
+    let mut waiting_for = waits(f);
+    if req.node_ready
+        && waiting_for.is_empty()
+        && let Some(j) = f.join.as_ref().filter(|j| !j.ready)
+    {
+        waiting_for.push(format!(
+            "waiting for the node to be Ready in the cluster: {}",
+            j.detail
+        ));
+    }
     if !f.systemd_reachable() && !f.state_journal.readable() {
         let mut reasons: Vec<String> = f
             .unreachable
@@ -192,6 +220,25 @@ fn failures(f: &Facts) -> Vec<String> {
         }
     }
     failures
+}
+
+/// With the node Ready required: the kubelet's certificate request was
+/// refused, so it cannot join (the kubelet asks again after a restart,
+/// and the same approver decides).
+fn join_failure(f: &Facts) -> Option<String> {
+    let j = f.join.as_ref().filter(|j| j.certificate_refused())?;
+    Some(format!("the node cannot join the cluster: {}", j.detail))
+}
+
+/// The reasons for complete, with the node Ready in the cluster when it
+/// is required (`None`: not Ready).
+fn with_join(f: &Facts, req: Require, mut reasons: Vec<String>) -> Option<Vec<String>> {
+    if !req.node_ready {
+        return Some(reasons);
+    }
+    let j = f.join.as_ref().filter(|j| j.ready)?;
+    reasons.push(j.detail.clone());
+    Some(reasons)
 }
 
 /// A helper's service failed, or its last attempt failed with nothing
@@ -414,6 +461,8 @@ mod tests {
         crate::journal::StepResult::KubeletEnv(crate::journal::KubeletEnvRecord {
             path: "/etc/kubernetes/kubelet.env".into(),
             image_tag: "v1.9.6_coreos.0".into(),
+            runtime: None,
+            kubelet_config: None,
         })
     }
     use crate::settings::Role;
@@ -478,8 +527,96 @@ mod tests {
             kubelet_sysext: None,
             docker: None,
             update_engine: None,
+            join: None,
             unreachable: vec![],
         }
+    }
+
+    /// What the API server says of a worker whose kubelet runs.
+    fn join(state: crate::join::assess::JoinState) -> JoinFacts {
+        JoinFacts::from_observation(&crate::join::Observation {
+            node_name: "worker-1".into(),
+            asked_as: crate::join::AskedAs::Kubelet,
+            kubeconfig: "/var/lib/kubelet/kubeconfig".into(),
+            bootstrap_token_id: None,
+            state: Some(state),
+            error: None,
+        })
+    }
+
+    #[test]
+    fn with_ready_required_a_worker_is_complete_only_once_its_node_is_ready() {
+        use crate::join::assess::{CsrState, CsrView, JoinState, NodeView};
+        let ready_req = Require { node_ready: true };
+        let mut f = facts();
+        f.node.role = Role::Worker;
+        kubelet_running(&mut f);
+        let node = |ready: bool| NodeView {
+            name: "worker-1".into(),
+            ready,
+            not_ready_because: (!ready)
+                .then(|| "KubeletNotReady: container runtime network not ready".into()),
+            kubelet_version: "v1.20.2".into(),
+            container_runtime: "containerd://1.6.20".into(),
+        };
+        // Not Ready: complete by the default rules, in progress with --ready.
+        f.join = Some(join(JoinState::Registered(node(false))));
+        assert_eq!(assess(&f).verdict, Verdict::Complete);
+        let a = assess_with(&f, ready_req);
+        assert_eq!(a.verdict, Verdict::InProgress);
+        assert_eq!(
+            a.waiting_for,
+            [
+                "waiting for the node to be Ready in the cluster: node worker-1: registered, not Ready: \
+              KubeletNotReady: container runtime network not ready (kubelet v1.20.2, containerd://1.6.20)"
+            ]
+        );
+        // No answer from the API server: in progress, never complete.
+        f.join = Some(JoinFacts::from_observation(&crate::join::Observation {
+            state: None,
+            error: Some("GET https://10.0.0.1/api/v1/nodes/worker-1: cannot connect".into()),
+            ..crate::join::Observation {
+                node_name: "worker-1".into(),
+                asked_as: crate::join::AskedAs::Kubelet,
+                kubeconfig: String::new(),
+                bootstrap_token_id: None,
+                state: None,
+                error: None,
+            }
+        }));
+        assert_eq!(assess_with(&f, ready_req).verdict, Verdict::InProgress);
+        // Ready: complete, saying so.
+        f.join = Some(join(JoinState::Registered(node(true))));
+        let a = assess_with(&f, ready_req);
+        assert_eq!(a.verdict, Verdict::Complete);
+        assert!(
+            a.reasons.contains(
+                &"node worker-1: Ready (kubelet v1.20.2, containerd://1.6.20)".to_string()
+            ),
+            "{:?}",
+            a.reasons
+        );
+        // A denied certificate request: failed, with --ready only.
+        f.join = Some(join(JoinState::AwaitingCertificate {
+            csr: Some(CsrView {
+                name: "csr-abc".into(),
+                state: CsrState::Denied,
+                reason: Some("NotOurs: no".into()),
+            }),
+        }));
+        assert_eq!(assess(&f).verdict, Verdict::Complete);
+        let a = assess_with(&f, ready_req);
+        assert_eq!(a.verdict, Verdict::Failed);
+        assert_eq!(
+            a.reasons,
+            [
+                "the node cannot join the cluster: node worker-1: certificate request csr-abc denied: NotOurs: no"
+            ]
+        );
+        // Before kubelet.env there is nothing to ask: the bootstrap's waits.
+        let mut f = facts();
+        f.node.role = Role::Worker;
+        assert_eq!(assess_with(&f, ready_req).verdict, Verdict::InProgress);
     }
 
     fn set<'a>(f: &'a mut Facts, name: &str, active: &str, sub: &str) -> &'a mut UnitState {

@@ -1,12 +1,21 @@
 //! System extensions (systemd-sysext), as the docker addon's sysext
-//! backend and the kubelet sysext both use them: the names they may take,
-//! the link that makes an image the merged one (replaced in one step), the
-//! merged image's release file, and `systemd-sysext.service` enabled for
-//! later boots.
+//! backend, the kubelet sysext and containerd's package use them: the
+//! names they may take, the link that makes an image the merged one
+//! (replaced in one step), the merged image's release file, masks of the
+//! OS's own extensions, and `systemd-sysext.service` enabled for later
+//! boots; what is inside an image and whether this node's systemd-sysext
+//! would merge it ([`image`]); versioned images, their link and the merge
+//! ([`install`]); and an extension's images on the artifact search path
+//! ([`offers`]), one of them put in place and merged ([`package`]), which
+//! the kubelet and containerd share.
 //!
-//! Pure but for the file operations; no config: callers pass the
-//! directories (`paths.extensions_dir`, `addon.sysext_release_dir`,
-//! `addon.systemd_config_dir`).
+//! No config: callers pass the directories (`paths.extensions_dir`,
+//! `addon.sysext_release_dir`, `addon.systemd_config_dir`) and settings.
+
+pub mod image;
+pub mod install;
+pub mod offers;
+pub mod package;
 
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::settings::{FieldError, FieldResult};
@@ -17,6 +26,9 @@ use tracing::info;
 /// The docker addon's extension: `docker.raw`, `extension-release.docker`.
 /// No other extension of this agent may take the name.
 pub const DOCKER_EXTENSION: &str = "docker";
+/// containerd's package (`containerd.raw`, `extension-release.containerd`,
+/// the bakery's name). No other extension of this agent may take it.
+pub const CONTAINERD_EXTENSION: &str = "containerd";
 /// Where merged extensions' release files are (`addon.sysext_release_dir`).
 pub const DEFAULT_RELEASE_DIR: &str = "/usr/lib/extension-release.d";
 /// Where units are enabled (`addon.systemd_config_dir`).
@@ -42,6 +54,29 @@ pub fn check_name(field: &str, name: &str) -> FieldResult<()> {
             ),
         ))
     }
+}
+
+/// The extensions a setting `field` masks (`default` unless set):
+/// names systemd-sysext takes, none of them `own`, the extension the
+/// caller installs.
+pub fn masks_setting(
+    field: &str,
+    names: Option<Vec<String>>,
+    default: &[&str],
+    own: &str,
+) -> FieldResult<Vec<String>> {
+    let names = names.unwrap_or_else(|| default.iter().map(|n| n.to_string()).collect());
+    for (i, name) in names.iter().enumerate() {
+        let field = format!("{field}[{i}]");
+        check_name(&field, name)?;
+        if name == own {
+            return Err(FieldError::new(
+                field,
+                "must not mask the extension this agent installs",
+            ));
+        }
+    }
+    Ok(names)
 }
 
 /// The release file of extension `name` when it is merged
@@ -86,6 +121,23 @@ pub fn ensure_unit_enabled(
     atomic_symlink(&unit, &wants)?;
     info!(step, path = %wants.display(), "enabled {}", SYSEXT_UNIT);
     Ok(Some(wants))
+}
+
+/// Points `<extensions_dir>/<name>.raw` at `/dev/null` for each of
+/// `names` (one step each), Flatcar's documented way to switch off a
+/// built-in extension. Returns the links written (none already in place).
+pub fn mask(extensions_dir: &Path, names: &[String], step: &'static str) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for name in names {
+        let link = extensions_dir.join(format!("{name}.raw"));
+        if fs::read_link(&link).is_ok_and(|t| t == Path::new("/dev/null")) {
+            continue;
+        }
+        atomic_symlink(Path::new("/dev/null"), &link)?;
+        info!(step, path = %link.display(), "masked a built-in extension");
+        written.push(link);
+    }
+    Ok(written)
 }
 
 /// Points `link` at `target` in one step (a new link renamed over it).

@@ -6,6 +6,7 @@
 
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use std::path::Path;
+use std::time::Duration;
 use tracing::{info, warn};
 use zbus_systemd::{login1, systemd1};
 
@@ -66,6 +67,70 @@ impl Systemd {
             .map_err(dbus_err("systemd Reload failed"))?;
         info!(unit = name, path = %path.display(), changes = ?changes, "runtime unit installed and enabled");
         Ok(())
+    }
+
+    /// `systemctl daemon-reload`: systemd reads changed unit files and
+    /// drop-ins.
+    pub async fn reload(&self) -> Result<()> {
+        self.manager()
+            .await?
+            .reload()
+            .await
+            .map_err(dbus_err("systemd Reload failed"))
+    }
+
+    /// Starts `name` (or restarts it, when `restart`) and waits until its
+    /// job ends, within `timeout`. A job that ends other than `done`
+    /// (failed, timeout, dependency, canceled) is an error naming the unit
+    /// and the result: retryable, since systemd may start it next time.
+    pub async fn start_and_wait(&self, name: &str, restart: bool, timeout: Duration) -> Result<()> {
+        use futures_util::StreamExt as _;
+        let verb = if restart { "restart" } else { "start" };
+        let manager = self.manager().await?;
+        // The stream exists before the job does, so its end cannot be missed.
+        let mut removed = manager
+            .receive_job_removed()
+            .await
+            .map_err(dbus_err("cannot follow systemd's jobs"))?;
+        // systemd sends job signals only while some client subscribed.
+        manager
+            .subscribe()
+            .await
+            .map_err(dbus_err("systemd Subscribe failed"))?;
+        let queued = if restart {
+            manager
+                .restart_unit(name.to_string(), "replace".into())
+                .await
+        } else {
+            manager.start_unit(name.to_string(), "replace".into()).await
+        };
+        let job = queued
+            .map_err(|e| Error::retryable(format!("systemd refused to {verb} {name}: {e}")))?;
+        let wait = async {
+            while let Some(signal) = removed.next().await {
+                let Ok(args) = signal.args() else { continue };
+                if args.job.as_str() == job.as_str() {
+                    return Some(args.result.to_string());
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Some(result)) if result == "done" => {
+                info!(unit = name, verb, "unit job done");
+                Ok(())
+            }
+            Ok(Some(result)) => Err(Error::retryable(format!(
+                "the {verb} job of {name} ended with result {result:?} (journalctl -u {name})"
+            ))),
+            Ok(None) => Err(Error::retryable(format!(
+                "lost systemd's signals while waiting for the {verb} job of {name}"
+            ))),
+            Err(_) => Err(Error::retryable(format!(
+                "the {verb} job of {name} did not end within {}s",
+                timeout.as_secs()
+            ))),
+        }
     }
 
     /// Queues a stop job for a unit (a unit that does not exist is fine).

@@ -290,6 +290,27 @@ impl Units {
         })
     }
 
+    /// A service's `Environment=` settings (`KEY=value` each, as systemd
+    /// holds them after its drop-ins; not those of `EnvironmentFile=`).
+    pub async fn service_environment(&self, name: &str) -> Result<Vec<String>> {
+        let err = |e: zbus::Error| unit_error(name, e);
+        let path =
+            zbus::ObjectPath::try_from(unit_object_path(name)).map_err(|e| unit_error(name, e))?;
+        let reply = self
+            .conn
+            .call_method(
+                Some(DEST),
+                &path,
+                Some("org.freedesktop.DBus.Properties"),
+                "Get",
+                &("org.freedesktop.systemd1.Service", "Environment"),
+            )
+            .await
+            .map_err(err)?;
+        let value: OwnedVariant = reply.body().deserialize().map_err(err)?;
+        Vec::<String>::try_from(value).map_err(err)
+    }
+
     /// Several units at once, in the order given.
     pub async fn units(&self, names: &[&str]) -> Vec<Result<UnitState>> {
         futures_util::future::join_all(names.iter().map(|n| self.unit(n))).await

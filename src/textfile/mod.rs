@@ -25,6 +25,10 @@
 //! | `node_bootstrap_first_start_timestamp_seconds` | gauge | |
 //! | `node_bootstrap_kubelet_env_timestamp_seconds` | gauge | |
 //! | `node_bootstrap_time_to_kubelet_env_seconds` | gauge | |
+//! | `node_bootstrap_join_state` | gauge (0/1) | `state` (a join state, `src/join/assess.rs`, or `unknown`) |
+//! | `node_bootstrap_join_last_check_timestamp_seconds` | gauge | |
+//! | `node_bootstrap_node_ready_timestamp_seconds` | gauge | |
+//! | `node_bootstrap_time_to_node_ready_seconds` | gauge | |
 //! | `node_bootstrap_step_state` | gauge (0/1) | `step`, `state` (running, done, failed) |
 //! | `node_bootstrap_step_attempts_total` | counter | `step` |
 //! | `node_bootstrap_step_last_start_timestamp_seconds` | gauge | `step` |
@@ -40,7 +44,8 @@
 //! | `node_bootstrap_retries_total` | counter | `cause` ([`Remote`](crate::metrics::Remote)) |
 //! | `node_bootstrap_fetched_bytes_total` | counter | `source` ([`Remote`](crate::metrics::Remote)) |
 //!
-//! Label values are bounded: step names (the journal's), states, error
+//! Label values are bounded: step names (the journal's), states (of steps
+//! and of the join), error
 //! classes, [`Command`](crate::metrics::Command) and [`Remote`](crate::metrics::Remote) names, results; never a URL, a path
 //! or an error text. Subsystems record through [`crate::metrics::record`] (retries in
 //! [`crate::retry::retry`], bytes where downloads read their bodies); the

@@ -62,6 +62,7 @@ pub fn render(s: &Snapshot) -> String {
             .into_iter()
             .collect(),
     );
+    join(&mut out, st, s.kubelet_env_present);
     if let Some(j) = s.journal {
         steps(&mut out, j);
     }
@@ -103,6 +104,59 @@ fn by_remote(m: &std::collections::BTreeMap<String, u64>, label: &'static str) -
         )
         .map(|(k, v)| (vec![(label, k)], v as f64))
         .collect()
+}
+
+/// The join as last seen after kubelet.env (nothing before it, nothing
+/// once kubelet.env is gone): its state (every state a series, 1 for the
+/// one it is in) and when the node was first Ready.
+fn join(out: &mut Out, st: &MetricsState, kubelet_env_present: bool) {
+    use crate::join::{assess::JoinState, observe::UNKNOWN};
+    let Some(current) = st.join_state.as_deref().filter(|_| kubelet_env_present) else {
+        return;
+    };
+    let mut names: Vec<&str> = JoinState::NAMES.to_vec();
+    names.push(UNKNOWN);
+    if !names.contains(&current) {
+        names.push(current);
+    }
+    out.family(
+        "node_bootstrap_join_state",
+        "Where the node stands in the cluster, as the agent last saw it after kubelet.env (1 for its state): certificate request, registered, Ready.",
+        Kind::Gauge,
+        names
+            .iter()
+            .map(|n| {
+                (
+                    vec![("state", n.to_string())],
+                    f64::from(u8::from(*n == current)),
+                )
+            })
+            .collect(),
+    );
+    out.family(
+        "node_bootstrap_join_last_check_timestamp_seconds",
+        "When the agent last looked at the node's join, unix time.",
+        Kind::Gauge,
+        st.join_observed_at
+            .map(|t| (vec![], t))
+            .into_iter()
+            .collect(),
+    );
+    out.family(
+        "node_bootstrap_node_ready_timestamp_seconds",
+        "When the agent first saw the node Ready in the cluster, unix time (absent until then).",
+        Kind::Gauge,
+        st.node_ready_at.map(|t| (vec![], t)).into_iter().collect(),
+    );
+    out.family(
+        "node_bootstrap_time_to_node_ready_seconds",
+        "Seconds from the agent's first start on this node to the node Ready in the cluster.",
+        Kind::Gauge,
+        st.time_to_node_ready()
+            .map(|t| (vec![], t))
+            .into_iter()
+            .collect(),
+    );
 }
 
 /// The journal's steps in flow order (then helpers, then steps this agent
@@ -516,6 +570,60 @@ mod tests {
         let t = render(&s);
         assert!(!t.contains("kubelet_env_timestamp"), "{t}");
         assert!(!t.contains("time_to_kubelet_env"), "{t}");
+    }
+
+    #[test]
+    fn the_join_shows_one_state_of_all_and_the_first_ready_once_kubelet_env_is_there() {
+        let st = MetricsState {
+            bootstrap_started_at: Some(1000.0),
+            kubelet_env_at: Some(1010.0),
+            join_state: Some("certificate-pending".into()),
+            join_observed_at: Some(1012.0),
+            ..Default::default()
+        };
+        let mut s = Snapshot {
+            version: "0.1.0",
+            role: "worker",
+            state: &st,
+            journal: None,
+            kubelet_env_present: true,
+        };
+        let t = render(&s);
+        let states = lines(&t, "node_bootstrap_join_state{");
+        assert_eq!(
+            states.len(),
+            crate::join::assess::JoinState::NAMES.len() + 1
+        );
+        assert_eq!(
+            states
+                .iter()
+                .filter(|l| l.ends_with(" 1"))
+                .collect::<Vec<_>>(),
+            [&r#"node_bootstrap_join_state{state="certificate-pending"} 1"#]
+        );
+        assert!(states.contains(&r#"node_bootstrap_join_state{state="unknown"} 0"#));
+        assert!(!t.contains("node_ready_timestamp"), "not Ready yet: {t}");
+        let ready = MetricsState {
+            join_state: Some("ready".into()),
+            node_ready_at: Some(1030.0),
+            ..st.clone()
+        };
+        s.state = &ready;
+        let t = render(&s);
+        assert!(
+            t.contains("\nnode_bootstrap_node_ready_timestamp_seconds 1030\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("\nnode_bootstrap_time_to_node_ready_seconds 30\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("node_bootstrap_join_state{state=\"ready\"} 1"),
+            "{t}"
+        );
+        s.kubelet_env_present = false;
+        assert!(!render(&s).contains("join"), "no kubelet.env, no join");
     }
 
     #[test]

@@ -46,6 +46,16 @@ pub struct MetricsState {
     /// Command -> its last run.
     #[serde(default)]
     pub last: BTreeMap<String, LastRun>,
+    /// The join's state when last looked at (after kubelet.env, by `run`'s
+    /// watch or `status --wait`): a join state's name or `unknown`.
+    #[serde(default)]
+    pub join_state: Option<String>,
+    /// When it was looked at.
+    #[serde(default)]
+    pub join_observed_at: Option<f64>,
+    /// When the node was first seen Ready in the cluster in this bootstrap.
+    #[serde(default)]
+    pub node_ready_at: Option<f64>,
 }
 
 impl Default for MetricsState {
@@ -59,6 +69,9 @@ impl Default for MetricsState {
             fetched_bytes: BTreeMap::new(),
             runs: BTreeMap::new(),
             last: BTreeMap::new(),
+            join_state: None,
+            join_observed_at: None,
+            node_ready_at: None,
         }
     }
 }
@@ -87,9 +100,13 @@ impl MetricsState {
         {
             if self.kubelet_env_at.is_some() {
                 // kubelet.env was removed from a bootstrapped node: a new
-                // bootstrap starts (the old journal is from the last one).
+                // bootstrap starts (the old journal is from the last one),
+                // and a new join after it.
                 self.kubelet_env_at = None;
                 self.bootstrap_started_at = Some(at);
+                self.join_state = None;
+                self.join_observed_at = None;
+                self.node_ready_at = None;
             }
             let start = match journal_earliest {
                 Some(j) if self.bootstrap_started_at.is_none() => j.min(at),
@@ -101,6 +118,13 @@ impl MetricsState {
             && self.kubelet_env_at.is_none()
         {
             self.kubelet_env_at = Some(at);
+        }
+        if let Some(j) = &d.join {
+            self.join_state = Some(j.state.to_string());
+            self.join_observed_at = Some(j.at);
+            if j.ready && self.node_ready_at.is_none() {
+                self.node_ready_at = Some(j.at);
+            }
         }
         if let Some(f) = &d.finished {
             let command = f.command.name().to_string();
@@ -128,6 +152,13 @@ impl MetricsState {
     pub fn time_to_kubelet_env(&self) -> Option<f64> {
         let (start, env) = (self.bootstrap_started_at?, self.kubelet_env_at?);
         (env >= start).then_some(env - start)
+    }
+
+    /// Seconds from the bootstrap's start to the node Ready in the
+    /// cluster, once seen.
+    pub fn time_to_node_ready(&self) -> Option<f64> {
+        let (start, ready) = (self.bootstrap_started_at?, self.node_ready_at?);
+        (ready >= start).then_some(ready - start)
     }
 }
 
@@ -205,6 +236,38 @@ mod tests {
         assert_eq!(s.runs["run"]["reboot"], 1);
         assert_eq!(s.last["run"].result, "retryable");
         assert_eq!(s.last["run"].exit_code, Some(3));
+    }
+
+    #[test]
+    fn the_join_keeps_its_last_state_and_its_first_ready_until_a_new_bootstrap() {
+        use crate::metrics::record::JoinSeen;
+        let join = |state, at, ready| Deltas {
+            join: Some(JoinSeen { state, at, ready }),
+            ..Default::default()
+        };
+        let mut s = MetricsState::default();
+        s.apply(&run_start(100.0, false), None);
+        s.apply(
+            &Deltas {
+                kubelet_env_at: Some(110.0),
+                ..Default::default()
+            },
+            None,
+        );
+        s.apply(&join("certificate-pending", 112.0, false), None);
+        assert_eq!(
+            (s.join_state.as_deref(), s.node_ready_at),
+            (Some("certificate-pending"), None)
+        );
+        s.apply(&join("ready", 130.0, true), None);
+        s.apply(&join("not-ready", 150.0, false), None);
+        assert_eq!(s.join_state.as_deref(), Some("not-ready"));
+        assert_eq!(s.join_observed_at, Some(150.0));
+        assert_eq!(s.node_ready_at, Some(130.0), "the first Ready is kept");
+        assert_eq!(s.time_to_node_ready(), Some(30.0));
+        // kubelet.env removed, a new bootstrap: a new join.
+        s.apply(&run_start(1000.0, false), None);
+        assert_eq!((s.join_state, s.node_ready_at), (None, None));
     }
 
     #[test]

@@ -301,14 +301,16 @@ pub fn install_update_engine(n: &mut SimNode, binary: &Path, args: &[String]) ->
 
 /// The arguments the shipped `units/kubelet.service` gives kubelet-wrapper
 /// with the unit's own defaults (a node without the Ignition config's
-/// drop-in), as its start record shows them (`start image=URL:TAG
-/// args=<these>`). Read from the unit's `ExecStart=`, `${VAR}` and `$VAR`
-/// expanded from its `Environment=` lines as systemd expands them; always
-/// the repository's unit, so a mutated unit under test differs from it.
-pub fn shipped_kubelet_args() -> String {
+/// drop-in) and `kubelet_args` as kubelet.env's `KUBELET_ARGS`, as its
+/// start record shows them (`start image=URL:TAG args=<these>`). Read from
+/// the unit's `ExecStart=`, `${VAR}` and `$VAR` expanded from its
+/// `Environment=` lines as systemd expands them; always the repository's
+/// unit, so a mutated unit under test differs from it.
+pub fn shipped_kubelet_args(kubelet_args: &str) -> String {
     let path = crate::project_root().join("units/kubelet.service");
     let text = std::fs::read_to_string(&path).expect("reading units/kubelet.service");
     let mut env = std::collections::BTreeMap::new();
+    env.insert("KUBELET_ARGS".to_string(), kubelet_args.to_string());
     let mut exec = String::new();
     let mut in_exec = false;
     for line in text.lines() {
@@ -344,25 +346,55 @@ pub fn shipped_kubelet_args() -> String {
 }
 
 /// The start record kubelet-wrapper writes for image `SEED_URL:tag` under
-/// the shipped unit with its defaults, but for the cgroup driver that
-/// kubelet.env names (`KUBELET_CGROUP_DRIVER`: `cgroupfs` on a cgroup v1
-/// machine such as this host and its simulated nodes, `systemd` on a
-/// unified one such as the test VMs).
-pub fn kubelet_start_record(tag: &str, cgroup_driver: &str) -> String {
-    let args = shipped_kubelet_args();
-    let shipped = shipped_cgroup_driver_arg(&args);
+/// the shipped unit with its defaults and `kubelet_args` as kubelet.env's
+/// `KUBELET_ARGS`.
+pub fn kubelet_start_record(tag: &str, kubelet_args: &str) -> String {
     format!(
         "start image={SEED_URL}:{tag} args={}",
-        args.replace(&shipped, &format!("--cgroup-driver={cgroup_driver}"))
+        shipped_kubelet_args(kubelet_args)
     )
 }
 
-/// The `--cgroup-driver=…` word of the shipped arguments.
-fn shipped_cgroup_driver_arg(args: &str) -> String {
-    args.split_whitespace()
-        .find(|w| w.starts_with("--cgroup-driver="))
-        .expect("units/kubelet.service passes --cgroup-driver")
-        .to_string()
+/// What the agent gives a kubelet of Kubernetes 1.8 or 1.9 (no
+/// configuration file yet: every setting a flag) on docker, for a worker
+/// with the default `kubelet_config` and the shared kubeconfig: the
+/// expectation, written out here rather than derived from the renderer.
+pub fn flags_only_kubelet_args(cgroup_driver: &str) -> String {
+    flags_only(cgroup_driver, None)
+}
+
+/// [`flags_only_kubelet_args`] for a master (`master` or `bootkube-master`):
+/// the master taint too.
+pub fn flags_only_master_kubelet_args(cgroup_driver: &str) -> String {
+    flags_only(
+        cgroup_driver,
+        Some("--register-with-taints=node-role.kubernetes.io/master=:NoSchedule"),
+    )
+}
+
+fn flags_only(cgroup_driver: &str, taints: Option<&str>) -> String {
+    let cgroup_driver = format!("--cgroup-driver={cgroup_driver}");
+    [
+        "--kubeconfig=/etc/kubernetes/kubeconfig",
+        "--client-ca-file=/etc/kubernetes/ca.crt",
+        "--anonymous-auth=false",
+        "--authentication-token-webhook=true",
+        "--authorization-mode=Webhook",
+        "--read-only-port=0",
+        "--pod-manifest-path=/etc/kubernetes/manifests",
+        "--cluster-dns=10.3.0.10",
+        "--cluster-domain=cluster.local",
+        &cgroup_driver,
+    ]
+    .into_iter()
+    .chain(taints)
+    .chain([
+        "--network-plugin=cni",
+        "--cni-conf-dir=/etc/kubernetes/cni/net.d",
+        "--cni-bin-dir=/opt/cni/bin",
+    ])
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// The kubelet-wrapper stand-in's record of its starts.
@@ -556,17 +588,11 @@ mod tests {
 
     #[test]
     fn the_shipped_kubelet_args_are_the_units_with_its_defaults() {
-        let args = shipped_kubelet_args();
-        assert!(
-            args.starts_with(
-                "--kubeconfig=/etc/kubernetes/kubeconfig --client-ca-file=/etc/kubernetes/ca.crt "
-            ),
-            "{args}"
-        );
-        assert!(args.contains(" --node-labels=node.kubernetes.io/role=worker --register-with-taints= --cluster-dns=10.3.0.10 "), "{args}");
-        assert!(
-            args.ends_with("--cluster-domain=cluster.local --cgroup-driver=cgroupfs"),
-            "{args}"
+        let args = shipped_kubelet_args("--config=/x --kubeconfig=/y");
+        assert_eq!(
+            args,
+            "--lock-file=/var/run/lock/kubelet.lock --exit-on-lock-contention \
+             --node-labels=node.kubernetes.io/role=worker --config=/x --kubeconfig=/y"
         );
         assert!(!args.contains('$') && !args.contains('\\'), "{args}");
     }

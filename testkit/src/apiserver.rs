@@ -131,6 +131,12 @@ impl Pki {
         )
     }
 
+    /// The CA's private key (PKCS#8 PEM): what a controller manager signs
+    /// cluster certificates with (`--cluster-signing-key-file`).
+    pub fn ca_key_pem(&self) -> String {
+        self.issuer.key().serialize_pem()
+    }
+
     /// A kubeconfig in Tectonic's shape (one unnamed context, no
     /// current-context) for `server`, with every file inlined as `-data`.
     pub fn kubeconfig(&self, server: &str, auth: &KubeAuth) -> String {

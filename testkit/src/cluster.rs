@@ -55,13 +55,10 @@ pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
 /// bridge, no iptables).
 pub const DOCKER_TEST_OPTS: &str =
     "--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false";
-/// The kubelet's disk thresholds on a simulated node, whose disk is the
-/// host's: the defaults (DiskPressure below 15% free, image GC above 85%
-/// used) would measure the host's free space, which other work uses up,
-/// taint the Node `disk-pressure`, refuse its pods and delete the images
-/// loaded for them. These act only when the host is nearly full.
-pub const KUBELET_SHARED_DISK_ARGS: &str = "--eviction-hard=memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi,nodefs.inodesFree<1% --image-gc-high-threshold=100 --image-gc-low-threshold=99";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
+/// The pod sandbox image the rig builds and loads into each node's runtime
+/// (kubelet 1.20's default, so docker nodes need no flag for it).
+pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
 
 /// How a node's kubeconfig authenticates.
 #[derive(Debug, Clone)]
@@ -72,6 +69,18 @@ pub enum Auth {
     Token(String),
     /// A bearer token the API server does not know.
     UnknownToken(String),
+}
+
+/// The container runtime a node's agent is told to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// `runtime.name` `auto`: docker for the cluster's 1.20, put in place
+    /// by the addon (torcx) and reached through dockershim.
+    Auto,
+    /// `runtime.name` `containerd`: the OS's containerd (Debian's 1.6.20,
+    /// as Flatcar ships one), configured and started by the agent,
+    /// reached through CRI.
+    Containerd,
 }
 
 /// One node of the cluster.
@@ -89,6 +98,8 @@ pub struct NodeSpec {
     /// updates on in its agent config; the rig's mirror has the docker
     /// manifest of that version too). None: OS updates off.
     pub os_update: Option<String>,
+    /// The runtime its agent is told to use.
+    pub runtime: Runtime,
 }
 
 impl NodeSpec {
@@ -99,6 +110,7 @@ impl NodeSpec {
             auth: Auth::Cert,
             kubelet_sysext: false,
             os_update: None,
+            runtime: Runtime::Auto,
         }
     }
     pub fn worker(name: &str, auth: Auth) -> NodeSpec {
@@ -108,13 +120,22 @@ impl NodeSpec {
             auth,
             kubelet_sysext: false,
             os_update: None,
+            runtime: Runtime::Auto,
         }
     }
-    /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]).
+    /// A worker whose agent is told to run containerd.
+    pub fn containerd_worker(name: &str) -> NodeSpec {
+        NodeSpec {
+            runtime: Runtime::Containerd,
+            ..NodeSpec::worker(name, Auth::Cert)
+        }
+    }
+    /// A worker of today's Flatcar (see [`NodeSpec::kubelet_sysext`]), on
+    /// containerd as today's Flatcar runs it.
     pub fn sysext_worker(name: &str) -> NodeSpec {
         NodeSpec {
             kubelet_sysext: true,
-            ..NodeSpec::worker(name, Auth::Cert)
+            ..NodeSpec::containerd_worker(name)
         }
     }
     /// This node, with the update_engine stand-in offering OS `version`
@@ -145,9 +166,15 @@ pub struct ClusterRig {
     dir: tempfile::TempDir,
 }
 
-/// The runtime mappings of the cluster: Kubernetes 1.20 runs on docker 20.10.
+/// A second docker the mirror offers: a stand-in image that cannot run a
+/// kubelet's pods, so an addon that took it by a wrong rule leaves its
+/// node unusable.
+pub const OTHER_DOCKER: &str = "19.03";
+
+/// The runtime mappings of the cluster: Kubernetes 1.20 runs on docker
+/// 20.10, then 19.03; the mirror offers both.
 pub fn runtime_mappings() -> String {
-    runtime_mappings_yaml("1.20", &[docker_image::REFERENCE])
+    runtime_mappings_yaml("1.20", &[docker_image::REFERENCE, OTHER_DOCKER])
 }
 
 /// `v1.20.2` -> `[v1.20.1, v1.21.0]` (no older patch of a `.0`).
@@ -183,11 +210,22 @@ impl ClusterRig {
         let docker = docker_image::real_docker()?;
         let mirror = AddonRig::new(OS_VERSION);
         let entry = mirror.publish_package(docker_image::REFERENCE, &docker.bytes()?);
-        mirror.publish_manifest(OS_VERSION, std::slice::from_ref(&entry));
+        let other = mirror.publish_package(
+            OTHER_DOCKER,
+            &crate::torcx_fixtures::docker_archive(&format!("{OTHER_DOCKER}.15")),
+        );
+        let packages = [other, entry];
+        mirror.publish_manifest(OS_VERSION, &packages);
         for next in nodes.iter().filter_map(|n| n.os_update.as_deref()) {
-            mirror.publish_manifest(next, std::slice::from_ref(&entry));
+            mirror.publish_manifest(next, &packages);
         }
         let mut control_plane = ControlPlane::new(&[]);
+        // `kubectl logs` and `exec` reach a pod through its kubelet, which
+        // the API server dials by the Node's InternalIP (the nodes'
+        // hostnames resolve nowhere).
+        control_plane
+            .extra_apiserver_args
+            .push("--kubelet-preferred-address-types=InternalIP".into());
         for n in nodes {
             if let Auth::Token(t) = &n.auth {
                 control_plane.tokens.push(StaticToken::for_node(&n.name, t));
@@ -280,6 +318,17 @@ impl ClusterRig {
                 json!({"os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1}}),
             );
         }
+        if spec.runtime == Runtime::Containerd {
+            // containerd's sandbox image: the pause image the rig loads
+            // (there is no registry); the CNI plugins where Debian puts them.
+            an::merge(
+                &mut config,
+                json!({
+                    "runtime": {"name": "containerd", "sandbox_image": PAUSE_IMAGE},
+                    "paths": {"cni_bin_dir": crate::pods::CNI_BIN_DIR},
+                }),
+            );
+        }
         config.to_string()
     }
 
@@ -367,24 +416,47 @@ impl ClusterRig {
             .lock()
             .unwrap()
             .insert(spec.name.clone(), port);
+        // Docker through dockershim would run CNI itself: none (no network
+        // add-on runs; pods use the host's network). containerd runs CNI:
+        // a loopback network in its conf dir makes it report NetworkReady.
+        let no_cni = match spec.runtime {
+            Runtime::Auto => " --network-plugin=",
+            Runtime::Containerd => "",
+        };
         n.drop_in(
             "kubelet.service",
             "20-test-node",
             &format!(
                 "# The test machine: nodes share the host's network (own ports; no iptables\n\
-                 # chains of the kubelet's in the host's tables), no network add-on runs (no\n\
-                 # CNI), the host may have swap, nodes share the host's disk.\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --network-plugin= --fail-swap-on=false {KUBELET_SHARED_DISK_ARGS}\"\n"
+                 # chains of the kubelet's in the host's tables), no network add-on runs, the\n\
+                 # host may have swap, and nodes share the host's disk, which other tests and\n\
+                 # builds fill (no eviction for it).\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false{no_cni} --fail-swap-on=false {}\"\n",
+                 crate::pods::NO_DISK_EVICTION
             ),
         )?;
+        crate::pods::install_runc_shim(&n)?;
         n.drop_in(
             "docker.service",
             "20-test-node",
             &format!(
-                "# The test machine: a root on overlayfs, the host's network shared by nodes.\n[Service]\n\
-                 Environment=\"DOCKER_OPTS={DOCKER_TEST_OPTS}\"\n"
+                "# The test machine: a root on overlayfs, the host's network shared by nodes;\n\
+                 # TEST PART: the runc shim as the default runtime (see testkit::pods).\n[Service]\n\
+                 Environment=\"DOCKER_OPTS={DOCKER_TEST_OPTS} {}\"\n",
+                crate::pods::DOCKER_RUNC_SHIM_OPTS
             ),
         )?;
+        if spec.runtime == Runtime::Containerd {
+            crate::pods::containerd_test_parts(&n)?;
+            // The host's (Debian's) containerd config shows through the
+            // node's root: Flatcar has none in /etc, the agent writes it.
+            n.hide("/etc/containerd/config.toml")?;
+            n.write(
+                "/etc/kubernetes/cni/net.d/10-loopback.conflist",
+                crate::pods::cni_loopback_conflist(),
+                0o644,
+            )?;
+        }
         n.drop_in(
             "k8s-node-bootstrap.service",
             "test-restart",

@@ -343,6 +343,7 @@ pub fn agent_dir(d: &Path, kubeconfig: &str, cluster: serde_json::Value) -> Resu
         "role": "worker",
         "paths": {
             "kubelet_env": p("kubelet.env"),
+            "kubelet_config": p("kubelet-config.yaml"),
             "seed_dir": p("installer"),
             "kubeconfig": p("kubeconfig"),
             "state_dir": p("state"),

@@ -17,6 +17,12 @@
 //!   and exits once the API server is ready, and a `tectonic-wrapper.sh`
 //!   that applies the cluster's first manifests with kubectl.
 //!
+//! Either runs in bootstrap-token mode when [`crate::tls_bootstrap`] turns
+//! it on ([`ControlPlane::enable_tls_bootstrap`]): bootstrap token
+//! authentication, the controller manager signing node certificates with the
+//! cluster CA, and the tokens' Secrets and RBAC as rendered by
+//! `terraform/modules/bootstrap-token` among the first manifests.
+//!
 //! [`Kubectl`] talks to either as the cluster's administrator.
 
 use crate::apiserver::{Issued, KubeAuth, Pki};
@@ -144,6 +150,10 @@ pub struct ControlPlane {
     /// Flags added to kube-apiserver's, each replacing a default of the
     /// same name.
     pub extra_apiserver_args: Vec<String>,
+    /// Kubelet TLS bootstrapping (bootstrap tokens, the controller manager
+    /// signing with the cluster CA): off unless
+    /// [`enable_tls_bootstrap`](Self::enable_tls_bootstrap) turns it on.
+    pub tls_bootstrap: Option<crate::tls_bootstrap::TlsBootstrap>,
 }
 
 impl ControlPlane {
@@ -171,6 +181,7 @@ impl ControlPlane {
             etcd_peer_port: free_port(),
             tokens: Vec::new(),
             extra_apiserver_args: Vec::new(),
+            tls_bootstrap: None,
         }
     }
 
@@ -208,7 +219,14 @@ impl ControlPlane {
                 )
             })
             .collect();
-        vec![
+        let signing_key = self.tls_bootstrap.as_ref().map(|_| {
+            (
+                "tls/ca.key".to_string(),
+                self.pki.ca_key_pem().into_bytes(),
+                0o600,
+            )
+        });
+        let mut files = vec![
             (
                 "tls/ca.crt".into(),
                 self.pki.ca_pem.clone().into_bytes(),
@@ -263,7 +281,9 @@ impl ControlPlane {
                 0o600,
             ),
             ("auth/tokens.csv".into(), tokens.into_bytes(), 0o600),
-        ]
+        ];
+        files.extend(signing_key);
+        files
     }
 
     /// kube-controller-manager's command line (binary `bin`, files in
@@ -272,7 +292,7 @@ impl ControlPlane {
     /// controllers, the node lifecycle controller lifts the not-ready taint
     /// off Ready nodes; the service account controllers sign tokens.
     pub fn controller_manager_args(&self, bin: &str, dir: &str) -> Vec<String> {
-        vec![
+        let mut args = vec![
             bin.to_string(),
             format!("--kubeconfig={dir}/auth/controller-manager.kubeconfig"),
             format!("--authentication-kubeconfig={dir}/auth/controller-manager.kubeconfig"),
@@ -284,7 +304,11 @@ impl ControlPlane {
             "--leader-elect=false".into(),
             "--port=0".into(),
             "--secure-port=0".into(),
-        ]
+        ];
+        if let Some(tb) = &self.tls_bootstrap {
+            args.extend(tb.controller_manager_args(dir));
+        }
+        args
     }
 
     /// kube-scheduler's command line: one instance, no serving port.
@@ -344,6 +368,9 @@ impl ControlPlane {
             "--allow-privileged=true".into(),
             format!("--token-auth-file={dir}/auth/tokens.csv"),
         ];
+        if let Some(tb) = &self.tls_bootstrap {
+            args.extend(tb.apiserver_args());
+        }
         // An extra flag replaces the default of the same name (list flags
         // such as --authorization-mode would otherwise accumulate).
         let name = |a: &str| a.split('=').next().unwrap_or(a).to_string();
@@ -378,6 +405,16 @@ impl ControlPlane {
         )?;
         running.children.push(apiserver);
         running.wait_ready(Duration::from_secs(120))?;
+        if let Some(tb) = &self.tls_bootstrap {
+            let manifests = running.dir.path().join("manifests");
+            for (name, yaml) in &tb.manifests {
+                crate::files::write_mode(&manifests.join(name), yaml.as_bytes(), 0o600)?;
+            }
+            running
+                .kubectl
+                .apply_path(&manifests)
+                .context("applying the bootstrap tokens and their RBAC")?;
+        }
         let components = [
             (
                 self.controller_manager_args(
@@ -504,6 +541,15 @@ exit 1
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tectonic-torcx-runtime-mappings\n  namespace: tectonic-system\ndata:\n  runtime-mappings.yaml: |\n{indented}"
         );
         let mut files = self.files();
+        // The bootstrap tokens' Secrets and their RBAC (tectonic-wrapper.sh
+        // applies them with the other manifests).
+        for (name, yaml) in self.tls_bootstrap.iter().flat_map(|tb| &tb.manifests) {
+            files.push((
+                format!("manifests/20-{name}"),
+                yaml.clone().into_bytes(),
+                0o600,
+            ));
+        }
         files.extend([
             ("units/kube-etcd.service".into(), etcd.into_bytes(), 0o644),
             (

@@ -92,35 +92,53 @@ pub fn kubelet_image(kubelet: Kubelet<'_>, release: &str) -> Result<Vec<u8>> {
 /// The mirror's file name of a kubelet image (`metadata generate` reads
 /// version, series and arch from it).
 pub fn artifact_name(version: &str) -> String {
-    format!("{EXTENSION}_{version}_any_{ARCH}.raw")
+    artifact_name_of(EXTENSION, version)
 }
 
-/// A signed mirror of kubelet images on a loopback package server.
-pub struct KubeletMirror {
+/// The mirror's file name of an image of `product`.
+pub fn artifact_name_of(product: &str, version: &str) -> String {
+    format!("{product}_{version}_any_{ARCH}.raw")
+}
+
+/// A signed mirror of system extension images of one product (the
+/// agent's `kubernetes` and `containerd`) on a loopback package server.
+pub struct ExtensionMirror {
     dir: tempfile::TempDir,
+    product: String,
     pub key: SigningKey,
     pub server: PkgServer,
 }
 
-impl KubeletMirror {
-    pub fn start() -> Result<KubeletMirror> {
-        Ok(KubeletMirror {
+/// A mirror of kubelet images.
+pub type KubeletMirror = ExtensionMirror;
+
+impl ExtensionMirror {
+    /// A mirror of kubelet images (product `kubernetes`).
+    pub fn start() -> Result<ExtensionMirror> {
+        Self::of(EXTENSION)
+    }
+
+    /// A mirror of `product` images.
+    pub fn of(product: &str) -> Result<ExtensionMirror> {
+        Ok(ExtensionMirror {
             dir: tempfile::tempdir()?,
-            key: SigningKey::generate("Kubelet images <kubelet-images@example.invalid>"),
+            product: product.to_string(),
+            key: SigningKey::generate("Extension images <extension-images@example.invalid>"),
             server: PkgServer::start()?,
         })
     }
 
     /// Publishes `images` (version, image), replacing what was published:
-    /// the files go to `kubernetes/` of a mirror directory, the agent's
+    /// the files go to `<product>/` of a mirror directory, the agent's
     /// `metadata generate --sign-key` writes and signs the metadata, and
     /// everything is served under `/mirror/`.
     pub fn publish(&self, images: &[(&str, &[u8])]) -> Result<()> {
         let m = self.dir.path().join("mirror");
         let _ = std::fs::remove_dir_all(&m);
-        std::fs::create_dir_all(m.join(EXTENSION))?;
+        let dir = m.join(&self.product);
+        std::fs::create_dir_all(&dir)?;
         for (version, image) in images {
-            std::fs::write(m.join(EXTENSION).join(artifact_name(version)), image)?;
+            std::fs::write(dir.join(artifact_name_of(&self.product, version)), image)?;
         }
         crate::cli::publish_mirror(
             &self.server,
@@ -132,7 +150,11 @@ impl KubeletMirror {
 
     /// The served path of a published image (to serve other bytes there).
     pub fn image_path(&self, version: &str) -> String {
-        format!("/mirror/{EXTENSION}/{}", artifact_name(version))
+        format!(
+            "/mirror/{}/{}",
+            self.product,
+            artifact_name_of(&self.product, version)
+        )
     }
 
     /// The mirror's URL (`sources.url`).
@@ -140,9 +162,8 @@ impl KubeletMirror {
         self.server.url("/mirror")
     }
 
-    /// The agent config patch for a node of this mirror: `kubelet.backend`
-    /// `sysext`, and `sources` reading only this mirror, trusting the key
-    /// [`prepare_node`] installs at [`KEYRING_PATH`].
+    /// The agent config patch for a node of this mirror of kubelet images:
+    /// `kubelet.backend` `sysext`, and [`sources_patch`](Self::sources_patch).
     pub fn config_patch(&self) -> Value {
         self.config_patch_with_keyring(KEYRING_PATH)
     }
@@ -150,8 +171,16 @@ impl KubeletMirror {
     /// [`config_patch`](Self::config_patch) with the keyring at `keyring`
     /// (a node laid out in a temp dir).
     pub fn config_patch_with_keyring(&self, keyring: &str) -> Value {
+        let mut patch = self.sources_patch(keyring);
+        crate::agentnode::merge(&mut patch, json!({"kubelet": {"backend": "sysext"}}));
+        patch
+    }
+
+    /// The agent config patch that makes `sources` read only this mirror,
+    /// trusting the key at `keyring` ([`prepare_node`] installs it at
+    /// [`KEYRING_PATH`]).
+    pub fn sources_patch(&self, keyring: &str) -> Value {
         json!({
-            "kubelet": {"backend": "sysext"},
             "sources": {
                 "local_dir": "/nonexistent/node-bootstrap-local-store",
                 "url": self.url(),
@@ -202,22 +231,29 @@ pub fn fake_kubelet_starts(n: &SimNode) -> Vec<String> {
         .collect()
 }
 
-/// A node laid out in a temp dir for `node-bootstrap kubelet ensure` run
-/// on the host (the checks before anything is installed): an os-release,
-/// the mirror's key, and a config with every path under the dir. A
-/// `systemd-sysext` that fails loudly comes first on the agent's `PATH`:
-/// outside a simulated node nothing may ever be merged into the host.
+/// A node laid out in a temp dir for `node-bootstrap kubelet ensure` (or
+/// `containerd choose`) run on the host (the checks before anything is
+/// installed): an os-release, the mirror's key, and a config with every
+/// path under the dir (the OS's containerd at `/usr/bin/containerd` under
+/// it: none unless a test puts one there). A `systemd-sysext` that fails
+/// loudly comes first on the agent's `PATH`: outside a simulated node
+/// nothing may ever be merged into the host.
 pub struct DirNode {
     dir: tempfile::TempDir,
-    pub mirror: KubeletMirror,
+    pub mirror: ExtensionMirror,
 }
 
 impl DirNode {
-    /// A node running `os_release` with an empty mirror.
+    /// A node running `os_release` with an empty mirror of kubelet images.
     pub fn new(os_release: &str) -> Result<DirNode> {
+        Self::with_mirror(os_release, ExtensionMirror::start()?)
+    }
+
+    /// A node running `os_release` with `mirror` (empty).
+    pub fn with_mirror(os_release: &str, mirror: ExtensionMirror) -> Result<DirNode> {
         let n = DirNode {
             dir: tempfile::tempdir()?,
-            mirror: KubeletMirror::start()?,
+            mirror,
         };
         crate::torcx_fixtures::write(&n.path("/usr/lib/os-release"), os_release)?;
         crate::torcx_fixtures::write(&n.path(KEYRING_PATH), n.mirror.key.public_armored())?;
@@ -236,17 +272,21 @@ impl DirNode {
                 "os_release": p("/usr/lib/os-release"),
                 "extensions_dir": p("/etc/extensions"),
                 "seed_dir": p("/etc/kubernetes/installer"),
+                "containerd_binary": p("/usr/bin/containerd"),
             },
             "addon": {
                 "sysext_release_dir": p("/usr/lib/extension-release.d"),
                 "systemd_config_dir": p("/etc/systemd/system"),
             },
             "kubelet": {"images_dir": p("/opt/extensions/kubernetes")},
+            "runtime": {"containerd": {"images_dir": p("/opt/extensions/containerd")}},
         });
-        crate::agentnode::merge(
-            &mut config,
-            n.mirror.config_patch_with_keyring(&p(KEYRING_PATH)),
-        );
+        let patch = if n.mirror.product == EXTENSION {
+            n.mirror.config_patch_with_keyring(&p(KEYRING_PATH))
+        } else {
+            n.mirror.sources_patch(&p(KEYRING_PATH))
+        };
+        crate::agentnode::merge(&mut config, patch);
         crate::torcx_fixtures::write(&n.config_path(), config.to_string())?;
         Ok(n)
     }
@@ -260,8 +300,16 @@ impl DirNode {
         self.path("/etc/node-bootstrap/config.json")
     }
 
-    /// `node-bootstrap kubelet ensure --cluster-version <v> --json`.
-    pub fn ensure(&self, cluster_version: &str) -> std::process::Output {
+    /// Merges `patch` into the node's agent config.
+    pub fn configure(&self, patch: Value) -> Result<()> {
+        let mut config: Value = serde_json::from_slice(&std::fs::read(self.config_path())?)?;
+        crate::agentnode::merge(&mut config, patch);
+        crate::torcx_fixtures::write(&self.config_path(), config.to_string())
+    }
+
+    /// The agent with `args`, this node's config, text logs and the
+    /// `systemd-sysext` guard first on its `PATH`.
+    pub fn agent(&self, args: &[&str]) -> std::process::Output {
         let path = format!(
             "{}:{}",
             self.path("/guard").display(),
@@ -270,18 +318,29 @@ impl DirNode {
         crate::cli::agent_command()
             .arg("--config")
             .arg(self.config_path())
-            .args(["--log-format", "text", "kubelet", "ensure"])
-            .args(["--cluster-version", cluster_version, "--json"])
+            .args(["--log-format", "text"])
+            .args(args)
             .env("PATH", path)
             .output()
             .expect("running the agent")
     }
 
-    /// What is installed: the names in the images dir (hidden partials
-    /// included) and in the extensions dir.
+    /// `node-bootstrap kubelet ensure --cluster-version <v> --json`.
+    pub fn ensure(&self, cluster_version: &str) -> std::process::Output {
+        self.agent(&[
+            "kubelet",
+            "ensure",
+            "--cluster-version",
+            cluster_version,
+            "--json",
+        ])
+    }
+
+    /// What is installed: the names in the images dir of the mirror's
+    /// product (hidden partials included) and in the extensions dir.
     pub fn installed(&self) -> (Vec<String>, Vec<String>) {
         (
-            crate::files::names(&self.path("/opt/extensions/kubernetes")),
+            crate::files::names(&self.path(&format!("/opt/extensions/{}", self.mirror.product))),
             crate::files::names(&self.path("/etc/extensions")),
         )
     }

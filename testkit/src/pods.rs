@@ -450,6 +450,70 @@ pub fn wait_pod_running(kubectl: &Kubectl, name: &str, timeout: Duration) -> Res
     }
 }
 
+/// The kubelet flags a simulated node's kubelet gets so the host's disk
+/// level never evicts its pods nor deletes its images (a test part: the
+/// nodes share the host's file system, which builds and other tests fill;
+/// the default thresholds, DiskPressure below 10% and 15% free and image
+/// GC above 85% used, are easily crossed on a busy test machine: the Node
+/// is tainted `disk-pressure`, refuses pods, and the images loaded for them
+/// offline are deleted). These act only when the host is nearly full.
+pub const NO_DISK_EVICTION: &str = "--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1% \
+     --image-gc-high-threshold=100 --image-gc-low-threshold=99";
+
+/// How long a pod may take to run once created (it takes about a second).
+pub const POD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A hostNetwork pod of the busybox image on node `n` reaches Running on
+/// the runtime `scheme` (`containerd`, `docker`); `kubectl logs` and
+/// `kubectl exec` reach it; its sandbox went through the runc shim.
+/// Returns how long it took to run. Panics (it is a test's check) when
+/// any of that fails, with the node's diagnostics.
+pub fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme: &str) -> Duration {
+    let busybox = busybox_image().unwrap();
+    let pod_name = format!("hello-{}", n.name());
+    let greeting = format!("hello-from-{scheme}");
+    let t0 = Instant::now();
+    create_pod(
+        kubectl,
+        &busybox_pod(&pod_name, n.name(), &busybox.tag, &greeting, true),
+    )
+    .unwrap();
+    let pod = wait_pod_running(kubectl, &pod_name, POD_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", n.diagnostics()));
+    let running = t0.elapsed();
+    assert_eq!(pod.node, n.name());
+    assert!(
+        pod.container_id.starts_with(&format!("{scheme}://")),
+        "{pod:?}"
+    );
+
+    // Through the API server and the kubelet: the container's output, and
+    // a command run in it.
+    let logs = kubectl.run(&["logs", &pod_name]).unwrap();
+    assert_eq!(logs.lines().next(), Some(greeting.as_str()), "{logs}");
+    // hostNetwork: the pod has the node's UTS namespace, so its host name.
+    assert_eq!(logs.lines().nth(1), Some(n.name()), "{logs}");
+    let exec = kubectl
+        .run(&[
+            "exec",
+            &pod_name,
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo exec-ok; id -u",
+        ])
+        .unwrap();
+    assert_eq!(exec, "exec-ok\n0\n");
+
+    // The runc shim (a test part) is what let the sandbox start here.
+    let clamped = n.read(RUNC_SHIM_LOG).unwrap_or_default();
+    assert!(
+        clamped.contains("clamped oomScoreAdj -998 -> 0"),
+        "the sandbox did not go through the runc shim: {clamped:?}"
+    );
+    running
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -671,8 +671,10 @@ pub fn check(n: &SimNode) -> Vec<String> {
             }
         }
     }
-    let want_start =
-        an::kubelet_start_record(&CLUSTER_VERSION.replace('+', "_"), an::host_cgroup_driver());
+    let want_start = an::kubelet_start_record(
+        &CLUSTER_VERSION.replace('+', "_"),
+        &an::flags_only_kubelet_args(an::host_cgroup_driver()),
+    );
     let starts = n
         .read("/var/lib/kubelet-wrapper/starts")
         .unwrap_or_default();

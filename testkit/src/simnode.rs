@@ -206,6 +206,25 @@ impl SimNode {
         }
     }
 
+    /// Hides a file of the host's `/` (the node's lower dir) from the node,
+    /// before boot: an overlayfs whiteout (a 0/0 character device) in the
+    /// upper dir, as if the node's OS had no such file.
+    pub fn hide(&self, inside: &str) -> Result<()> {
+        anyhow::ensure!(self.pid1.is_none(), "hide {inside}: the node is running");
+        let p = self.path(inside);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let _ = fs::remove_file(&p);
+        nix::sys::stat::mknod(
+            &p,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::empty(),
+            nix::sys::stat::makedev(0, 0),
+        )
+        .with_context(|| format!("making a whiteout at {}", p.display()))
+    }
+
     /// Copies a host file (e.g. a built binary) into the node.
     pub fn install_file(&self, host: &Path, inside: &str, mode: u32) -> Result<()> {
         let data = fs::read(host).with_context(|| format!("reading {}", host.display()))?;

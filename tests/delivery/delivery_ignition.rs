@@ -165,19 +165,11 @@ fn each_role_gets_its_units_verbatim_from_units_dir_and_enables_the_right_ones()
         } else {
             "master"
         };
-        let taints = if node_role == "master" {
-            "node-role.kubernetes.io/master=:NoSchedule"
-        } else {
-            ""
-        };
         assert_eq!(
             kubelet["dropins"],
             json!([{"name": "10-node.conf", "contents": format!(
                 "# Rendered by terraform/modules/ignition for a {role} node.\n[Service]\n\
                  Environment=\"KUBELET_NODE_LABELS=node.kubernetes.io/role={node_role}\"\n\
-                 Environment=\"KUBELET_NODE_TAINTS={taints}\"\n\
-                 Environment=\"KUBELET_CLUSTER_DNS=10.3.0.10\"\n\
-                 Environment=\"KUBELET_CLUSTER_DOMAIN=cluster.local\"\n\
                  Environment=\"KUBELET_EXTRA_ARGS=\"\n"
             )}]),
             "{file}: kubelet's drop-in"
@@ -212,6 +204,14 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
 
     for (file, role, mode) in FULL_CONFIGS {
         let cfg = load(file);
+        // Workers start with a bootstrap token only (the bootstrap-token
+        // module's kubeconfig; delivery_bootstrap_token.rs checks it holds
+        // no other credential); masters with the shared kubeconfig.
+        let kubeconfig_path = if *role == "worker" {
+            "/etc/kubernetes/bootstrap-kubeconfig"
+        } else {
+            "/etc/kubernetes/kubeconfig"
+        };
         let paths: Vec<&str> = cfg["storage"]["files"]
             .as_array()
             .unwrap()
@@ -225,7 +225,7 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
                 "/etc/node-bootstrap/config.json",
                 "/etc/kubernetes/installer/kubelet.env",
                 "/etc/kubernetes/installer/runtime-mappings.yaml",
-                "/etc/kubernetes/kubeconfig",
+                kubeconfig_path,
                 "/etc/kubernetes/ca.crt",
                 "/etc/kubernetes/installer/keyring.asc",
                 "/etc/ssl/certs/node-bootstrap-ca.pem",
@@ -285,7 +285,27 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
             agent["metrics"]["textfile_dir"], "/var/lib/node_exporter/textfile_collector",
             "{file}"
         );
-        for (k, v) in input_config.as_object().unwrap() {
+        // With the bootstrap kubeconfig, the agent reads /version with the
+        // token (cluster.credential); with the shared one, its default.
+        let mut expected_config = input_config.clone();
+        if *role == "worker" {
+            expected_config["cluster"]["credential"] = "bootstrap-token".into();
+        }
+        // And `run` watches the join for 30 minutes after kubelet.env.
+        expected_config["cluster"]["join_watch_secs"] = 1800.into();
+        // The kubelet's cluster DNS, domain and the role's taints: the
+        // agent writes them as the cluster's kubelet version takes them.
+        let taints = if *role == "worker" {
+            json!([])
+        } else {
+            json!(["node-role.kubernetes.io/master=:NoSchedule"])
+        };
+        expected_config["kubelet_config"] = json!({
+            "cluster_dns": ["10.3.0.10"],
+            "cluster_domain": "cluster.local",
+            "taints": taints,
+        });
+        for (k, v) in expected_config.as_object().unwrap() {
             assert_eq!(&agent[k], v, "{file}: config.{k}");
         }
 
@@ -302,12 +322,24 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
             ignition_file_text(&cfg, "/etc/kubernetes/installer/keyring.asc").unwrap(),
             keyring
         );
+        let node_kubeconfig = ignition_file_text(&cfg, kubeconfig_path).unwrap();
+        if *role == "worker" {
+            // The example kubeconfig's server and CA, the example token.
+            let shared: Value = serde_saphyr::from_str(&kubeconfig).unwrap();
+            let boot: Value = serde_saphyr::from_str(&node_kubeconfig).unwrap();
+            assert_eq!(
+                boot["clusters"][0]["cluster"],
+                shared["clusters"][0]["cluster"]
+            );
+            assert_eq!(
+                boot["users"][0]["user"],
+                json!({"token": "07401b.f395accd246ae52d"})
+            );
+        } else {
+            assert_eq!(node_kubeconfig, kubeconfig);
+        }
         assert_eq!(
-            ignition_file_text(&cfg, "/etc/kubernetes/kubeconfig").unwrap(),
-            kubeconfig
-        );
-        assert_eq!(
-            ignition_file(&cfg, "/etc/kubernetes/kubeconfig").unwrap()["mode"],
+            ignition_file(&cfg, kubeconfig_path).unwrap()["mode"],
             0o600,
             "{file}: the kubeconfig is a secret"
         );
@@ -382,7 +414,7 @@ fn pointer_config_replaces_itself_with_the_pull_config_verified_by_sha512() {
 #[test]
 fn agent_config_in_every_example_is_accepted_by_the_agent() {
     let dir = tempfile::tempdir().unwrap();
-    for (file, role, _) in FULL_CONFIGS {
+    for (file, role, mode) in FULL_CONFIGS {
         let cfg = load(file);
         let text = ignition_file_text(&cfg, "/etc/node-bootstrap/config.json").unwrap();
         let p = dir.path().join(format!("{file}.config.json"));
@@ -399,13 +431,14 @@ fn agent_config_in_every_example_is_accepted_by_the_agent() {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
-        let shown = String::from_utf8_lossy(&out.stdout).to_lowercase();
-        let role_shown = role.replace('-', "");
-        assert!(
-            shown
-                .replace(['-', '_'], "")
-                .contains(&format!("role: {role_shown}")),
-            "{file}: check-config does not show role {role}:\n{shown}"
+        let shown = testkit::cli::json_stdout(&out);
+        assert_eq!(
+            shown["role"], *role,
+            "{file}: check-config does not show role {role}:\n{shown:#}"
+        );
+        assert_eq!(
+            shown["assets"]["mode"], *mode,
+            "{file}: check-config does not show assets mode {mode}:\n{shown:#}"
         );
     }
 }
@@ -502,7 +535,7 @@ fn the_ignition_module_renders_without_providers_straight_from_its_own_inputs() 
     assert!(!paths.contains(&"/etc/kubernetes/installer/keyring.asc"));
     assert_eq!(
         ignition_file_text(&rendered, "/etc/node-bootstrap/config.json").unwrap(),
-        "{\"assets\":{\"mode\":\"push\"},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
+        "{\"assets\":{\"mode\":\"push\"},\"kubelet_config\":{\"cluster_dns\":[\"10.3.0.10\"],\"cluster_domain\":\"cluster.local\",\"taints\":[]},\"metrics\":{\"textfile_dir\":\"/var/lib/node_exporter/textfile_collector\"},\"role\":\"worker\"}\n"
     );
     let p = tf.work().join("worker.ign");
     fs::write(&p, tf.output("rendered").as_str().unwrap()).unwrap();

@@ -16,6 +16,7 @@ use testkit::files::names;
 
 /// Modules and root modules that need no provider.
 const PROVIDER_FREE: &[&str] = &[
+    "terraform/modules/bootstrap-token",
     "terraform/modules/ignition",
     "terraform/modules/ignition-pointer",
     "terraform/modules/push-assets",
@@ -154,6 +155,16 @@ fn every_module_has_the_usual_layout_and_documents_its_interface() {
                 "kubelet_image_tag",
                 "runtime_mappings",
                 "ssh_authorized_keys",
+            ][..],
+        ),
+        (
+            "terraform/modules/bootstrap-token",
+            &[
+                "token_id",
+                "expiration",
+                "api_server_url",
+                "cluster_ca",
+                "extra_group",
             ][..],
         ),
         (

@@ -18,6 +18,8 @@
 //! Run it: `cargo test --test delivery`; one file: `cargo test --test
 //! delivery delivery_terraform::`.
 
+// Bootstrap tokens: the module's exact output and refusals; a worker with no client credential.
+mod delivery_bootstrap_token;
 // The Ignition configs: fresh, valid, each role's units and files.
 mod delivery_ignition;
 // `terraform apply` of the metal example pushing assets to a simulated node over SSH.

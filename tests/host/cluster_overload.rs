@@ -3,6 +3,11 @@
 //! request slots, get its `429 Too Many Requests` with `Retry-After: 1`,
 //! wait at least that long, and join once it has room again.
 //!
+//! The agents' own backoff is zero (`api_retry_initial_secs` and
+//! `api_retry_max_secs` 0), so the only thing that spaces their attempts is
+//! the server's `Retry-After`: an agent that ignored it would come back
+//! within milliseconds, and the audit log would show it.
+//!
 //! The overload is made deterministic: the API server runs with one slot
 //! for reads (`--max-requests-inflight=1`, the classic limiter: API
 //! priority and fairness off), and a client it must authorize through a
@@ -174,7 +179,7 @@ fn agents_facing_an_overloaded_api_server_honour_retry_after_and_join() {
         let config = testkit::fleet::agent_dir(
             &d,
             &kubeconfig,
-            json!({"api_attempts": 30, "api_retry_initial_secs": 1, "api_retry_max_secs": 2, "api_timeout_secs": 10}),
+            json!({"api_attempts": 30, "api_retry_initial_secs": 0, "api_retry_max_secs": 0, "api_timeout_secs": 10}),
         )
         .unwrap();
         let child = std::process::Command::new(testkit::cli::agent_binary())

@@ -224,7 +224,7 @@ fn the_release_checks_agree_with_the_real_systemd_sysext() {
         "VERSION_ID=3815.2.0\n",
     ];
     let parse = node_bootstrap::osrelease::parse_env;
-    let arch = node_bootstrap::kubelet_sysext::image::systemd_arch().unwrap();
+    let arch = node_bootstrap::sysext::image::systemd_arch().unwrap();
     let mut disagree = vec![];
     let (mut merged, mut refused) = (0, 0);
     for host in hosts {
@@ -235,8 +235,7 @@ fn the_release_checks_agree_with_the_real_systemd_sysext() {
             } else {
                 refused += 1;
             }
-            let ours =
-                node_bootstrap::kubelet_sysext::image::compatible(&parse(host), &parse(ext), arch);
+            let ours = node_bootstrap::sysext::image::compatible(&parse(host), &parse(ext), arch);
             if ours.is_ok() != real {
                 disagree.push(format!(
                     "host {host:?}, image {ext:?}: systemd-sysext {}, the agent {ours:?}",

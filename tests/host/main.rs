@@ -6,7 +6,11 @@
 //! private `dbus-daemon` configured like the system bus with the shipped
 //! `com.coreos.update1` policy (which lets only root own the name); a fleet
 //! of agent processes retrying a failing API server spreads its retries;
-//! `status` probes update_engine and Docker; the kubelet sysext image
+//! `status` probes update_engine and Docker; kubelet TLS bootstrapping
+//! against a real 1.20 control plane in bootstrap-token mode, with the
+//! token, kubeconfig and RBAC of `terraform/modules/bootstrap-token` (a
+//! node's certificate requested, approved, used and renewed; expired and
+//! deleted tokens refused); the kubelet sysext image
 //! checks (the image mounted read-only in a private mount namespace, as
 //! systemd-sysext would read it); and the docker addon and the
 //! docker-mode helpers against a real, private `dockerd` (its own socket,
@@ -16,8 +20,9 @@
 //! namespaces); and `scripts/demo.sh` stopping at once, in one line, on
 //! a machine that cannot run simulated nodes.
 //!
-//! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static` and
-//! `containernetworking-plugins` (scripts/setup.sh installs them). Elsewhere each test says
+//! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static`,
+//! `containernetworking-plugins`, `containerd`, terraform and the real
+//! Kubernetes parts (scripts/setup.sh installs and builds them). Elsewhere each test says
 //! `SKIPPED <test>: …`; under `CI=true` it fails instead.
 //!
 //! Run it: `sudo -E cargo test --test host`; one file: `cargo test --test
@@ -25,12 +30,21 @@
 
 // "What runs now" from a private dockerd's API, and the fallback to torcx.
 mod addon_docker;
+// The agent with a bootstrap token against the real control plane: /version,
+// rejected and malformed tokens, the secret nowhere, the join it reads.
+mod bootstrap_agent;
+// Bootstrap tokens and kubelet TLS bootstrapping against the real control plane.
+mod bootstrap_tokens;
 // The test rig's CNI networks through Debian's plugins in private namespaces.
 mod cni_networks;
+// The CRI probe against a real, private containerd.
+mod containerd_cri;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
 // `scripts/demo.sh` on a machine that cannot run it: one line, exit 2, nothing built.
 mod demo_script;
+// The runtime and the kubelet's rules decided from the cluster's version, before anything changes.
+mod runtime_choice;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.
 mod fleet_retries;
 // The kubelet sysext image checks: mounted as systemd-sysext would, refused before install.
@@ -39,5 +53,7 @@ mod kubelet_sysext_checks;
 mod helper_docker;
 // `status` probes: update_engine's `GetStatus`, Docker's version.
 mod status_probes;
+// What the TLS bootstrapping tests share: HTTPS as a node, CSRs as a kubelet.
+mod support;
 // The update_engine client against the stand-in on a private system bus.
 mod update_engine;

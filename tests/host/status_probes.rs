@@ -98,6 +98,7 @@ fn config(dir: &Path, docker_socket: &Path) -> std::path::PathBuf {
             "run_dir": dir.join("run"),
             "assets_dir": dir.join("assets"),
             "kubelet_env": dir.join("kubelet.env"),
+            "kubelet_config": dir.join("kubelet-config.yaml"),
             "torcx_config_dir": dir.join("torcx"),
             "docker_socket": docker_socket,
         }

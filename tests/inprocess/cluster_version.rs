@@ -268,6 +268,50 @@ async fn transient_failures_are_retried_then_succeed() {
     assert_eq!(statuses, vec![503, 429, 200]);
 }
 
+/// The agent comes back when the server says, not when its own backoff
+/// would: here the backoff is 0.5-1 s (`api_retry_initial_secs` and
+/// `api_retry_max_secs` 1) and the server asks for 4 s. An agent that
+/// ignored `Retry-After`, or capped it at its own 1 s maximum (as it did
+/// before), asks again within about a second.
+#[tokio::test]
+async fn retry_after_beyond_the_agents_own_backoff_is_honoured() {
+    let pki = Pki::generate();
+    let server = FakeApiServer::start(
+        &pki,
+        ApiServerOptions {
+            faults: vec![Fault::StatusRetryAfter(429, 4)],
+            ..opts("v1.20.2")
+        },
+    )
+    .await
+    .unwrap();
+    let node = Node::new();
+    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let t0 = Instant::now();
+    let v = cluster::discover(
+        &node
+            .config(
+                "worker",
+                r#""api_attempts":2,"api_retry_initial_secs":1,"api_retry_max_secs":1"#,
+            )
+            .cluster_inputs(),
+        None,
+    )
+    .await
+    .unwrap();
+    let waited = t0.elapsed();
+    assert_eq!(v.version, "v1.20.2");
+    assert!(
+        waited >= Duration::from_secs(4),
+        "asked again {waited:?} after a 429 with Retry-After: 4"
+    );
+    // Honoured with the jitter on top (at most the 1 s step's half), no
+    // more: Retry-After is a floor, not a reason to wait longer.
+    assert!(waited < Duration::from_secs(6), "{waited:?}");
+    let statuses: Vec<u16> = server.log().requests.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![429, 200]);
+}
+
 #[tokio::test]
 async fn server_errors_until_attempts_run_out_are_retryable() {
     let pki = Pki::generate();

@@ -11,11 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 
 /// Words of `--help` that README no longer uses for that code, because
-/// `--help` is the wrong side and SRC-TODO.md changes it in src/cli:
-/// `(code, word, SRC-TODO entry)`. Each stays tolerated only while
+/// `--help` is the wrong side and a pending change to src/cli fixes it:
+/// `(code, word, the pending change)`. Each stays tolerated only while
 /// `--help` still says it: once src/cli is changed, the test fails until
-/// the entry is removed here.
-const HELP_PENDING: &[(u8, &str, &str)] = &[(3, "pending", "E8")];
+/// the entry is removed here. Empty: `--help` and README agree.
+const HELP_PENDING: &[(u8, &str, &str)] = &[];
 
 /// Words too common to carry a meaning.
 const STOPWORDS: &[&str] = &[
@@ -239,7 +239,7 @@ fn readme_and_help_name_the_same_codes_and_help_says_nothing_readme_does_not() {
     for (code, word, entry) in HELP_PENDING {
         assert!(
             words(&help[code]).contains(*word),
-            "--help no longer says {word:?} for exit {code} ({entry} of SRC-TODO.md landed): \
+            "--help no longer says {word:?} for exit {code} ({entry} landed): \
              remove it from HELP_PENDING"
         );
     }

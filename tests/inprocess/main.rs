@@ -32,12 +32,16 @@ mod addon_metadata;
 mod addon_sysext;
 // The kubelet sysext: refusals before anything is installed (exit 7, 6).
 mod kubelet_sysext;
+// Where containerd comes from: the OS's, or a package from a signed mirror.
+mod containerd_package;
 // Push mode: `assets check` recognises pushed assets.
 mod assets_push;
 // `assets pull` against moto, with faults.
 mod assets_s3;
 // Malicious asset bundles are refused and leave nothing behind.
 mod assets_unpack;
+// `check-config`: the settings in effect, shown as a config file that reads back.
+mod check_config;
 // Cluster version discovery against the API server stand-in.
 mod cluster_version;
 // README's exit code table against `--help`, the error classes and the unit.

@@ -482,6 +482,97 @@ fn cli_generate_validate_and_development_mode() {
     assert!(out.status.success());
 }
 
+/// On an operator's machine (no agent config, so the node's default
+/// keyring path, which is not there): `metadata validate` of a signed
+/// mirror asks for `--keyring` with a config error (4), not a retryable 3;
+/// a mirror it cannot reach stays 3; `metadata find` searches with the
+/// defaults instead of failing for want of a config file.
+#[test]
+fn off_the_node_validate_asks_for_the_keyring_and_find_needs_no_config() {
+    let f = Fixture::new();
+    let no_config = f.path("no-such-config.json");
+    let node_keyring = Config::defaults()
+        .sources
+        .keyring_path(&Config::defaults().paths);
+    assert!(
+        !node_keyring.exists(),
+        "this test plays an operator's machine, which has no {}",
+        node_keyring.display()
+    );
+    let m = f.mirror("mirror", &[("17.03", DOCKER_1703)], true);
+    let mirror = m.to_str().unwrap();
+
+    let out = bin(&no_config, &["metadata", "validate", mirror]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("has signed metadata, and the keyring to verify it cannot be read")
+            && stderr.contains(&node_keyring.display().to_string())
+            && stderr.contains("pass --keyring <public key>"),
+        "{stderr}"
+    );
+
+    let keyring = f.keyring();
+    let args = [
+        "metadata",
+        "validate",
+        "--keyring",
+        keyring.to_str().unwrap(),
+    ];
+    let out = bin(&no_config, &[&args[..], &[mirror]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("signed metadata, 1 products, 1 items, 0 problems"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Nothing listens there: retrying may help, so 3, keyring or not.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gone = format!("http://127.0.0.1:{port}/mirror");
+    let out = bin(&no_config, &["metadata", "validate", &gone]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // find: the defaults' search path, local builds first with --dev-dir.
+    let dev = f.mirror("dev", &[("17.12", DOCKER_1712)], false);
+    let out = bin(
+        &no_config,
+        &[
+            "metadata",
+            "find",
+            "--product-id",
+            "com.node-bootstrap:docker:1520.3.0:amd64",
+            "--dev-dir",
+            dev.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("found com.node-bootstrap:docker:1520.3.0:amd64 17.12")
+            && stdout.contains("dev)"),
+        "{stdout}"
+    );
+}
+
 /// `python3 -m http.server` on loopback, killed on drop.
 struct HttpServer {
     child: std::process::Child,

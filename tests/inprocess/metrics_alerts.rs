@@ -67,7 +67,7 @@ fn the_rules_load_and_their_hand_written_cases_pass() {
         &monitoring(),
         None,
     );
-    assert!(ok && out.contains("SUCCESS: 4 rules found"), "{out}");
+    assert!(ok && out.contains("SUCCESS: 5 rules found"), "{out}");
     let (ok, out) = promtool(
         &["test", "rules", "node-bootstrap.rules.test.yml"],
         &monitoring(),
@@ -339,6 +339,86 @@ fn alerts_fire_on_the_series_the_agent_renders_and_only_there() {
             alert("25m", "NodeBootstrapAPIServerRetriesSpike", vec![spike]),
             // They stopped at 30; the rate window empties by 36.
             alert("45m", "NodeBootstrapAPIServerRetriesSpike", vec![]),
+        ]),
+    );
+    assert!(ok, "{out}");
+}
+
+/// kubelet.env at minute 2, then what `run`'s join watch records (on each
+/// change of state).
+fn joining(states: &'static [(usize, &'static str)]) -> Vec<String> {
+    use node_bootstrap::metrics::record::JoinSeen;
+    timeline(move |minute, st, _| {
+        if minute == 0 {
+            st.apply(&started(), None);
+        }
+        if minute == 2 {
+            st.apply(
+                &Deltas {
+                    kubelet_env_at: Some(120.0),
+                    ..finished(Ok(0), minute)
+                },
+                None,
+            );
+        }
+        for (at, state) in states {
+            if *at == minute {
+                let seen = JoinSeen {
+                    state,
+                    at: minute as f64 * 60.0,
+                    ready: *state == "ready",
+                };
+                st.apply(
+                    &Deltas {
+                        join: Some(seen),
+                        ..Default::default()
+                    },
+                    None,
+                );
+            }
+        }
+        minute >= 2
+    })
+}
+
+#[test]
+fn the_join_alert_fires_for_a_node_not_ready_after_kubelet_env_and_only_there() {
+    if testkit::skip_without(&["promtool"]) {
+        return;
+    }
+    let mut fleet = Fleet::default();
+    // The kubelet's certificate request is never approved.
+    fleet.files.insert(
+        "pending".into(),
+        joining(&[(2, "no-certificate-request"), (3, "certificate-pending")]),
+    );
+    // Registered at 3, Ready at 4.
+    fleet.files.insert(
+        "joined".into(),
+        joining(&[(2, "certificate-pending"), (3, "not-ready"), (4, "ready")]),
+    );
+    // The API server cannot be asked at all.
+    fleet
+        .files
+        .insert("cut-off".into(), joining(&[(2, "unknown")]));
+    // Its agent does not watch the join (cluster.join_watch_secs 0).
+    fleet.files.insert("unwatched".into(), joining(&[]));
+    for files in fleet.files.values() {
+        assert_lints_clean(files.last().unwrap());
+    }
+    let warning =
+        |instance: &str| json!({"exp_labels": {"severity": "warning", "instance": instance}});
+    let (ok, out) = fleet.promtool_test(
+        MINUTES,
+        json!([
+            // 15 minutes after kubelet.env (at 2) plus 5 of `for`: not yet.
+            {"eval_time": "21m", "alertname": "NodeBootstrapNotReadyInCluster", "exp_alerts": []},
+            {"eval_time": "23m", "alertname": "NodeBootstrapNotReadyInCluster",
+             "exp_alerts": [warning("cut-off"), warning("pending")]},
+            {"eval_time": "50m", "alertname": "NodeBootstrapNotReadyInCluster",
+             "exp_alerts": [warning("cut-off"), warning("pending")]},
+            // Nor does the bootstrap alert fire: kubelet.env is there.
+            {"eval_time": "50m", "alertname": "NodeBootstrapNotComplete", "exp_alerts": []},
         ]),
     );
     assert!(ok, "{out}");

@@ -26,6 +26,7 @@ impl Node {
             "role": "bootkube-master",
             "paths": {
                 "kubelet_env": n.p("kubelet.env"),
+                "kubelet_config": n.p("kubelet-config.yaml"),
                 "seed_dir": n.p("installer"),
                 "state_dir": n.p("state"),
                 "run_dir": n.p("run"),

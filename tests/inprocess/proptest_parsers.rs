@@ -81,6 +81,15 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "assets_dir",
             "torcx_store",
             "os_release",
+            "bootstrap_kubeconfig",
+            "kubelet_dir",
+            "kubelet_config",
+            "kubelet_client_ca",
+            "static_pod_dir",
+            "cni_conf_dir",
+            "cni_bin_dir",
+            "containerd_config",
+            "containerd_socket",
         ],
     ),
     (
@@ -93,6 +102,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "api_timeout_secs",
             "fallback_to_seed",
             "check_forced_skew",
+            "credential",
         ],
     ),
     (
@@ -168,6 +178,21 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "merge_timeout_secs",
         ],
     ),
+    ("runtime", &["name", "sandbox_image", "containerd"]),
+    (
+        "runtime.containerd",
+        &["snapshotter", "existing_config", "start_timeout_secs"],
+    ),
+    (
+        "kubelet_config",
+        &[
+            "cluster_dns",
+            "cluster_domain",
+            "taints",
+            "server_tls_bootstrap",
+            "allow_newer_kubernetes",
+        ],
+    ),
 ];
 
 /// `{"a": {"b": inner}}` for the dotted section `a.b`.
@@ -188,6 +213,8 @@ const KNOWN_KEYS: &[&str] = &[
     "helpers",
     "reboot",
     "kubelet",
+    "kubelet_config",
+    "runtime",
     "kubelet_env",
     "forced_version",
     "api_attempts",
@@ -322,15 +349,13 @@ proptest! {
             Some(b) => format!("v{maj}.{min}.{pat}+{b}"),
             None => format!("v{maj}.{min}.{pat}"),
         };
-        let text = kubelet_env::render_for(&seed, &v, "cgroupfs").unwrap();
+        let text = kubelet_env::render_for(&seed, &v, "cgroupfs", None).unwrap();
         let back = EnvFile::parse(&text, Path::new("/etc/kubernetes/kubelet.env")).unwrap();
         let tag = v.replace('+', "_");
         prop_assert_eq!(back.get("KUBELET_IMAGE_TAG"), Some(tag.as_str()));
         let mut want = seed.clone();
         want.set("KUBELET_IMAGE_TAG", &v.replace('+', "_"));
-        if want.get("KUBELET_CGROUP_DRIVER").is_none() {
-            want.set("KUBELET_CGROUP_DRIVER", "cgroupfs");
-        }
+        want.set("KUBELET_CGROUP_DRIVER", "cgroupfs");
         prop_assert_eq!(back, want);
     }
 

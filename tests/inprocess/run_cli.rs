@@ -35,6 +35,7 @@ impl Host {
             "role": role,
             "paths": {
                 "kubelet_env": self.p("kubelet.env"),
+                "kubelet_config": self.p("kubelet-config.yaml"),
                 "seed_dir": self.p("installer"),
                 "kubeconfig": self.p("kubeconfig"),
                 "state_dir": self.p("state"),
@@ -147,6 +148,17 @@ fn preflight_lists_every_check_and_fails_with_the_first_failures_code() {
     assert!(stdout.contains("FAIL  system bus"), "{stdout}");
     assert!(stdout.contains("ok    seed kubelet.env"), "{stdout}");
     assert_eq!(out.status.code(), Some(3));
+    // What it changed, as `--help` says: the state dir, created, and empty
+    // (its write probe removed).
+    let state: Vec<_> = std::fs::read_dir(h.p("state")).unwrap().collect();
+    assert!(state.is_empty(), "{state:?}");
+    let help = h.agent(&["preflight", "--help"], &h.config("worker"), NO_BUS);
+    assert!(
+        String::from_utf8_lossy(&help.stdout)
+            .contains("changes nothing but the state dir, created if missing"),
+        "{}",
+        String::from_utf8_lossy(&help.stdout)
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@ impl Fixture {
                 "run_dir": f.p("run"),
                 "assets_dir": f.p("assets"),
                 "kubelet_env": f.p("kubelet.env"),
+                "kubelet_config": f.p("kubelet-config.yaml"),
                 "torcx_config_dir": f.p("torcx"),
                 "docker_socket": f.p("docker.sock"),
             },

@@ -20,7 +20,7 @@ fn the_demo_shows_a_worker_joining_a_real_cluster_and_running_a_pod() {
         return;
     }
     let mut screen = Vec::new();
-    let report = demo::run(&mut screen);
+    let report = demo::run(&mut screen, None);
     let screen = String::from_utf8_lossy(&screen).into_owned();
     let r = report.unwrap_or_else(|e| panic!("{e:#}\n--- the screen so far:\n{screen}"));
     eprintln!("{screen}");

@@ -11,13 +11,19 @@
 //! has no API server yet (they retry until it answers); the master loses
 //! power in the middle of bootkube and completes on its next boot; a worker
 //! whose token the API server does not know fails once with a clear error
-//! and is not retried. One worker is today's Flatcar: its OS has no
-//! kubelet, and its agent installs the kubelet of the cluster's version as
-//! a system extension (merged by the real systemd-sysext) from a signed
-//! mirror of kubelet images.
+//! and is not retried. One worker runs containerd (the OS's, configured
+//! and started by its agent, reached through CRI) instead of docker; one
+//! is today's Flatcar: its OS has no kubelet, its agent installs the
+//! kubelet of the cluster's version as a system extension (merged by the
+//! real systemd-sysext) from a signed mirror of kubelet images, and it
+//! runs containerd too. A pod runs on every worker, on the runtime its
+//! agent chose, and `kubectl logs` and `exec` reach it.
 
 use std::time::{Duration, Instant};
-use testkit::cluster::{Auth, CLUSTER_DNS_IP, CLUSTER_DOMAIN, ClusterRig, NodeSpec, node_docker};
+use testkit::cluster::{
+    Auth, CLUSTER_DNS_IP, CLUSTER_DOMAIN, ClusterRig, NodeSpec, Runtime, node_docker,
+};
+use testkit::pods;
 use testkit::simnode::{BootEnd, SimNode};
 
 const KNB: &str = "k8s-node-bootstrap.service";
@@ -78,20 +84,32 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         NodeSpec::master("master-1"),
         NodeSpec::worker("worker-1", Auth::Cert),
         NodeSpec::worker("worker-2", Auth::Token("worker-2-token".into())),
+        NodeSpec::containerd_worker("worker-ctr"),
         NodeSpec::sysext_worker("worker-sysext"),
         NodeSpec::worker("worker-bad", Auth::UnknownToken("no-such-token".into())),
     ])
     .unwrap();
+    let specs = [
+        Runtime::Auto,
+        Runtime::Auto,
+        Runtime::Auto,
+        Runtime::Containerd,
+        Runtime::Containerd,
+    ];
     let mut nodes = rig.nodes().unwrap();
     let version = rig.parts.version.clone();
     std::thread::scope(|s| {
         let (master, rest) = nodes.split_first_mut().unwrap();
-        let (workers, bad) = rest.split_at_mut(3);
+        let (workers, bad) = rest.split_at_mut(4);
         let rig = &rig;
         s.spawn(move || master_with_a_power_cut_in_bootkube(rig, master));
-        for w in workers {
+        for (w, runtime) in workers.iter_mut().zip(&specs[1..]) {
             s.spawn(move || {
-                boot_to_docker_reboot(w);
+                // docker changes (the addon's), so one reboot; containerd
+                // is the OS's: no reboot.
+                if *runtime == Runtime::Auto {
+                    boot_to_docker_reboot(w);
+                }
                 w.boot().unwrap();
                 w.wait_active_state("kubelet.service", "active", BOOT)
                     .unwrap();
@@ -104,37 +122,83 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
         bad.wait_active_state(KNB, "failed", BOOT).unwrap();
     });
     eprintln!("all nodes booted after {:?}", t0.elapsed());
-    let ready = rig
-        .kubectl
-        .wait_ready(&["master-1", "worker-1", "worker-2", "worker-sysext"], BOOT)
-        .unwrap();
+    let all = [
+        "master-1",
+        "worker-1",
+        "worker-2",
+        "worker-ctr",
+        "worker-sysext",
+    ];
+    let ready = rig.kubectl.wait_ready(&all, BOOT).unwrap();
     eprintln!("all nodes Ready after {:?}", t0.elapsed());
 
     // The cluster's version is what its API server says it is.
     let server: serde_json::Value =
         serde_json::from_str(&rig.kubectl.run(&["get", "--raw", "/version"]).unwrap()).unwrap();
     assert_eq!(server["gitVersion"], version.as_str(), "{server}");
-    // Every node: the kubelet of the cluster's version, on the docker the
-    // addon installed (the torcx image's daemon, started through its socket).
+    // Every node: the kubelet of the cluster's version, on the runtime its
+    // agent chose: the docker the addon installed (the torcx image's
+    // daemon, started through its socket; the mirror's other docker was
+    // not chosen), or the OS's containerd, whose config the agent wrote.
     let names: Vec<&str> = ready.iter().map(|n| n.name.as_str()).collect();
-    assert_eq!(names, ["master-1", "worker-1", "worker-2", "worker-sysext"]);
-    for n in &nodes[..4] {
+    assert_eq!(names, all);
+    let containerd_shown = pods::kubelet_shown_version(&pods::containerd_version().unwrap());
+    for (n, runtime) in nodes[..5].iter().zip(specs) {
         let info = ready.iter().find(|i| i.name == n.name()).unwrap();
-        let (docker_version, docker_exe) = node_docker(n).unwrap();
         assert_eq!(info.kubelet_version, version, "{}", n.name());
-        assert_eq!(
-            info.container_runtime_version,
-            format!("docker://{docker_version}"),
-            "{}",
-            n.name()
-        );
-        assert_eq!(docker_version, rig.docker.version, "{}", n.name());
-        assert_eq!(
-            docker_exe,
-            "/run/torcx/unpack/docker/bin/dockerd",
-            "{}",
-            n.name()
-        );
+        let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
+        if runtime == Runtime::Containerd {
+            assert_eq!(
+                info.container_runtime_version,
+                format!("containerd://{containerd_shown}"),
+                "{}",
+                n.name()
+            );
+            assert!(
+                env.contains("KUBELET_RUNTIME=\"containerd\"\n"),
+                "{}: {env}",
+                n.name()
+            );
+            let config = n.read("/etc/containerd/config.toml").unwrap();
+            assert!(
+                config.starts_with("# Written by node-bootstrap"),
+                "{}: containerd runs the agent's config: {config}",
+                n.name()
+            );
+            assert!(
+                config.contains("sandbox_image = \"k8s.gcr.io/pause:3.2\""),
+                "{config}"
+            );
+            assert_eq!(
+                n.prop("containerd.service", "ActiveState").unwrap(),
+                "active"
+            );
+            assert!(
+                !n.exists("/etc/torcx/next-profile"),
+                "{}: no docker addon",
+                n.name()
+            );
+        } else {
+            let (docker_version, docker_exe) = node_docker(n).unwrap();
+            assert_eq!(
+                info.container_runtime_version,
+                format!("docker://{docker_version}"),
+                "{}",
+                n.name()
+            );
+            assert_eq!(docker_version, rig.docker.version, "{}", n.name());
+            assert_eq!(
+                docker_exe,
+                "/run/torcx/unpack/docker/bin/dockerd",
+                "{}",
+                n.name()
+            );
+            assert!(
+                env.contains("KUBELET_RUNTIME=\"docker\"\n"),
+                "{}: {env}",
+                n.name()
+            );
+        }
         assert_eq!(n.prop(KNB, "Result").unwrap(), "success", "{}", n.name());
         let role = if n.name() == "master-1" {
             "master"
@@ -192,7 +256,7 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     // authentication and authorization, no read-only port, the cgroup
     // driver kubelet.env names, and the cluster DNS and domain the
     // Ignition config was rendered with.
-    for n in &nodes[..4] {
+    for n in &nodes[..5] {
         let port = rig.kubelet_port(n.name()).unwrap();
         let out = std::process::Command::new("curl")
             .args(["-sSfk", "--cert", cert.to_str().unwrap()])
@@ -238,12 +302,50 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
             .expect("kubelet.env names the cgroup driver")
             .trim_matches('"');
         assert_eq!(k["cgroupDriver"], driver, "{name}: {k}");
+        assert_eq!(
+            k["staticPodPath"], "/etc/kubernetes/manifests",
+            "{name}: {k}"
+        );
+        // The kubelet read its settings from the file the agent wrote for
+        // its version (1.20: a KubeletConfiguration), not from flags.
+        let pid = n.prop("kubelet.service", "MainPID").unwrap();
+        let cmdline = n
+            .read(&format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .replace('\0', " ");
+        assert!(
+            cmdline.contains("--config=/etc/kubernetes/kubelet-config.yaml")
+                && !cmdline.contains("--cluster-dns")
+                && !cmdline.contains("--anonymous-auth"),
+            "{name}: {cmdline}"
+        );
         // The lock file that keeps a second kubelet from starting (on the
         // node's own /run).
         let lock = n
             .exec(&["test", "-f", "/var/run/lock/kubelet.lock"])
             .unwrap();
         assert!(lock.status.success(), "{name}: no kubelet lock file");
+    }
+
+    // A pod runs on every worker, on the runtime its agent chose, and the
+    // API server reaches it (logs, exec). The images are loaded into each
+    // runtime's store (there is no registry here).
+    let pause = pods::pause_image().unwrap();
+    let busybox = pods::busybox_image().unwrap();
+    for (n, runtime) in nodes[1..5].iter().zip(&specs[1..]) {
+        let scheme = match runtime {
+            Runtime::Containerd => {
+                pods::ctr_import(n, &pause, None).unwrap();
+                pods::ctr_import(n, &busybox, None).unwrap();
+                "containerd"
+            }
+            Runtime::Auto => {
+                pods::docker_load(n, "/run/torcx/bin/docker", &pause).unwrap();
+                pods::docker_load(n, "/run/torcx/bin/docker", &busybox).unwrap();
+                "docker"
+            }
+        };
+        pods::a_pod_runs_and_kubectl_reaches_it(&rig.kubectl, n, scheme);
     }
 
     // The workers' agents started before the API server existed: they
@@ -262,7 +364,7 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
     }
     // Today's Flatcar: the kubelet is the merged extension's, chosen for
     // the cluster's version; there is no kubelet-wrapper.
-    let sysext = &nodes[3];
+    let sysext = &nodes[4];
     assert!(!sysext.exists("/usr/lib/coreos/kubelet-wrapper"));
     let pid = sysext.prop("kubelet.service", "MainPID").unwrap();
     let exe = sysext
@@ -304,7 +406,7 @@ fn a_bootkube_master_and_its_workers_form_a_cluster_on_the_addons_docker() {
 
     // The unknown token: one failure naming the cause, no retry, nothing
     // installed, no kubelet, no Node.
-    let bad = &nodes[4];
+    let bad = &nodes[5];
     assert_eq!(bad.prop(KNB, "ExecMainStatus").unwrap(), "5");
     let restarts = bad.prop(KNB, "NRestarts").unwrap();
     let status = bad.prop(KNB, "StatusText").unwrap();

@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 use testkit::agentnode::{self as an, KubeletImage, SEED_URL};
-use testkit::kube::{ControlPlane, KubeParts, Kubectl, RunningControlPlane, free_port};
+use testkit::kube::{ControlPlane, KubeParts, RunningControlPlane, free_port};
 use testkit::pods::{self, CONTAINERD_SOCKET};
 use testkit::simnode::SimNode;
 
@@ -31,8 +31,6 @@ const CNI_CONF_DIR: &str = "/etc/kubernetes/cni/net.d";
 /// Debian's docker CLI.
 const DOCKER: &str = "/usr/bin/docker";
 const T: Duration = Duration::from_secs(180);
-/// A pod on a Ready node runs in about a second here.
-const POD: Duration = Duration::from_secs(60);
 
 /// containerd's configuration as the agent is to write it: Flatcar's
 /// layout (version 2, runc through the v2 shim, containerd's own OOM score,
@@ -92,8 +90,12 @@ fn kubelet_worker(cp: &ControlPlane, parts: &KubeParts, name: &str, runtime_args
     an::install_kubelet_image(&n, SEED_URL, &tag, KubeletImage::Real(parts)).unwrap();
     n.write(
         "/etc/kubernetes/kubelet.env",
+        // What an agent writes for a 1.8/1.9-style kubelet (every setting a
+        // flag), which a 1.20 kubelet still takes.
         format!(
-            "KUBELET_IMAGE_URL=\"{SEED_URL}\"\nKUBELET_IMAGE_TAG=\"{tag}\"\nKUBELET_CGROUP_DRIVER=\"{driver}\"\n"
+            "KUBELET_IMAGE_URL=\"{SEED_URL}\"\nKUBELET_IMAGE_TAG=\"{tag}\"\nKUBELET_CGROUP_DRIVER=\"{driver}\"\n\
+             KUBELET_ARGS=\"{}\"\n",
+            an::flags_only_kubelet_args(driver)
         ),
         0o644,
     )
@@ -110,62 +112,13 @@ fn kubelet_worker(cp: &ControlPlane, parts: &KubeParts, name: &str, runtime_args
             "# The runtime, and the test machine: nodes share the host's network (own\n\
              # ports, no iptables chains), the host may have swap.\n\
              [Service]\nEnvironment=\"KUBELET_EXTRA_ARGS={runtime_args} --port={port} \
-             --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false\"\n"
+             --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false {}\"\n",
+            pods::NO_DISK_EVICTION
         ),
     )
     .unwrap();
     n.enable(&["kubelet.service"]).unwrap();
     n
-}
-
-/// A hostNetwork pod of the busybox image on node `n` reaches Running on
-/// the runtime `scheme` (`containerd`, `docker`); `kubectl logs` and
-/// `kubectl exec` reach it; its sandbox went through the runc shim.
-/// Returns how long it took to run.
-fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme: &str) -> Duration {
-    let busybox = pods::busybox_image().unwrap();
-    let pod_name = format!("hello-{scheme}");
-    let greeting = format!("hello-from-{scheme}");
-    let t0 = Instant::now();
-    pods::create_pod(
-        kubectl,
-        &pods::busybox_pod(&pod_name, n.name(), &busybox.tag, &greeting, true),
-    )
-    .unwrap();
-    let pod = pods::wait_pod_running(kubectl, &pod_name, POD)
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", n.diagnostics()));
-    let running = t0.elapsed();
-    assert_eq!(pod.node, n.name());
-    assert!(
-        pod.container_id.starts_with(&format!("{scheme}://")),
-        "{pod:?}"
-    );
-
-    // Through the API server and the kubelet: the container's output, and
-    // a command run in it.
-    let logs = kubectl.run(&["logs", &pod_name]).unwrap();
-    assert_eq!(logs.lines().next(), Some(greeting.as_str()), "{logs}");
-    // hostNetwork: the pod has the node's UTS namespace, so its host name.
-    assert_eq!(logs.lines().nth(1), Some(n.name()), "{logs}");
-    let exec = kubectl
-        .run(&[
-            "exec",
-            &pod_name,
-            "--",
-            "/bin/sh",
-            "-c",
-            "echo exec-ok; id -u",
-        ])
-        .unwrap();
-    assert_eq!(exec, "exec-ok\n0\n");
-
-    // The runc shim (a test part) is what let the sandbox start here.
-    let clamped = n.read(pods::RUNC_SHIM_LOG).unwrap_or_default();
-    assert!(
-        clamped.contains("clamped oomScoreAdj -998 -> 0"),
-        "the sandbox did not go through the runc shim: {clamped:?}"
-    );
-    running
 }
 
 #[test]
@@ -220,7 +173,7 @@ fn a_kubelet_on_containerd_runs_a_pod_that_kubectl_logs_and_exec_reach() {
         "{info:?}"
     );
 
-    let running = a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "containerd");
+    let running = pods::a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "containerd");
     // containerd runs it in the CRI namespace.
     let out = n
         .exec(&[pods::CTR, "--namespace", "k8s.io", "tasks", "list"])
@@ -281,7 +234,7 @@ fn a_kubelet_on_docker_runs_a_pod_that_kubectl_logs_and_exec_reach() {
         "{info:?}"
     );
 
-    let running = a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "docker");
+    let running = pods::a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "docker");
     eprintln!(
         "docker answered {docker_up:?} after boot; Node Ready {node_ready:?} after boot; \
          pod Running {running:?} after creation"

@@ -85,11 +85,14 @@ fn status_json(n: &SimNode) -> Value {
 }
 
 /// Whether a recorded start ran `version` with kubelet.service's arguments
-/// (`units/kubelet-sysext.conf` keeps them).
+/// (`units/kubelet-sysext.conf` keeps them) and the flags kubelet.env
+/// gives a kubelet with a configuration file.
 fn ran_kubelet(start: &str, version: &str) -> bool {
     start.starts_with(&format!(
-        "start version={version} args=--kubeconfig=/etc/kubernetes/kubeconfig --client-ca-file="
-    )) && start.contains(" --pod-manifest-path=/etc/kubernetes/manifests ")
+        "start version={version} args=--lock-file=/var/run/lock/kubelet.lock --exit-on-lock-contention "
+    )) && start.contains(
+        " --config=/etc/kubernetes/kubelet-config.yaml --kubeconfig=/etc/kubernetes/kubeconfig ",
+    )
 }
 
 #[test]

@@ -33,6 +33,8 @@ mod cluster_demo;
 mod cluster_join;
 // The real kubelet on containerd through CRI: Node Ready, a pod Running, logs and exec.
 mod containerd_pod;
+// containerd as a sysext the agent chose and merged where the OS has none; it answers CRI.
+mod containerd_package_node;
 // The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.

@@ -125,7 +125,7 @@ fn master_first_boot_orders_bootstrap_kubelet_bootkube_tectonic_and_next_boot_sk
         wait_kubelet_starts(&n, 1),
         vec![testkit::agentnode::kubelet_start_record(
             STANDIN_CLUSTER_TAG,
-            "cgroupfs"
+            ""
         )]
     );
     // (d) bootkube waited for kubelet to be started although its assets were

@@ -52,15 +52,23 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
     n.wait_active_state("kubelet.service", "active", T).unwrap();
     assert_eq!(
         kubelet_env(&n).unwrap(),
-        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nNODE_NOTE=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n\
-         KUBELET_CGROUP_DRIVER=\"cgroupfs\"\n",
-        "the seed's keys in order, the cluster's tag, the cgroup driver of docker on this cgroup v1 host"
+        format!(
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nNODE_NOTE=\"--node-labels=role=worker \\\"quoted\\\" \\$HOME\"\n\
+             KUBELET_CGROUP_DRIVER=\"cgroupfs\"\nKUBELET_RUNTIME=\"docker\"\nKUBELET_ARGS=\"{}\"\n",
+            testkit::agentnode::flags_only_kubelet_args("cgroupfs")
+        ),
+        "the seed's keys in order, the cluster's tag, the cgroup driver of docker on this cgroup v1 host, \
+         docker for 1.9, and every setting of a 1.9 kubelet as a flag"
+    );
+    assert!(
+        !n.exists("/etc/kubernetes/kubelet-config.yaml"),
+        "a 1.9 kubelet has no configuration file"
     );
     assert_eq!(
         wait_kubelet_starts(&n, 1),
         vec![testkit::agentnode::kubelet_start_record(
             "v1.9.6_coreos.0",
-            "cgroupfs"
+            &testkit::agentnode::flags_only_kubelet_args("cgroupfs")
         )]
     );
     // systemd read the quoted value back exactly as the seed meant it.

@@ -62,7 +62,9 @@ fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_f
     assert_eq!(
         vm.read("/etc/kubernetes/kubelet.env").unwrap(),
         format!(
-            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{SEED_TAG}\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n"
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{SEED_TAG}\"\n\
+             KUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_RUNTIME=\"docker\"\nKUBELET_ARGS=\"{}\"\n",
+            testkit::agentnode::flags_only_master_kubelet_args("systemd")
         )
     );
 

@@ -89,6 +89,7 @@ pub(crate) fn assert_updated_and_complete(vm: &VmNode, m: &TorcxMirror, cluster_
     let j = state_journal(vm).expect("a state journal");
     for step in [
         "cluster-version",
+        "runtime",
         "os-update",
         "docker-addon",
         "kubelet-env",
@@ -185,7 +186,11 @@ pub(crate) fn assert_nothing_partial(vm: &VmNode, m: &TorcxMirror) -> bool {
     if let Some(env) = vm.read("/etc/kubernetes/kubelet.env") {
         assert_eq!(
             env,
-            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n",
+            format!(
+                "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n\
+                 KUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_RUNTIME=\"docker\"\nKUBELET_ARGS=\"{}\"\n",
+                testkit::agentnode::flags_only_kubelet_args("systemd")
+            ),
             "kubelet.env is whole or absent"
         );
     }
@@ -333,4 +338,186 @@ pub(crate) fn report(vm: &VmNode, t0: Instant) {
 
 pub(crate) fn skip(tools: &[&str]) -> bool {
     testkit::vm::skip_unless_possible() || testkit::skip_without(tools)
+}
+
+/// What the guest's containerd says of itself.
+pub(crate) struct ContainerdSeen {
+    /// Its version, as `containerd --version` and its socket say it
+    /// (`1.6.20~ds1`).
+    pub(crate) version: String,
+}
+
+/// After the boot that runs the new OS on a containerd worker: the node
+/// is complete, with the new OS, containerd running the config the agent
+/// wrote (and proved before kubelet.env), kubelet.env for `cluster_version`
+/// naming containerd's socket, and kubelet.
+pub(crate) fn assert_updated_and_complete_on_containerd(
+    vm: &VmNode,
+    cluster_version: &str,
+) -> ContainerdSeen {
+    let (code, out) = status_wait(vm);
+    assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());
+    assert_eq!(os_version(vm), NEXT_OS);
+    let env = vm.read("/etc/kubernetes/kubelet.env").unwrap();
+    // The test VMs run cgroup v2.
+    testkit::agentnode::check_kubelet_env(&env, cluster_version, "systemd").unwrap();
+    assert!(env.contains("KUBELET_RUNTIME=\"containerd\"\n"), "{env}");
+    assert!(
+        env.contains(
+            "--container-runtime=remote --container-runtime-endpoint=unix:///run/containerd/containerd.sock"
+        ),
+        "{env}"
+    );
+    assert_eq!(vm.prop("kubelet.service", "ActiveState").unwrap(), "active");
+
+    // containerd runs the agent's config: the cgroup driver of the node,
+    // the sandbox image configured, the CNI directories (the default conf
+    // dir, Debian's plugins).
+    let config = vm.read("/etc/containerd/config.toml").unwrap_or_default();
+    assert!(
+        config.starts_with("# Written by node-bootstrap"),
+        "containerd's config is the agent's: {config}"
+    );
+    let pause = testkit::pods::pause_image().unwrap().tag;
+    for line in [
+        "SystemdCgroup = true".to_string(),
+        format!("sandbox_image = \"{pause}\""),
+        "conf_dir = \"/etc/kubernetes/cni/net.d\"".into(),
+        format!("bin_dir = \"{}\"", testkit::pods::CNI_BIN_DIR),
+        "snapshotter = \"overlayfs\"".into(),
+    ] {
+        assert!(config.contains(&line), "{line} in {config}");
+    }
+    assert_eq!(
+        vm.prop("containerd.service", "ActiveState").unwrap(),
+        "active"
+    );
+    let out = vm.exec(&["containerd", "--version"]).unwrap();
+    let version = out
+        .stdout_str()
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    assert!(version.starts_with("1.6."), "{}", out.stdout_str());
+
+    // What status reads: every step of the flow done, none left running;
+    // containerd's proof recorded; no docker addon.
+    let j = state_journal(vm).expect("a state journal");
+    for step in [
+        "cluster-version",
+        "runtime",
+        "os-update",
+        "containerd",
+        "kubelet-env",
+    ] {
+        assert_eq!(step_status(&j, step), "done", "{step}: {j:#}");
+    }
+    let proof = &j["steps"]["containerd"]["result"];
+    assert_eq!(proof["runtime"], format!("containerd://{version}"), "{j:#}");
+    assert_eq!(proof["config_source"], "written", "{j:#}");
+    assert!(
+        !vm.exists("/etc/torcx/next-profile"),
+        "no docker addon on a containerd node"
+    );
+    ContainerdSeen { version }
+}
+
+/// The Node's InternalIP, as the API server dials it.
+pub(crate) fn node_internal_ip(kubectl: &testkit::kube::Kubectl, node: &str) -> String {
+    kubectl
+        .run(&[
+            "get",
+            "node",
+            node,
+            "-o",
+            "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}",
+        ])
+        .unwrap()
+}
+
+/// How long a pod may take to run in the VM once created (seconds under
+/// KVM; a sandbox, its network and a container under TCG take longer).
+pub(crate) const POD_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// A busybox pod (not `hostNetwork`) on the worker VM reaches Running on
+/// containerd with an address of its own from the bridge CNI plugin
+/// ([`POD_SUBNET`]); `kubectl logs` and `kubectl exec` reach it through the
+/// API server on the host; the real runc ran its sandbox (no shim here).
+/// Panics (a test's check) with the VM's diagnostics when any of that fails.
+pub(crate) fn a_pod_with_its_own_address_runs_and_kubectl_reaches_it(
+    kubectl: &testkit::kube::Kubectl,
+    vm: &VmNode,
+    reach: KubeletReach,
+) {
+    use testkit::pods;
+    let busybox = pods::busybox_image().unwrap();
+    let name = "hello-vm";
+    let greeting = "hello-from-containerd-in-a-vm";
+    pods::create_pod(
+        kubectl,
+        &pods::busybox_pod(name, VM_HOSTNAME, &busybox.tag, greeting, false),
+    )
+    .unwrap();
+    let pod = pods::wait_pod_running(kubectl, name, POD_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", vm.diagnostics()));
+    assert_eq!(pod.node, VM_HOSTNAME);
+    assert!(pod.container_id.starts_with("containerd://"), "{pod:?}");
+    assert_eq!(pod.host_ip, reach.node_ip.to_string(), "{pod:?}");
+    // Its own address, from the bridge plugin's range (the bridge, the
+    // gateway, holds the first).
+    let ip: std::net::Ipv4Addr = pod
+        .pod_ip
+        .parse()
+        .unwrap_or_else(|_| panic!("the pod has no IPv4 address of its own: {pod:?}"));
+    let (net, bits) = POD_SUBNET.split_once('/').unwrap();
+    let net: std::net::Ipv4Addr = net.parse().unwrap();
+    let mask = u32::MAX << (32 - bits.parse::<u32>().unwrap());
+    assert!(
+        u32::from(ip) & mask == u32::from(net) & mask && u32::from(ip) > u32::from(net) + 1,
+        "the pod's address {ip} is one the bridge plugin gives ({POD_SUBNET}): {pod:?}"
+    );
+
+    // Through the API server and the kubelet: the container's output, and
+    // a command run in it.
+    let logs = kubectl.run(&["logs", name]).unwrap();
+    assert_eq!(logs.lines().next(), Some(greeting), "{logs}");
+    // Not hostNetwork: the pod has its own UTS namespace, its name.
+    assert_eq!(logs.lines().nth(1), Some(name), "{logs}");
+    let exec = kubectl
+        .run(&[
+            "exec",
+            name,
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo exec-ok; cat /proc/net/fib_trie",
+        ])
+        .unwrap();
+    // The addresses of the pod's own network namespace: its own, not the
+    // VM's (QEMU's 10.0.2.15) nor the node's.
+    assert!(exec.starts_with("exec-ok\n"), "{exec}");
+    assert!(exec.contains(&pod.pod_ip), "{exec}");
+    for other in ["10.0.2.15".to_string(), reach.node_ip.to_string()] {
+        assert!(!exec.contains(&other), "{other} in the pod: {exec}");
+    }
+
+    // In the VM: the bridge is the pods' gateway, and the real runc gave
+    // the sandbox the kubelet's oom_score_adj (what this machine kind
+    // forbids outside a VM).
+    let bridge = vm
+        .exec(&["ip", "-4", "-o", "addr", "show", "dev", POD_BRIDGE])
+        .unwrap()
+        .stdout_str();
+    let gateway = std::net::Ipv4Addr::from(u32::from(net) + 1);
+    assert!(
+        bridge.contains(&format!("inet {gateway}/{bits}")),
+        "{bridge}"
+    );
+    assert!(!vm.exists(testkit::pods::RUNC_SHIM), "no runc shim in a VM");
+    let adj = vm
+        .sh("for p in $(pgrep -x pause); do cat /proc/$p/oom_score_adj; done")
+        .unwrap()
+        .stdout_str();
+    assert_eq!(adj.trim(), "-998", "the pod sandbox's oom_score_adj");
 }

@@ -15,6 +15,14 @@
 //! - a worker's full first boot with an OS update (update_engine stand-in)
 //!   and the docker addon (the real torcx-generator): the agent's own
 //!   reboot is a kernel reboot, kubelet.env comes in the second boot;
+//! - a worker on containerd (the OS's, `runtime.name: containerd`) joins a
+//!   control plane on the host after its OS update's reboot: the agent
+//!   writes containerd's config, starts it and proves it before kubelet.env,
+//!   the real kubelet 1.20.2 registers through CRI, and a pod (not
+//!   `hostNetwork`) gets its own address from the bridge CNI plugin, runs on
+//!   the real runc (the VM's kernel lets it set the sandbox's
+//!   `oom_score_adj`), and `kubectl logs` and `exec` reach it through the
+//!   API server, which dials the VM's kubelet through a QEMU forward;
 //! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
 //!   of that flow, right after the agent's unsynced journal writes, right
 //!   after its durable record before the reboot, right after kubelet.env:

@@ -335,7 +335,7 @@ pub(crate) fn bench_rows(vm: &VmNode, booted_at: std::time::SystemTime, ready_si
         .collect();
     let agent = testkit::cluster::agent_seconds(&records).unwrap();
     let rows = format!(
-        "ROW\tworker first boot to Node Ready, VM under {} (s; OS update and docker, one reboot)\t{to_ready:.0}\t- (one run)\t-\t(context)\t-\n\
+        "ROW\tworker first boot to Node Ready, VM under {} (s; OS update and containerd, one reboot)\t{to_ready:.0}\t- (one run)\t-\t(context)\t-\n\
          ROW\tthe agent's share of that first boot, VM (s)\t{agent:.1}\t{to_ready:.0} (first boot to Ready)\t{:.0}%\t<= 25%\t{}\n",
         format!("{:?}", vm.accel()).to_uppercase(),
         100.0 * agent / to_ready,
@@ -359,29 +359,185 @@ pub(crate) fn bench_rows(vm: &VmNode, booted_at: std::time::SystemTime, ready_si
 pub(crate) const VM_HOSTNAME: &str = "nbvm";
 
 /// The real kubelet of `parts` as the image `quay.io/coreos/hyperkube:<version>`
-/// of the worker's local store, and what the test machine needs on top:
-/// no network add-on runs (no CNI), no iptables in the image (docker's
-/// own rules off, no bridge).
+/// of the worker's local store.
 pub(crate) fn install_real_kubelet(vm: &VmNode, parts: &testkit::kube::KubeParts) {
+    vm.disk()
+        .install_file(
+            &parts.kubelet(),
+            &format!("{}/kubelet", image_dir(SEED_URL, &parts.version)),
+            0o755,
+        )
+        .unwrap();
+}
+
+/// How the control plane on the host reaches the worker VM's kubelet:
+/// `kubectl logs` and `exec` go through the API server, which dials the
+/// kubelet at its Node's InternalIP (`--kubelet-preferred-address-types=
+/// InternalIP`; the Node's host name resolves nowhere) and the port the
+/// kubelet reports (its `--port`).
+///
+/// QEMU's user networking hides the guest's address (`10.0.2.15` exists
+/// only inside QEMU; the host has no route to it), and kubelet 1.20 takes
+/// no `--node-ip` the host could dial unless the guest has it: it refuses
+/// a loopback, link-local, multicast or unspecified address and one on
+/// none of the machine's interfaces (`validateNodeIP` in
+/// pkg/kubelet/kubelet_node_status.go, run by the NodeAddress setter of
+/// pkg/kubelet/nodestatus/setters.go: the Node gets no address). So:
+///
+/// - `node_ip` is the host's own address ([`testkit::vm::host_address`],
+///   what a kubelet on the host would report), and the host's
+///   `node_ip:port` is forwarded to the guest's `port`
+///   ([`VmNode::forward_to_guest`]: a relay to QEMU's `hostfwd`, so that
+///   the guest sees the connections come from QEMU's gateway, not from
+///   `node_ip`, its own address): the same port on both sides, since the
+///   API server dials the port the kubelet reports;
+/// - the guest carries `node_ip` on a dummy interface of its own
+///   ([`install_node_ip`]), so the kubelet's check passes; the guest still
+///   reaches the host at [`HOST_ALIAS`], never at `node_ip`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KubeletReach {
+    pub(crate) node_ip: std::net::Ipv4Addr,
+    pub(crate) port: u16,
+}
+
+impl KubeletReach {
+    /// The host's address and a free port (on loopback, where QEMU listens;
+    /// [`install_node_ip`] binds it on the host's address).
+    pub(crate) fn new() -> KubeletReach {
+        KubeletReach {
+            node_ip: testkit::vm::host_address().unwrap(),
+            port: testkit::kube::free_port(),
+        }
+    }
+}
+
+/// The guest's dummy interface that carries [`KubeletReach::node_ip`]
+/// (systemd-networkd, which the image runs, creates it at boot).
+pub(crate) const NODE_IP_LINK: &str = "nbnodeip0";
+
+/// TEST PARTS for the host to reach the guest's kubelet (see
+/// [`KubeletReach`]), on the disk before boot: the dummy interface with
+/// the node's address, the kubelet's `--port` and `--node-ip` (a drop-in,
+/// as an operator of a machine with several addresses would set
+/// `--node-ip`), and QEMU's forward.
+pub(crate) fn install_node_ip(vm: &mut VmNode, reach: KubeletReach) {
     let disk = vm.disk();
-    disk.install_file(
-        &parts.kubelet(),
-        &format!("{}/kubelet", image_dir(SEED_URL, &parts.version)),
-        0o755,
+    disk.write(
+        &format!("/etc/systemd/network/30-{NODE_IP_LINK}.netdev"),
+        format!(
+            "# TEST PART (VM tier): the address the API server on the host dials the\n\
+             # kubelet at (tests/vm/rig.rs, KubeletReach).\n\
+             [NetDev]\nName={NODE_IP_LINK}\nKind=dummy\n"
+        ),
+        0o644,
+    )
+    .unwrap();
+    disk.write(
+        &format!("/etc/systemd/network/30-{NODE_IP_LINK}.network"),
+        format!(
+            "[Match]\nName={NODE_IP_LINK}\n\n[Link]\nRequiredForOnline=no\n\n\
+             [Network]\nAddress={}/32\n",
+            reach.node_ip
+        ),
+        0o644,
     )
     .unwrap();
     disk.write(
         "/etc/systemd/system/kubelet.service.d/20-test-node.conf",
-        "[Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--network-plugin= --fail-swap-on=false\"\n",
+        format!(
+            "# TEST PART (VM tier): the kubelet's port and address as the API server on\n\
+             # the host dials them (QEMU forwards the port; tests/vm/rig.rs, KubeletReach).\n\
+             [Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--port={} --node-ip={}\"\n",
+            reach.port, reach.node_ip
+        ),
         0o644,
     )
     .unwrap();
+    vm.forward_to_guest(reach.node_ip, reach.port).unwrap();
+}
+
+/// The pods' CNI network on the VM: a bridge with host-local addresses, as
+/// a network add-on would have written it to the conf dir that the agent
+/// gives containerd (`paths.cni_conf_dir`, the default).
+pub(crate) const CNI_CONFLIST: &str = "/etc/kubernetes/cni/net.d/10-nb-test-bridge.conflist";
+pub(crate) const POD_BRIDGE: &str = "nbpods0";
+pub(crate) const POD_SUBNET: &str = "10.88.0.0/24";
+/// Where the pod images wait on the VM's disk until containerd runs.
+pub(crate) const IMAGES_DIR: &str = "/var/lib/nb-test/images";
+
+/// The pods' parts on the disk before boot: the CNI network
+/// ([`CNI_CONFLIST`]) and the pause and busybox images as docker-archive
+/// tars under [`IMAGES_DIR`] (there is no registry; [`import_pod_images`]
+/// loads them once containerd runs).
+pub(crate) fn install_pod_parts(vm: &VmNode) {
+    let disk = vm.disk();
     disk.write(
-        "/etc/systemd/system/docker.service.d/20-test-node.conf",
-        "[Service]\nEnvironment=\"DOCKER_OPTS=--iptables=false --ip-masq=false --bridge=none\"\n",
+        CNI_CONFLIST,
+        testkit::pods::cni_bridge_conflist(POD_BRIDGE, POD_SUBNET),
         0o644,
     )
     .unwrap();
+    for (name, image) in pod_images() {
+        disk.install_file(&image.archive, &format!("{IMAGES_DIR}/{name}.tar"), 0o644)
+            .unwrap();
+    }
+}
+
+fn pod_images() -> [(&'static str, testkit::pods::PodImage); 2] {
+    [
+        ("pause", testkit::pods::pause_image().unwrap()),
+        ("busybox", testkit::pods::busybox_image().unwrap()),
+    ]
+}
+
+/// Imports the images [`install_pod_parts`] put on the disk into the
+/// running guest's containerd, in the CRI plugin's namespace (`k8s.io`).
+pub(crate) fn import_pod_images(vm: &VmNode) {
+    for (name, _) in pod_images() {
+        let tar = format!("{IMAGES_DIR}/{name}.tar");
+        let out = vm
+            .exec(&[
+                testkit::pods::CTR,
+                "--namespace",
+                "k8s.io",
+                "images",
+                "import",
+                &tar,
+            ])
+            .unwrap();
+        assert!(
+            out.success(),
+            "ctr images import {tar} in the VM: {}",
+            out.stderr_str()
+        );
+    }
+}
+
+/// A worker VM whose agent runs containerd (the OS's: Debian's 1.6.20 in
+/// the image, as Flatcar ships one) for the real kubelet of `parts`, with
+/// an OS update on its first boot (update_engine stand-in) and the pods'
+/// parts: rendered by the metal example, the kubelet reachable from the
+/// host as `reach` says.
+pub(crate) fn containerd_worker(
+    d: &Delivery,
+    parts: &testkit::kube::KubeParts,
+    reach: KubeletReach,
+) -> VmNode {
+    let host_key = testkit::vm::Image::get().unwrap().ssh_host_key;
+    let config = json!({
+        "os_update": {"enabled": true},
+        // containerd's sandbox image: the pause image on the disk (there is
+        // no registry); the CNI plugins where Debian puts them.
+        "runtime": {"name": "containerd", "sandbox_image": testkit::pods::pause_image().unwrap().tag},
+        "paths": {"cni_bin_dir": testkit::pods::CNI_BIN_DIR},
+    });
+    let metal = d.metal(&config, None, (22, &host_key));
+    let mut vm = d.worker(&metal);
+    install_update_engine_and_vendor_docker(&vm);
+    install_real_kubelet(&vm, parts);
+    install_pod_parts(&vm);
+    install_node_ip(&mut vm, reach);
+    vm
 }
 
 /// The OS version update_engine (the stand-in) offers.
@@ -393,7 +549,7 @@ pub(crate) const NEXT_OS: &str = "1688.5.3";
 /// VM reaches them.
 pub(crate) struct TorcxMirror {
     pub(crate) rig: AddonRig,
-    /// The wanted docker's torcx reference (`17.03`, `20.10`).
+    /// The wanted docker's torcx reference (`17.03`).
     pub(crate) next: &'static str,
     /// What its `docker --version` says of its version.
     pub(crate) next_build: String,
@@ -407,17 +563,6 @@ impl TorcxMirror {
     /// wants, in the inputs' runtime mappings).
     pub(crate) fn new() -> TorcxMirror {
         TorcxMirror::serving("17.03", "17.03.2".into(), docker_archive("17.03.2"))
-    }
-
-    /// Docker 1.12 (stand-in) and the real docker 20.10 (Debian's, as a
-    /// torcx image: what Kubernetes 1.20 wants).
-    pub(crate) fn real_docker() -> TorcxMirror {
-        let docker = testkit::docker_image::real_docker().unwrap();
-        TorcxMirror::serving(
-            testkit::docker_image::REFERENCE,
-            docker.version.clone(),
-            docker.bytes().unwrap(),
-        )
     }
 
     pub(crate) fn serving(

@@ -57,7 +57,11 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     // not from the seed.
     assert_eq!(
         vm.read("/etc/kubernetes/kubelet.env").unwrap(),
-        "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\nKUBELET_CGROUP_DRIVER=\"systemd\"\n"
+        format!(
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n\
+             KUBELET_CGROUP_DRIVER=\"systemd\"\nKUBELET_RUNTIME=\"docker\"\nKUBELET_ARGS=\"{}\"\n",
+            testkit::agentnode::flags_only_kubelet_args("systemd")
+        )
     );
     assert!(
         d.cluster
@@ -71,7 +75,7 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
         lines(&vm, "/var/lib/kubelet-wrapper/starts"),
         [testkit::agentnode::kubelet_start_record(
             "v1.9.6_coreos.0",
-            "systemd"
+            &testkit::agentnode::flags_only_kubelet_args("systemd")
         )]
     );
     // The first boot is over: the next one will not run Ignition again.

@@ -1,5 +1,17 @@
-//! A worker with an OS update and the real docker joins a control plane
-//! on the host.
+//! A worker with an OS update joins a control plane on the host on the
+//! OS's containerd, and a pod with an address of its own runs on it.
+//!
+//! The worker's agent is told `runtime.name: containerd`: after the OS
+//! update's reboot it writes containerd's config, starts containerd and
+//! asks it over its socket before kubelet.env; the real kubelet of the
+//! cluster's release talks to it through CRI. The VM's kernel lets runc
+//! lower a process's `oom_score_adj`, so the real runc runs the pods
+//! untouched (the simulated nodes need a test shim for that).
+//!
+//! The pod is no `hostNetwork` one: the bridge CNI plugin gives it an
+//! address of its own, and `kubectl logs` and `exec` reach it through the
+//! API server on the host, which dials the VM's kubelet. How the host
+//! reaches a kubelet behind QEMU's user networking: [`KubeletReach`].
 
 use crate::checks::*;
 use crate::rig::*;
@@ -7,57 +19,61 @@ use crate::*;
 use std::fs;
 use std::time::Instant;
 use testkit::kube::ControlPlane;
+use testkit::pods;
 use testkit::vm::{BootEnd, HOST_ALIAS, VmNode};
 
 #[test]
-fn worker_first_boot_with_an_os_update_and_the_real_docker_joins_a_control_plane_on_the_host() {
+fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_runs_a_pod() {
     if skip(&["terraform", "ssh-keygen", "strip"]) || testkit::kube::skip_unless_available() {
         return;
     }
     let _one_at_a_time = testkit::vm::exclusive();
     let t0 = Instant::now();
     // The control plane on the host, its certificate valid for the address
-    // the VM reaches the host at; the worker's kubeconfig with the client
-    // certificate of its node name (the image's host name).
+    // the VM reaches the host at; it dials kubelets at their InternalIP.
+    // The worker's kubeconfig with the client certificate of its node name
+    // (the image's host name).
     let parts = testkit::kube::parts().unwrap();
-    let cp = ControlPlane::new(&[HOST_ALIAS]);
+    let mut cp = ControlPlane::new(&[HOST_ALIAS]);
+    cp.extra_apiserver_args
+        .push("--kubelet-preferred-address-types=InternalIP".into());
     let running = cp.start(&parts).unwrap();
     let mut d = Delivery::new();
     d.kubeconfig = cp.node_kubeconfig(VM_HOSTNAME, Some(&VmNode::guest_url(&cp.url())));
     d.runtime_mappings = d.path().join("runtime-mappings.yaml");
     fs::write(&d.runtime_mappings, testkit::cluster::runtime_mappings()).unwrap();
-    let m = TorcxMirror::real_docker();
-    let mut vm = updating_worker(&d, &m);
+    let reach = KubeletReach::new();
+    let mut vm = containerd_worker(&d, &parts, reach);
     vm.forward_to_host(cp.apiserver_port);
-    install_real_kubelet(&vm, &parts);
     let booted_at = std::time::SystemTime::now();
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
-    // The real torcx-generator applied the OS image's docker 1.12.
-    assert!(
-        torcx_docker(&vm).contains("1.12.6"),
-        "{}",
-        torcx_docker(&vm)
-    );
 
-    // Boot 1 ends in the agent's own reboot (logind), a kernel reboot.
+    // Boot 1 ends in the agent's own reboot (logind) for the OS update
+    // alone: containerd is the OS's, nothing to install.
     assert_eq!(vm.wait_down(WORK).unwrap(), BootEnd::Reboot);
-    assert_rebooted_for_the_update(&vm, &m);
+    assert!(
+        vm.read("/etc/kubernetes/kubelet.env").is_none(),
+        "kubelet.env must wait for the boot that runs the new OS"
+    );
+    assert_eq!(
+        vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
+        NEXT_OS,
+        "update_engine staged the new OS"
+    );
     let j = state_journal(&vm).unwrap();
     assert_eq!(
         j["steps"]["reboot"]["result"]["reason"],
-        format!("os {OS_VERSION} -> {NEXT_OS}; docker 1.12 -> {}", m.next),
+        format!("os {OS_VERSION} -> {NEXT_OS}"),
         "{j:#}"
     );
 
-    // Boot 2: the boot loader boots the new OS; torcx applies the real
-    // docker; the agent confirms both and writes kubelet.env with the
-    // cluster's version; the real kubelet of that version registers.
+    // Boot 2: the new OS; the agent confirms it, writes containerd's
+    // config, starts containerd and proves it, then writes kubelet.env;
+    // the real kubelet registers on containerd.
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
-    assert_updated_and_complete(&vm, &m, &parts.version);
-    let hostname = vm.read("/proc/sys/kernel/hostname").unwrap_or_default();
-    assert_eq!(hostname.trim(), VM_HOSTNAME);
+    let containerd = assert_updated_and_complete_on_containerd(&vm, &parts.version);
     let ready = running
         .kubectl
         .wait_ready(&[VM_HOSTNAME], WORK)
@@ -66,9 +82,17 @@ fn worker_first_boot_with_an_os_update_and_the_real_docker_joins_a_control_plane
     assert_eq!(node.kubelet_version, parts.version);
     assert_eq!(
         node.container_runtime_version,
-        format!("docker://{}", m.next_build)
+        format!(
+            "containerd://{}",
+            pods::kubelet_shown_version(&containerd.version)
+        )
     );
     assert_eq!(node.labels["node.kubernetes.io/role"], "worker");
+    assert_eq!(
+        node_internal_ip(&running.kubectl, VM_HOSTNAME),
+        reach.node_ip.to_string(),
+        "the Node's address is the one the API server can dial"
+    );
     bench_rows(&vm, booted_at, node.ready_since.expect("a Ready condition"));
     assert_eq!(
         lines(&vm, "/var/lib/kubelet-wrapper/starts").len(),
@@ -79,25 +103,15 @@ fn worker_first_boot_with_an_os_update_and_the_real_docker_joins_a_control_plane
         vm.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
         "0"
     );
-    let j = state_journal(&vm).unwrap();
-    for step in ["os-update", "docker-addon"] {
-        assert!(
-            j["steps"][step]["result"]["confirmed_in_boot"].is_string(),
-            "{step} confirmed after the reboot: {j:#}"
-        );
-    }
-    assert_eq!(
-        m.rig.server.requests_for(&m.next_path).len(),
-        1,
-        "the docker package downloaded once"
-    );
-    assert!(
-        m.rig
-            .server
-            .requests_for(&m.rig.manifest_path(NEXT_OS))
-            .iter()
-            .any(|r| r.status == 200),
-        "the manifest of the OS the node boots next"
+
+    // A pod of its own network on the node; the API server reaches it.
+    import_pod_images(&vm);
+    let pod_started = Instant::now();
+    a_pod_with_its_own_address_runs_and_kubectl_reaches_it(&running.kubectl, &vm, reach);
+    eprintln!(
+        "vm {}: the pod ran and kubectl reached it in {:.1}s",
+        vm.name(),
+        pod_started.elapsed().as_secs_f64()
     );
     vm.shutdown().unwrap();
     report(&vm, t0);

@@ -425,7 +425,7 @@ impl HostRun {
         let config = serde_json::json!({
             "role": "worker",
             "paths": {
-                "kubelet_env": p("kubelet.env"), "seed_dir": p("installer"), "kubeconfig": p("kubeconfig"),
+                "kubelet_env": p("kubelet.env"), "kubelet_config": p("kubelet-config.yaml"), "seed_dir": p("installer"), "kubeconfig": p("kubeconfig"),
                 "state_dir": p("state"), "run_dir": p("run"), "os_release": p("os-release"),
             },
             "cluster": cluster,

@@ -48,6 +48,11 @@ fn bad_values_name_their_field() {
             "docker addon",
         ),
         (
+            r#"{"extension_name": "containerd"}"#,
+            "kubelet.extension_name",
+            "containerd's package",
+        ),
+        (
             r#"{"images_dir": "opt/ext"}"#,
             "kubelet.images_dir",
             "absolute",

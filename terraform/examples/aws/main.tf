@@ -22,6 +22,9 @@ locals {
 
   bundle_key = "assets/assets.tar.gz"
 
+  # Workers start with the bootstrap token, if there is one.
+  bootstrap = nonsensitive(var.bootstrap_token != null)
+
   # The agent's S3 settings for the pull (names as in the agent's "assets"
   # config section).
   master_agent_config = merge(var.agent_config, {
@@ -82,16 +85,32 @@ module "ignition_master" {
 module "ignition_worker" {
   source = "../../modules/ignition"
 
-  role                = "worker"
-  agent_config        = jsonencode(var.agent_config)
-  agent_url           = local.common.agent_url
-  agent_sha512        = local.common.agent_sha512
-  kubelet_image_url   = local.common.kubelet_image_url
-  kubelet_image_tag   = local.common.kubelet_image_tag
-  runtime_mappings    = local.common.runtime_mappings
-  keyring             = local.common.keyring
-  kubeconfig          = local.common.kubeconfig
-  ssh_authorized_keys = local.common.ssh_authorized_keys
+  role              = "worker"
+  agent_config      = jsonencode(var.agent_config)
+  agent_url         = local.common.agent_url
+  agent_sha512      = local.common.agent_sha512
+  kubelet_image_url = local.common.kubelet_image_url
+  kubelet_image_tag = local.common.kubelet_image_tag
+  runtime_mappings  = local.common.runtime_mappings
+  keyring           = local.common.keyring
+  kubeconfig        = local.bootstrap ? null : local.common.kubeconfig
+  # With a bootstrap token the workers hold it only (no client credential).
+  bootstrap_kubeconfig = local.bootstrap ? module.bootstrap_token[0].kubeconfig : null
+  ssh_authorized_keys  = local.common.ssh_authorized_keys
+}
+
+# Workers with a bootstrap token (var.bootstrap_token): their bootstrap
+# kubeconfig names the API server and CA of the shared kubeconfig's first
+# cluster.
+module "bootstrap_token" {
+  source = "../../modules/bootstrap-token"
+  count  = local.bootstrap ? 1 : 0
+
+  token_id       = nonsensitive(var.bootstrap_token.id)
+  token_secret   = var.bootstrap_token.secret
+  expiration     = nonsensitive(var.bootstrap_token.expiration)
+  api_server_url = yamldecode(file(var.kubeconfig_path)).clusters[0].cluster.server
+  cluster_ca     = base64decode(yamldecode(file(var.kubeconfig_path)).clusters[0].cluster["certificate-authority-data"])
 }
 
 # --- The bucket --------------------------------------------------------------

@@ -116,9 +116,20 @@ variable "keyring_path" {
 }
 
 variable "kubeconfig_path" {
-  description = "Path of the nodes' kubeconfig."
+  description = "Path of the nodes' kubeconfig with long-lived credentials: every node's, or only the master's with bootstrap_token."
   type        = string
   nullable    = false
+}
+
+variable "bootstrap_token" {
+  description = "A bootstrap token the workers start with instead of the kubeconfig at kubeconfig_path (recommended: a worker then holds no long-lived credential; docs/operators.md, \"Node credentials\"): id (6 characters of [a-z0-9]), secret (16), expiration (RFC 3339). The server and CA of the workers' bootstrap kubeconfig are those of kubeconfig_path's first cluster. The token's Secret and the RBAC must be among the assets' manifests. null: every node gets kubeconfig_path."
+  type = object({
+    id         = string
+    secret     = string
+    expiration = string
+  })
+  default   = null
+  sensitive = true
 }
 
 variable "ssh_authorized_keys" {

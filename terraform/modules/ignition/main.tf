@@ -52,7 +52,9 @@ locals {
   # (node.kubernetes.io/role: a kubelet may set labels in that namespace on
   # its own Node; node-role.kubernetes.io/* it may not, since 1.16), the
   # master's taint, the cluster DNS, extra flags. kubelet.service reads
-  # them from this drop-in's environment.
+  # the labels from this drop-in's environment; the taints, cluster DNS
+  # and domain go to the agent (agent_config.kubelet_config), which writes
+  # them as the cluster's kubelet version takes them.
   node_role   = var.role == "worker" ? "worker" : "master"
   node_labels = merge(var.node_labels, { "node.kubernetes.io/role" = local.node_role })
   node_taints = var.node_taints != null ? var.node_taints : (
@@ -62,22 +64,37 @@ locals {
     "# Rendered by terraform/modules/ignition for a ${var.role} node.\n",
     "[Service]\n",
     "Environment=\"KUBELET_NODE_LABELS=${join(",", [for k in sort(keys(local.node_labels)) : "${k}=${local.node_labels[k]}"])}\"\n",
-    "Environment=\"KUBELET_NODE_TAINTS=${join(",", local.node_taints)}\"\n",
-    "Environment=\"KUBELET_CLUSTER_DNS=${var.cluster_dns_ip}\"\n",
-    "Environment=\"KUBELET_CLUSTER_DOMAIN=${var.cluster_domain}\"\n",
     "Environment=\"KUBELET_EXTRA_ARGS=${join(" ", var.kubelet_extra_args)}\"\n",
   ])
+
+  # The node's credential: a shared kubeconfig (client certificate or
+  # static token, used as it is) or a bootstrap kubeconfig (a bootstrap
+  # token the kubelet trades for a client certificate of its own). Exactly
+  # one is given (a precondition in outputs.tf checks it).
+  bootstrap       = nonsensitive(var.bootstrap_kubeconfig != null)
+  kubeconfig      = sensitive(local.bootstrap ? var.bootstrap_kubeconfig : coalesce(var.kubeconfig, "{}"))
+  kubeconfig_path = local.bootstrap ? "/etc/kubernetes/bootstrap-kubeconfig" : "/etc/kubernetes/kubeconfig"
+
+  # What the bootstrap kubeconfig's user carries: a bootstrap token and
+  # nothing else (checked in outputs.tf, never printed).
+  bootstrap_users       = try(yamldecode(local.kubeconfig).users, [])
+  bootstrap_only_token  = length(local.bootstrap_users) == 1 && try(keys(local.bootstrap_users[0].user), []) == ["token"]
+  bootstrap_token_valid = can(regex("^[a-z0-9]{6}\\.[a-z0-9]{16}$", local.bootstrap_users[0].user.token))
 
   # The CA the kubelet trusts for client certificates (the API server's):
   # given, or the kubeconfig's first cluster's CA.
   kubelet_client_ca = var.kubelet_client_ca != null ? var.kubelet_client_ca : sensitive(
-    try(base64decode(yamldecode(var.kubeconfig).clusters[0].cluster["certificate-authority-data"]), "")
+    try(base64decode(yamldecode(local.kubeconfig).clusters[0].cluster["certificate-authority-data"]), "")
   )
 
   # The agent config: the caller's object with role and assets.mode set from
-  # this module's inputs (validation ensures they do not contradict it), and
-  # the metrics textfile in node_exporter's usual directory unless the
-  # caller's config has a metrics section of its own.
+  # this module's inputs (validation ensures they do not contradict it),
+  # cluster.credential "bootstrap-token" with a bootstrap kubeconfig (with a
+  # shared kubeconfig the agent's default, "kubeconfig", applies), the
+  # join watched for 30 minutes after kubelet.env (cluster.join_watch_secs,
+  # unless the caller's config sets it), and the metrics textfile in
+  # node_exporter's usual directory unless the caller's config has a
+  # metrics section of its own.
   agent_config_in = jsondecode(var.agent_config)
   agent_config = merge(
     { metrics = { textfile_dir = "/var/lib/node_exporter/textfile_collector" } },
@@ -86,9 +103,21 @@ locals {
       role   = var.role
       assets = merge(try(local.agent_config_in.assets, {}), { mode = var.assets_mode })
     },
+    {
+      cluster = merge(
+        { join_watch_secs = 1800 },
+        try(local.agent_config_in.cluster, {}),
+        local.bootstrap ? { credential = "bootstrap-token" } : {},
+      )
+    },
+    {
+      kubelet_config = merge(try(local.agent_config_in.kubelet_config, {}), {
+        cluster_dns    = [var.cluster_dns_ip]
+        cluster_domain = var.cluster_domain
+        taints         = local.node_taints
+      })
+    },
   )
-
-  kubeconfig = sensitive(var.kubeconfig)
 
   seed_kubelet_env = join("", [
     "KUBELET_IMAGE_URL=\"${var.kubelet_image_url}\"\n",
@@ -107,7 +136,7 @@ locals {
       { path = "/etc/node-bootstrap/config.json", mode = 420, text = "${jsonencode(local.agent_config)}\n" },
       { path = "/etc/kubernetes/installer/kubelet.env", mode = 420, text = local.seed_kubelet_env },
       { path = "/etc/kubernetes/installer/runtime-mappings.yaml", mode = 420, text = var.runtime_mappings },
-      { path = "/etc/kubernetes/kubeconfig", mode = 384, text = local.kubeconfig },
+      { path = local.kubeconfig_path, mode = 384, text = local.kubeconfig },
       { path = "/etc/kubernetes/ca.crt", mode = 420, text = local.kubelet_client_ca },
     ],
     var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],

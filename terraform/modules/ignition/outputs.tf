@@ -1,12 +1,24 @@
 output "rendered" {
-  description = "The Ignition config (JSON). Use it as the node's user data, or store it and point the node at it (see the ignition-pointer module). Sensitive: it carries the kubeconfig."
+  description = "The Ignition config (JSON). Use it as the node's user data, or store it and point the node at it (see the ignition-pointer module). Sensitive: it carries the kubeconfig or the bootstrap kubeconfig."
   value       = local.rendered
   sensitive   = true
 
   precondition {
     # On a sensitive copy, so the error never prints the kubeconfig.
     condition     = can(yamldecode(local.kubeconfig).clusters[0].cluster.server)
-    error_message = "kubeconfig must be a kubeconfig (YAML or JSON) with at least one cluster that has a server."
+    error_message = "${local.bootstrap ? "bootstrap_kubeconfig" : "kubeconfig"} must be a kubeconfig (YAML or JSON) with at least one cluster that has a server."
+  }
+  precondition {
+    condition     = (var.kubeconfig == null) != (var.bootstrap_kubeconfig == null)
+    error_message = "give exactly one of kubeconfig (a shared kubeconfig with long-lived client credentials) and bootstrap_kubeconfig (a bootstrap token the kubelet trades for its own certificate; see the bootstrap-token module)."
+  }
+  precondition {
+    condition     = !local.bootstrap || local.bootstrap_only_token
+    error_message = "bootstrap_kubeconfig must carry a bootstrap token and nothing else: exactly one user whose only field is token (no client certificate or key, password, token file or exec plugin: the node earns its own certificate)."
+  }
+  precondition {
+    condition     = !local.bootstrap || !local.bootstrap_only_token || local.bootstrap_token_valid
+    error_message = "bootstrap_kubeconfig's token is not a bootstrap token: it must be \"<id>.<secret>\" with 6 and 16 characters of [a-z0-9] (lowercase letters and digits)."
   }
   precondition {
     condition     = can(regex("^\\s*-----BEGIN CERTIFICATE-----", local.kubelet_client_ca))

@@ -52,7 +52,7 @@ variable "agent_http_headers" {
 }
 
 variable "agent_config" {
-  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode (if the object already has them they must agree), and refuses at plan time what the agent would refuse on the node: pull mode without assets.s3 (bucket and key), an assets.s3 without them, a helper in docker mode without docker.image."
+  description = "The agent's configuration, a JSON object (e.g. file(\"config.json\") or jsonencode({...})), written to /etc/node-bootstrap/config.json. This module does not re-model it; it only sets \"role\" and \"assets.mode\" from role and assets_mode, and \"cluster.credential\" to \"bootstrap-token\" when bootstrap_kubeconfig is given (if the object already has them they must agree), and \"cluster.join_watch_secs\" to 1800 unless the object sets it, and refuses at plan time what the agent would refuse on the node: pull mode without assets.s3 (bucket and key), an assets.s3 without them, a helper in docker mode without docker.image."
   type        = string
   default     = "{}"
   nullable    = false
@@ -107,6 +107,18 @@ variable "agent_config" {
     ) || can(regex("^[^[:space:]]+$", jsondecode(var.agent_config).helpers.tectonic.docker.image))
     error_message = "agent_config.helpers.tectonic.docker.image is required in docker mode (and whenever helpers.tectonic.docker is set): an image reference without spaces."
   }
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).cluster.credential, "") == "" || try(jsondecode(var.agent_config).cluster.credential, "") == (nonsensitive(var.bootstrap_kubeconfig != null) ? "bootstrap-token" : "kubeconfig")
+    error_message = "agent_config.cluster.credential disagrees with the kubeconfig given: it must be \"bootstrap-token\" with bootstrap_kubeconfig and \"kubeconfig\" with kubeconfig; remove it from agent_config (the module sets it) or make them agree."
+  }
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || length(setintersection(keys(try(jsondecode(var.agent_config).kubelet_config, {})), ["cluster_dns", "cluster_domain", "taints"])) == 0
+    error_message = "agent_config.kubelet_config must not set cluster_dns, cluster_domain or taints: the module sets them from the cluster_dns_ip, cluster_domain and node_taints variables."
+  }
+  validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).paths.bootstrap_kubeconfig, "/etc/kubernetes/bootstrap-kubeconfig") == "/etc/kubernetes/bootstrap-kubeconfig"
+    error_message = "agent_config.paths.bootstrap_kubeconfig must be /etc/kubernetes/bootstrap-kubeconfig (or absent): the module writes the bootstrap kubeconfig there and kubelet.service's --bootstrap-kubeconfig names it."
+  }
 }
 
 variable "kubelet_image_url" {
@@ -155,12 +167,20 @@ variable "keyring" {
 }
 
 variable "kubeconfig" {
-  description = "The node's kubeconfig (API server URL, CA, client credentials), written to /etc/kubernetes/kubeconfig with mode 0600. Secret: the rendered config is a sensitive output."
+  description = "The node's kubeconfig with long-lived client credentials (API server URL, CA, a client certificate and key or a static token), written to /etc/kubernetes/kubeconfig with mode 0600; the agent and the kubelet use it as it is. Give exactly one of kubeconfig and bootstrap_kubeconfig. Secret: the rendered config is a sensitive output."
   type        = string
-  nullable    = false
+  default     = null
   sensitive   = true
-  # Checked by a precondition on the rendered output (main.tf): a variable
+  # Checked by a precondition on the rendered output (outputs.tf): a variable
   # validation error would print the value.
+}
+
+variable "bootstrap_kubeconfig" {
+  description = "A bootstrap kubeconfig (API server URL, CA, and a bootstrap token \"<id>.<secret>\" as the only credential), e.g. the bootstrap-token module's kubeconfig output, written to /etc/kubernetes/bootstrap-kubeconfig with mode 0600. The node then holds no client certificate, key or static token: the agent reads /version with the token (agent_config gets cluster.credential = \"bootstrap-token\") and the kubelet earns its own client certificate with it. Give exactly one of kubeconfig and bootstrap_kubeconfig. Sensitive."
+  type        = string
+  default     = null
+  sensitive   = true
+  # Checked by preconditions on the rendered output (outputs.tf), never printed.
 }
 
 variable "ssh_user" {
@@ -278,7 +298,7 @@ variable "kubelet_extra_args" {
 }
 
 variable "kubelet_client_ca" {
-  description = "PEM CA certificate(s) the kubelet trusts for client certificates (--client-ca-file, written to /etc/kubernetes/ca.crt): the CA that signs the API server's kubelet client certificate. null (the default): the certificate-authority-data of the kubeconfig's first cluster."
+  description = "PEM CA certificate(s) the kubelet trusts for client certificates (--client-ca-file, written to /etc/kubernetes/ca.crt): the CA that signs the API server's kubelet client certificate. null (the default): the certificate-authority-data of the first cluster of kubeconfig or bootstrap_kubeconfig."
   type        = string
   default     = null
 

@@ -2,19 +2,36 @@
 //! simulated nodes, a worker joining it through the agent, a pod on that
 //! worker, shown step by step ([`testkit::demo`]). Needs root.
 //!
+//! `--containerd`: the worker's agent is told `runtime.name = "containerd"`
+//! (by default `auto`: docker for the cluster's 1.20).
+//!
 //! Exit codes: 0 shown to the end, 1 a step failed (named), 2 this machine
-//! cannot run simulated nodes, 130 interrupted (the nodes are stopped).
+//! cannot run simulated nodes, 64 an unknown argument, 130 interrupted (the
+//! nodes are stopped).
 
 use nix::sys::signal::{SigSet, Signal};
 use std::process::ExitCode;
+use testkit::demo::runtime::WorkerRuntime;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => None,
+        ["--containerd"] => Some(WorkerRuntime::Containerd),
+        _ => {
+            eprintln!(
+                "cluster-demo: unknown arguments {args:?} (none: the runtime the agent chooses; \
+                 --containerd: containerd on the worker)"
+            );
+            return ExitCode::from(64);
+        }
+    };
     if let Err(e) = testkit::simnode::can_run() {
         eprintln!("cluster-demo: cannot run simulated nodes here: {e:#}");
         return ExitCode::from(2);
     }
     stop_nodes_on_interrupt();
-    match testkit::demo::run(&mut std::io::stdout()) {
+    match testkit::demo::run(&mut std::io::stdout(), runtime) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("\ncluster-demo: failed: {e:#}");

@@ -20,7 +20,10 @@
 //!    worker's first boot to its Node Ready with the agent's share of it
 //!    ([`crate::cluster::agent_seconds`], as the benchmark measures it).
 //!
-//! The worker's runtime and what pods need of it here are [`runtime`]'s.
+//! The worker's runtime is the one the agent chooses for the cluster's
+//! version (docker on 1.20), or containerd when asked
+//! (`cluster-demo --containerd`); it and what pods need of it here are
+//! [`runtime`]'s.
 //! The node tier runs [`run`] itself (`tests/node/cluster_demo.rs`), so
 //! the README's first command cannot rot unseen.
 
@@ -73,27 +76,26 @@ pub struct Report {
     pub agent: f64,
 }
 
-/// Runs the demo, writing what it shows to `out`.
-pub fn run(out: &mut dyn Write) -> Result<Report> {
+/// Runs the demo, writing what it shows to `out`. The worker's runtime:
+/// `runtime`, or the one the agent chooses for the cluster's version
+/// ([`WorkerRuntime::for_cluster`]).
+pub fn run(out: &mut dyn Write, runtime: Option<WorkerRuntime>) -> Result<Report> {
     let t0 = Instant::now();
     // Dropped last: the nodes (dropped before it) are stopped by then.
     let _registry = Registry;
-    let runtime = WorkerRuntime::for_cluster(&crate::kube::parts()?.version)?;
-    let mut rig = ClusterRig::new(&[
+    let runtime = match runtime {
+        Some(r) => r,
+        None => WorkerRuntime::for_cluster(&crate::kube::parts()?.version)?,
+    };
+    let rig = ClusterRig::new(&[
         NodeSpec::master(MASTER),
-        runtime.worker(WORKER)?.with_os_update(NEXT_OS),
+        runtime.worker(WORKER).with_os_update(NEXT_OS),
     ])?;
-    // The API server reaches kubelets (logs, exec) at their InternalIP:
-    // the nodes' host names resolve nowhere here.
-    rig.control_plane
-        .extra_apiserver_args
-        .push("--kubelet-preferred-address-types=InternalIP".into());
     header(out, &rig, runtime)?;
     let mut nodes = rig.nodes()?;
     let [master, worker] = &mut nodes[..] else {
         bail!("the rig made {} nodes, not 2", nodes.len());
     };
-    runtime.prepare(worker)?;
     writeln!(
         out,
         "Provisioned {MASTER} (bootkube-master) and {WORKER} (worker) from the Ignition configs \
@@ -101,14 +103,15 @@ pub fn run(out: &mut dyn Write) -> Result<Report> {
     )?;
     master_boots(out, &rig, master)
         .with_context(|| format!("{MASTER}'s first boots (the control plane)"))?;
-    let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker)
+    let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker, runtime)
         .with_context(|| format!("{WORKER}'s first boot to its Node Ready"))?;
     let runtime_version = runtime
         .load_images(worker, BOOT)
         .with_context(|| format!("loading the pods' images into {WORKER}'s runtime"))?;
     writeln!(
         out,
-        "[{WORKER}] pause and busybox images loaded into its docker (offline: no registry here)\n"
+        "[{WORKER}] pause and busybox images loaded into its {} (offline: no registry here)\n",
+        runtime.scheme()
     )?;
     let nodes_info = rig
         .kubectl
@@ -162,8 +165,13 @@ fn header(out: &mut dyn Write, rig: &ClusterRig, runtime: WorkerRuntime) -> Resu
         &format!(
             "systemd as each node's PID 1; etcd (Debian's); Kubernetes {} (kube-apiserver, \
              kube-controller-manager, kube-scheduler, kubelet, kubectl); docker {} as a torcx \
-             image from a signed mirror; torcx; terraform rendering each node's Ignition config",
-            rig.parts.version, rig.docker.version
+             image from a signed mirror; torcx;{} terraform rendering each node's Ignition config",
+            rig.parts.version,
+            rig.docker.version,
+            match runtime {
+                WorkerRuntime::Docker => "",
+                WorkerRuntime::Containerd => " containerd (Debian's, as the worker's OS's);",
+            }
         ),
     )?;
     show::labelled(
@@ -239,7 +247,12 @@ fn master_boots(out: &mut dyn Write, rig: &ClusterRig, m: &mut SimNode) -> Resul
 
 /// The worker's first boot through the agent's reboot to its Node Ready;
 /// returns the seconds that took and the agent's run time in them.
-fn worker_boots(out: &mut dyn Write, rig: &ClusterRig, w: &mut SimNode) -> Result<(f64, f64)> {
+fn worker_boots(
+    out: &mut dyn Write,
+    rig: &ClusterRig,
+    w: &mut SimNode,
+    runtime: WorkerRuntime,
+) -> Result<(f64, f64)> {
     writeln!(
         out,
         "[{WORKER}] boot 1: k8s-node-bootstrap.service runs `node-bootstrap run` (seed kubelet.env: {})",
@@ -256,10 +269,16 @@ fn worker_boots(out: &mut dyn Write, rig: &ClusterRig, w: &mut SimNode) -> Resul
     )?;
     boot(w)?;
     w.wait_active_state("kubelet.service", "active", BOOT)?;
-    let (docker, _) = cluster::node_docker(w)?;
+    let runs = match runtime {
+        WorkerRuntime::Docker => format!("docker {} (torcx)", cluster::node_docker(w)?.0),
+        WorkerRuntime::Containerd => format!(
+            "containerd {} (the OS's, configured by the agent)",
+            pods::wait_containerd(w, pods::CONTAINERD_SOCKET, BOOT)?
+        ),
+    };
     writeln!(
         out,
-        "[{WORKER}] boot 2: OS {} (update_engine stand-in), docker {docker} (torcx); the agent:",
+        "[{WORKER}] boot 2: OS {} (update_engine stand-in), {runs}; the agent:",
         os_version(w)
     )?;
     show::print_events(out, &show::agent_records(w)?, seen, "    | ")?;

@@ -3,17 +3,20 @@
 //! changes.
 //!
 //! Kubernetes removed dockershim in 1.24: a cluster of 1.24 or newer runs
-//! its pods on containerd (through CRI), an older one on docker. The
-//! cluster here is Kubernetes 1.20 (Debian 12's source package), so the
-//! worker runs docker, installed by the agent's docker addon as the runtime
-//! mappings say (the real torcx applies it). What a docker worker's pods
-//! need here (testkit::pods):
-//! - the runc shim as docker's default runtime, a TEST PART this machine
-//!   kind needs (no CAP_SYS_RESOURCE: the real runc cannot give a pod
-//!   sandbox the oom_score_adj the kubelet asks for; VMs run the real runc);
-//! - the pause image (the sandbox) and the busybox image (the workload),
-//!   loaded offline into the node's docker once it answers (no registry is
-//!   reachable here).
+//! its pods on containerd (through CRI), an older one on docker, as the
+//! agent's `runtime.name = "auto"` chooses. The cluster here is Kubernetes
+//! 1.20 (Debian 12's source package), so the worker runs docker, installed
+//! by the agent's docker addon as the runtime mappings say (the real torcx
+//! applies it); `cluster-demo --containerd` tells the worker's agent
+//! `runtime.name = "containerd"` instead (the OS's containerd, configured
+//! and started by the agent, reached through CRI). What the pods need here
+//! beyond the product: the rig's test parts of each runtime
+//! ([`crate::cluster`], [`crate::pods`]: the runc shim, a TEST PART this
+//! machine kind needs, as no CAP_SYS_RESOURCE lets the real runc give a pod
+//! sandbox the oom_score_adj the kubelet asks for; VMs run the real runc),
+//! and the pause image (the sandbox) and the busybox image (the workload),
+//! loaded offline into the worker's runtime once it answers (no registry is
+//! reachable here).
 
 use crate::cluster::{Auth, NodeSpec};
 use crate::pods;
@@ -69,63 +72,42 @@ impl WorkerRuntime {
                  CAP_SYS_RESOURCE, so the shim clamps a pod's oomScoreAdj to 0 (VMs run the \
                  real runc); docker on vfs (a node's root is an overlay)"
             }
-            WorkerRuntime::Containerd => "the runc shim first on containerd's PATH",
-        }
-    }
-
-    /// The worker `name` of the rig, on this runtime (before
-    /// [`NodeSpec::with_os_update`] and the rest).
-    pub fn worker(self, name: &str) -> Result<NodeSpec> {
-        match self {
-            WorkerRuntime::Docker => Ok(NodeSpec::worker(name, Auth::Cert)),
-            WorkerRuntime::Containerd => bail!(containerd_not_yet()),
-        }
-    }
-
-    /// Before the worker's first boot: the test parts its runtime needs
-    /// to start pods here.
-    pub fn prepare(self, n: &SimNode) -> Result<()> {
-        match self {
-            WorkerRuntime::Docker => {
-                pods::install_runc_shim(n)?;
-                // After the rig's 20-test-node: the same options, and the shim.
-                n.drop_in(
-                    "docker.service",
-                    "30-demo-pods",
-                    &format!(
-                        "# TEST PART (simulated node): runc behind the shim that clamps\n\
-                         # process.oomScoreAdj to 0 (no CAP_SYS_RESOURCE here; VMs run the real runc).\n\
-                         [Service]\nEnvironment=\"DOCKER_OPTS={} {}\"\n",
-                        crate::cluster::DOCKER_TEST_OPTS,
-                        pods::DOCKER_RUNC_SHIM_OPTS
-                    ),
-                )
+            WorkerRuntime::Containerd => {
+                "the runc shim first on containerd's PATH: this machine kind lacks \
+                 CAP_SYS_RESOURCE, so the shim clamps a pod's oomScoreAdj to 0 (VMs run the \
+                 real runc); /var/lib/containerd on a tmpfs (a node's root is an overlay); \
+                 the master's docker on vfs"
             }
-            WorkerRuntime::Containerd => bail!(containerd_not_yet()),
+        }
+    }
+
+    /// The worker `name` of the rig, on this runtime: the agent's
+    /// `runtime.name` `auto` for docker (the runtime mappings' docker, put
+    /// in place by the addon), `containerd` for the OS's containerd.
+    pub fn worker(self, name: &str) -> NodeSpec {
+        match self {
+            WorkerRuntime::Docker => NodeSpec::worker(name, Auth::Cert),
+            WorkerRuntime::Containerd => NodeSpec::containerd_worker(name),
         }
     }
 
     /// Once the worker runs its runtime: waits until it answers, loads the
     /// pause and busybox images into it; returns the runtime's version.
     pub fn load_images(self, n: &SimNode, timeout: Duration) -> Result<String> {
-        match self {
-            WorkerRuntime::Docker => {
-                let version = pods::wait_docker(n, TORCX_DOCKER, timeout)?;
-                pods::docker_load(n, TORCX_DOCKER, &pods::pause_image()?)?;
-                pods::docker_load(n, TORCX_DOCKER, &pods::busybox_image()?)?;
-                Ok(version)
+        let version = match self {
+            WorkerRuntime::Docker => pods::wait_docker(n, TORCX_DOCKER, timeout)?,
+            WorkerRuntime::Containerd => {
+                pods::wait_containerd(n, pods::CONTAINERD_SOCKET, timeout)?
             }
-            WorkerRuntime::Containerd => bail!(containerd_not_yet()),
+        };
+        for image in [pods::pause_image()?, pods::busybox_image()?] {
+            match self {
+                WorkerRuntime::Docker => pods::docker_load(n, TORCX_DOCKER, &image)?,
+                WorkerRuntime::Containerd => pods::ctr_import(n, &image, None)?,
+            }
         }
+        Ok(version)
     }
-}
-
-/// Until the agent installs containerd (issue 26), a demo cluster of 1.24
-/// or newer has no worker runtime.
-fn containerd_not_yet() -> String {
-    "a cluster of Kubernetes 1.24 or newer runs its pods on containerd, which the demo's \
-     worker does not have yet (the agent's containerd runtime, issue 26)"
-        .into()
 }
 
 #[cfg(test)]

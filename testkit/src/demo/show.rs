@@ -122,6 +122,20 @@ fn step_result(step: &str, r: &Value) -> String {
                 r["source"]["kind"].as_str().unwrap_or("seed")
             ),
         },
+        "runtime" => format!(
+            "{} for Kubernetes {} (runtime.name {})",
+            s("runtime"),
+            s("kubernetes"),
+            s("requested")
+        ),
+        "containerd" => format!(
+            "{} through CRI {}, config {} ({}), cgroup driver {}",
+            s("runtime"),
+            s("cri_api"),
+            s("config"),
+            s("config_source"),
+            s("cgroup_driver")
+        ),
         "os-update" if confirmed => format!("confirmed: the node booted OS {}", s("new_version")),
         "os-update" if r["new_version"].is_null() => {
             format!("OS {}: {}", s("current_version"), s("outcome"))
@@ -326,6 +340,16 @@ mod tests {
             format!(
                 "{:<16} v1.20.2 from the API server https://a/version",
                 "cluster-version"
+            )
+        );
+        assert_eq!(
+            done(
+                "runtime",
+                json!({"runtime": "docker", "requested": "auto", "kubernetes": "1.20", "kubelet_rules": "1.20"})
+            ),
+            format!(
+                "{:<16} docker for Kubernetes 1.20 (runtime.name auto)",
+                "runtime"
             )
         );
         assert_eq!(

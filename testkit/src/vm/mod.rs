@@ -24,7 +24,10 @@
 //!   reaches nothing but the host ports a test forwards
 //!   ([`VmNode::forward_to_host`]: guest `10.0.2.100:P` -> host
 //!   `127.0.0.1:P`, relayed by the `vm-guestfwd` helper), and the host
-//!   reaches the guest's sshd on a loopback port ([`VmNode::forward_ssh`]).
+//!   reaches the guest's sshd on a loopback port ([`VmNode::forward_ssh`])
+//!   and the guest's port P at one of its own addresses, port P
+//!   ([`VmNode::forward_to_guest`]). The guest's own address (`10.0.2.15`)
+//!   is QEMU's alone: the host has no route to it.
 //! - **Reboot** is the guest's: QEMU runs with `-no-reboot`, so a reset
 //!   ends the process (QMP `SHUTDOWN` reason `guest-reset`), and
 //!   [`VmNode::boot`] starts the next boot on the same disk.
@@ -49,6 +52,7 @@
 pub mod disk;
 pub mod qga;
 pub mod qmp;
+pub mod relay;
 
 pub use crate::simnode::BootEnd;
 pub use disk::Disk;
@@ -250,6 +254,25 @@ pub fn skip_unless_possible() -> bool {
     crate::skip_unless(can_run(), "VM nodes cannot run here")
 }
 
+/// The host's own IPv4 address that is not loopback: the source address
+/// of its route to the outside (a UDP socket's `connect` chooses it and
+/// sends nothing). What a kubelet on the host would report as its Node's
+/// InternalIP; a program on the host can dial it ([`VmNode::forward_to_guest`]
+/// listens on it).
+pub fn host_address() -> Result<std::net::Ipv4Addr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").context("binding a UDP socket")?;
+    // TEST-NET-3 (RFC 5737): routed like the rest of the outside, never
+    // answered; nothing is sent.
+    s.connect("203.0.113.1:9")
+        .context("the host has no route to the outside (no default route)")?;
+    match s.local_addr()?.ip() {
+        std::net::IpAddr::V4(a) if !a.is_loopback() && !a.is_unspecified() => Ok(a),
+        other => bail!(
+            "the host's address towards the outside is {other}, not one of its own a program can dial"
+        ),
+    }
+}
+
 fn on_path(tool: &str) -> bool {
     ["/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/bin"]
         .iter()
@@ -277,6 +300,7 @@ pub struct VmNode {
     ignition: Option<PathBuf>,
     forwards: Vec<u16>,
     ssh_port: Option<u16>,
+    to_guest: Vec<relay::Relay>,
     qemu: Option<Child>,
     qmp: Option<qmp::QmpWatch>,
     qga: qga::Qga,
@@ -304,6 +328,7 @@ impl VmNode {
             ignition: None,
             forwards: Vec::new(),
             ssh_port: None,
+            to_guest: Vec::new(),
             qemu: None,
             qmp: None,
             qga,
@@ -361,6 +386,26 @@ impl VmNode {
         let port = l.local_addr()?.port();
         self.ssh_port = Some(port);
         Ok(port)
+    }
+
+    /// Lets the host reach the guest's TCP port `port` at `addr:port` (an
+    /// address of the host's own, see [`host_address`]; the same port on
+    /// both sides), from the next boot on. QEMU's `hostfwd` listens on
+    /// `127.0.0.1:port`, and a relay ([`relay::Relay`], bound here) on
+    /// `addr:port` passes each connection on to it. Why not `hostfwd` on
+    /// `addr` itself: QEMU gives the guest a connection from a loopback peer
+    /// as coming from its gateway (`10.0.2.2`), but one from any other peer
+    /// with that peer's address (libslirp's `tcp_connect`), and a client on
+    /// the host that dials `addr` comes from `addr`: a guest that carries
+    /// `addr` itself (a kubelet's `--node-ip`) would answer it locally.
+    pub fn forward_to_guest(&mut self, addr: std::net::Ipv4Addr, port: u16) -> Result<()> {
+        let listen = std::net::SocketAddr::from((addr, port));
+        if self.to_guest.iter().any(|r| r.addr() == listen) {
+            return Ok(());
+        }
+        let r = relay::Relay::start(listen, std::net::SocketAddr::from(([127, 0, 0, 1], port)))?;
+        self.to_guest.push(r);
+        Ok(())
     }
 
     /// `url` with the host's loopback address replaced by [`HOST_ALIAS`]:
@@ -532,6 +577,10 @@ impl VmNode {
         let mut nic = "user,model=virtio-net-pci,restrict=on".to_string();
         if let Some(p) = self.ssh_port {
             nic.push_str(&format!(",hostfwd=tcp:127.0.0.1:{p}-:22"));
+        }
+        for r in &self.to_guest {
+            let p = r.addr().port();
+            nic.push_str(&format!(",hostfwd=tcp:127.0.0.1:{p}-:{p}"));
         }
         if !self.forwards.is_empty() {
             let helper = crate::built_binary("vm-guestfwd");

@@ -1,5 +1,6 @@
-//! What is inside a kubelet sysext image, and whether systemd-sysext would
-//! merge it on this node, checked before the image gets its final name.
+//! What is inside a system extension image, and whether systemd-sysext
+//! would merge it on this node, checked before the image gets its final
+//! name (the kubelet's and containerd's images alike).
 //!
 //! [`compatible`] is systemd-sysext's own test (systemd 252,
 //! `extension_release_validate`), a pure function of the host's os-release
@@ -20,27 +21,25 @@
 //! systemd-sysext, case by case.
 //!
 //! systemd-sysext itself only logs and skips an image that fails this, and
-//! merges the rest: a node would come up without a kubelet. So the agent
-//! refuses such an image before it is installed.
+//! merges the rest: a node would come up without its kubelet or its
+//! containerd. So the agent refuses such an image before it is installed.
 //!
 //! [`inspect`] reads the image as systemd-sysext will: the kernel mounts it
 //! (read-only, through a loop device, whatever file system it holds:
 //! squashfs as the bakery builds by default, erofs, ext4, btrfs), in a
 //! mount namespace of its own that no other process sees and that ends with
-//! the check. It reads the release file, checks that `usr/bin/kubelet` is an
-//! executable file, and runs it with `--version`: the kubelet inside must be
-//! the version the metadata names. Needs root, as systemd-sysext does.
+//! the check. It reads the release file, checks that the program the image
+//! is for (`usr/bin/kubelet`, `usr/bin/containerd`) is an executable file,
+//! and runs it with `--version`: the caller compares the answer with the
+//! version the metadata names. Needs root, as systemd-sysext does.
 
-use crate::cluster::version::KubeVersion;
 use crate::error::{Error, ErrorClass, Result};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Where the kubelet is, inside the image and (merged) on the node.
-pub const KUBELET_PATH: &str = "usr/bin/kubelet";
-/// How long `kubelet --version` may take.
+/// How long `<program> --version` may take.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// This machine's architecture as systemd names it (`ARCHITECTURE=` of
@@ -126,25 +125,20 @@ pub struct Inspection {
     /// The extension-release file's text.
     pub release_text: String,
     pub release: Vec<(String, String)>,
-    /// What `usr/bin/kubelet --version` printed (`Kubernetes v1.20.2`).
-    pub kubelet_says: String,
+    /// What the program's `--version` printed (`Kubernetes v1.20.2`,
+    /// `containerd github.com/containerd/containerd v1.7.13 …`).
+    pub says: String,
 }
 
-/// The version in `kubelet --version`'s answer (`Kubernetes v1.20.2`).
-pub fn kubelet_version(answer: &str) -> Option<KubeVersion> {
-    let v = answer.trim().strip_prefix("Kubernetes ")?;
-    KubeVersion::parse(v.trim()).ok()
-}
-
-/// Runs `<kubelet> --version`, bounded by [`VERSION_TIMEOUT`].
-pub fn run_kubelet_version(kubelet: &Path) -> std::result::Result<String, String> {
-    let mut child = Command::new(kubelet)
+/// Runs `<program> --version`, bounded by [`VERSION_TIMEOUT`].
+pub fn run_version(program: &Path) -> std::result::Result<String, String> {
+    let mut child = Command::new(program)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {} --version: {e}", kubelet.display()))?;
+        .map_err(|e| format!("cannot run {} --version: {e}", program.display()))?;
     let deadline = Instant::now() + VERSION_TIMEOUT;
     let status = loop {
         match child.try_wait() {
@@ -155,11 +149,11 @@ pub fn run_kubelet_version(kubelet: &Path) -> std::result::Result<String, String
                 let _ = child.wait();
                 return Err(format!(
                     "{} --version did not answer within {}s",
-                    kubelet.display(),
+                    program.display(),
                     VERSION_TIMEOUT.as_secs()
                 ));
             }
-            Err(e) => return Err(format!("waiting for {} --version: {e}", kubelet.display())),
+            Err(e) => return Err(format!("waiting for {} --version: {e}", program.display())),
         }
     };
     let mut out = String::new();
@@ -173,31 +167,42 @@ pub fn run_kubelet_version(kubelet: &Path) -> std::result::Result<String, String
     if !status.success() {
         return Err(format!(
             "{} --version failed ({status}): {}",
-            kubelet.display(),
+            program.display(),
             err.trim()
         ));
     }
     Ok(out.trim().to_string())
 }
 
+/// What an image must carry: its extension name, the program inside
+/// (`usr/bin/kubelet`), what that program is called in messages, and
+/// other files it needs (containerd's unit).
+#[derive(Debug, Clone)]
+pub struct Expect {
+    pub name: String,
+    pub program: String,
+    pub what: String,
+    pub requires: Vec<String>,
+}
+
 /// Mounts `image` read-only in a private mount namespace (a thread of its
 /// own), reads what [`Inspection`] holds, and unmounts. `scratch` is a
 /// directory for the mount point (the agent's run dir). Errors: the image
-/// cannot be mounted or lacks what a kubelet extension needs (bad input);
-/// the check cannot run here (internal: it needs root).
-pub fn inspect(image: &Path, name: &str, scratch: &Path) -> Result<Inspection> {
+/// cannot be mounted or lacks what `expect` says (bad input); the check
+/// cannot run here (internal: it needs root).
+pub fn inspect(image: &Path, expect: &Expect, scratch: &Path) -> Result<Inspection> {
     let image = image.to_path_buf();
-    let name = name.to_string();
+    let expect = expect.clone();
     let scratch = scratch.to_path_buf();
     std::thread::Builder::new()
         .name("sysext-inspect".into())
-        .spawn(move || inspect_in_own_namespace(&image, &name, &scratch))
+        .spawn(move || inspect_in_own_namespace(&image, &expect, &scratch))
         .map_err(|e| Error::internal(format!("cannot start the image check: {e}")))?
         .join()
         .map_err(|_| Error::internal("the image check panicked"))?
 }
 
-fn inspect_in_own_namespace(image: &Path, name: &str, scratch: &Path) -> Result<Inspection> {
+fn inspect_in_own_namespace(image: &Path, expect: &Expect, scratch: &Path) -> Result<Inspection> {
     use nix::mount::{MntFlags, MsFlags, mount, umount2};
     use nix::sched::{CloneFlags, unshare};
     let shown = image.display();
@@ -233,7 +238,7 @@ fn inspect_in_own_namespace(image: &Path, name: &str, scratch: &Path) -> Result<
         .output();
     let result = match out {
         Ok(o) if o.status.success() => {
-            let r = read_mounted(&dir, name, &shown.to_string());
+            let r = read_mounted(&dir, expect, &shown.to_string());
             let _ = umount2(&dir, MntFlags::MNT_DETACH);
             r
         }
@@ -249,31 +254,42 @@ fn inspect_in_own_namespace(image: &Path, name: &str, scratch: &Path) -> Result<
     result
 }
 
-fn read_mounted(root: &Path, name: &str, shown: &str) -> Result<Inspection> {
+fn read_mounted(root: &Path, expect: &Expect, shown: &str) -> Result<Inspection> {
+    let Expect {
+        name,
+        program,
+        what,
+        requires,
+    } = expect;
     let rel = format!("usr/lib/extension-release.d/extension-release.{name}");
     let release_text = std::fs::read_to_string(root.join(&rel)).map_err(|e| {
         Error::bad_input(format!(
             "{shown} has no /{rel} ({e}): systemd-sysext would not merge it as {name}.raw"
         ))
     })?;
-    let kubelet = root.join(KUBELET_PATH);
-    let meta = std::fs::symlink_metadata(&kubelet).map_err(|_| {
+    let binary = root.join(program);
+    let meta = std::fs::symlink_metadata(&binary).map_err(|_| {
         Error::bad_input(format!(
-            "{shown} has no /{KUBELET_PATH}: it is not a kubelet image"
+            "{shown} has no /{program}: it is not a {what} image"
         ))
     })?;
     use std::os::unix::fs::PermissionsExt as _;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         return Err(Error::bad_input(format!(
-            "{shown}: /{KUBELET_PATH} is not an executable file"
+            "{shown}: /{program} is not an executable file"
         )));
     }
-    let kubelet_says = run_kubelet_version(&kubelet)
+    if let Some(missing) = requires.iter().find(|r| !root.join(r).is_file()) {
+        return Err(Error::bad_input(format!(
+            "{shown} has no /{missing}: a {what} image must carry it"
+        )));
+    }
+    let says = run_version(&binary)
         .map_err(|e| Error::new(ErrorClass::BadInput, format!("{shown}: {e}")))?;
     Ok(Inspection {
         release: crate::osrelease::parse_env(&release_text),
         release_text,
-        kubelet_says,
+        says,
     })
 }
 
@@ -360,14 +376,5 @@ mod tests {
             ),
             Err("it is for VERSION_ID=3760.2.0, this node runs VERSION_ID=3815.2.0".into())
         );
-    }
-
-    #[test]
-    fn kubelet_answers_parse() {
-        assert_eq!(
-            kubelet_version("Kubernetes v1.20.2\n").unwrap().to_string(),
-            "v1.20.2"
-        );
-        assert!(kubelet_version("kubelet version 1.20").is_none());
     }
 }

@@ -1,0 +1,386 @@
+//! containerd's versions as the runtime mappings, a mirror and containerd
+//! itself spell them, which containerd a kubelet can use, and which one
+//! the node takes: pure decisions.
+//!
+//! The minimum per Kubernetes version (CRI, [`super::choice::kubelet_apis`]):
+//! a kubelet up to 1.22 speaks only CRI v1alpha2, which containerd serves
+//! from 1.1 (the CRI plugin built in) to 1.7 and 2.0 dropped, so 1.x; from
+//! 1.26 it speaks only v1, which containerd serves from 1.6 (Kubernetes
+//! 1.26's release notes: "containerd 1.6.0 or later"), so 1.6 or newer; in
+//! between either. Every containerd list of the runtime mappings is held
+//! to this ([`serves`]), and without a list it is the whole rule.
+//!
+//! The OS's containerd fits a cluster ([`os_fits`]) when its `major.minor`
+//! is in the mappings' list for the cluster's `major.minor`; with no list,
+//! when it can serve that kubelet by the rule above (the CRI check of the
+//! running containerd has the last word either way). Where it does not
+//! fit, the package taken from the search path ([`choose_offer`]) is, for
+//! the first `major.minor` of the list any location offers, its newest
+//! patch (pre-releases never); with no list the newest offer that can
+//! serve the kubelet. Among equal versions the earlier offer wins.
+
+use crate::kubelet_config::table::Minor;
+use std::cmp::Ordering;
+
+/// A containerd version: `1.6.20`, `v1.7.13`, Debian's `1.6.20~ds1`,
+/// `2.0.0-rc.1`; what follows the patch number is kept as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerdVersion {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+    /// A semver pre-release (`rc.1` of `2.0.0-rc.1`).
+    pub pre: Option<String>,
+    /// The version as written, without a leading `v`.
+    pub text: String,
+}
+
+impl ContainerdVersion {
+    /// Reads `[v]MAJOR.MINOR.PATCH[-pre][+build|~distro…]`.
+    pub fn parse(s: &str) -> Option<ContainerdVersion> {
+        let text = s.trim().strip_prefix('v').unwrap_or(s.trim());
+        let end = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (numbers, rest) = text.split_at(end);
+        let mut n = numbers.split('.').map(number);
+        let (major, minor, patch) = (n.next()??, n.next()??, n.next()??);
+        if n.next().is_some() {
+            return None;
+        }
+        let pre = rest
+            .strip_prefix('-')
+            .map(|p| p.split(['+', '~']).next().unwrap_or_default().to_string());
+        if !(rest.is_empty() || rest.starts_with(['-', '+', '~'])) {
+            return None;
+        }
+        Some(ContainerdVersion {
+            major,
+            minor,
+            patch,
+            pre,
+            text: text.to_string(),
+        })
+    }
+
+    /// Its series, `major.minor`.
+    pub fn series(&self) -> Series {
+        Series(self.major, self.minor)
+    }
+
+    /// The same release: major, minor, patch and pre-release equal (Debian's
+    /// `1.6.20~ds1` is release `1.6.20`).
+    pub fn same_release(&self, other: &ContainerdVersion) -> bool {
+        self.order(other) == Ordering::Equal
+    }
+
+    /// Release order: numbers, then a pre-release before its release.
+    pub fn order(&self, other: &ContainerdVersion) -> Ordering {
+        let key = |v: &ContainerdVersion| (v.major, v.minor, v.patch, v.pre.is_none());
+        key(self)
+            .cmp(&key(other))
+            .then_with(|| match (&self.pre, &other.pre) {
+                (Some(a), Some(b)) => crate::cluster::version::pre_release_cmp(a, b),
+                _ => Ordering::Equal,
+            })
+    }
+}
+
+impl std::fmt::Display for ContainerdVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+fn number(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// A containerd series, `major.minor` (`1.7`), as the mappings list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Series(pub u64, pub u64);
+
+impl Series {
+    /// `"1.7"`: exactly two numbers.
+    pub fn parse(s: &str) -> Option<Series> {
+        let (a, b) = s.trim().split_once('.')?;
+        Some(Series(number(a)?, number(b)?))
+    }
+}
+
+impl std::fmt::Display for Series {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+/// The version in `containerd --version`'s answer, its third word:
+/// `containerd github.com/containerd/containerd v1.7.13 7c3aca7…`, or
+/// Debian's `containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u1`.
+pub fn from_version_answer(answer: &str) -> Option<ContainerdVersion> {
+    let mut words = answer.split_whitespace();
+    if words.next() != Some("containerd") {
+        return None;
+    }
+    ContainerdVersion::parse(words.nth(1)?)
+}
+
+/// Whether containerd of `series` can serve a kubelet of `kube` (module
+/// docs); the error says why not.
+pub fn serves(kube: Minor, series: Series) -> Result<(), String> {
+    if series < Series(1, 1) {
+        return Err(format!(
+            "containerd {series} has no CRI plugin built in (it came with 1.1)"
+        ));
+    }
+    if kube >= Minor(1, 26) && series < Series(1, 6) {
+        return Err(format!(
+            "the kubelet of Kubernetes {kube} speaks only CRI v1, which containerd serves from 1.6, not {series}"
+        ));
+    }
+    if kube <= Minor(1, 22) && series >= Series(2, 0) {
+        return Err(format!(
+            "the kubelet of Kubernetes {kube} speaks only CRI v1alpha2, which containerd {series} no longer serves (2.0 dropped it)"
+        ));
+    }
+    Ok(())
+}
+
+/// The runtime mappings' containerd list for the cluster's minor, read:
+/// series in preference order.
+pub fn parse_list(list: &[String]) -> Result<Vec<Series>, String> {
+    list.iter()
+        .map(|s| {
+            Series::parse(s)
+                .ok_or_else(|| format!("{s:?} is not a containerd major.minor like \"1.7\""))
+        })
+        .collect()
+}
+
+fn listed(list: &[Series]) -> String {
+    list.iter()
+        .map(Series::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether the OS's containerd (`None`: its answer named no version)
+/// fits a cluster of `kube` with the mappings' `list`; the error says why
+/// not, read after "the OS's containerd 1.5.8 does not fit: ".
+pub fn os_fits(
+    kube: Minor,
+    list: Option<&[Series]>,
+    os: Option<&ContainerdVersion>,
+) -> Result<(), String> {
+    match (list, os) {
+        (Some(list), Some(v)) if list.contains(&v.series()) => Ok(()),
+        (Some(list), Some(v)) => Err(format!(
+            "its series {} is not in the runtime mappings' list for Kubernetes {kube} ({})",
+            v.series(),
+            listed(list)
+        )),
+        (Some(list), None) => Err(format!(
+            "it names no version to compare with the runtime mappings' list for Kubernetes {kube} ({})",
+            listed(list)
+        )),
+        (None, Some(v)) => serves(kube, v.series()),
+        (None, None) => Ok(()),
+    }
+}
+
+/// Which of `offered` to install for a cluster of `kube` (module docs):
+/// its index; the error names what is offered and what would do.
+pub fn choose_offer(
+    kube: Minor,
+    list: Option<&[Series]>,
+    offered: &[ContainerdVersion],
+) -> Result<usize, String> {
+    // The newest offer `allowed`; the earlier one on a tie.
+    let best = |allowed: &dyn Fn(&ContainerdVersion) -> bool| {
+        offered
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.pre.is_none() && allowed(v))
+            .max_by(|(ia, a), (ib, b)| a.order(b).then(ib.cmp(ia)))
+            .map(|(i, _)| i)
+    };
+    let found = match list {
+        Some(list) => list
+            .iter()
+            .find_map(|series| best(&|v| v.series() == *series)),
+        None => best(&|v| serves(kube, v.series()).is_ok()),
+    };
+    found.ok_or_else(|| {
+        let mut names: Vec<&ContainerdVersion> = offered.iter().collect();
+        names.sort_by(|a, b| b.order(a));
+        let mut names: Vec<String> = names.iter().map(|v| v.to_string()).collect();
+        names.dedup();
+        let offers = if names.is_empty() {
+            "no containerd image at all".to_string()
+        } else {
+            names.join(", ")
+        };
+        let wanted = match list {
+            Some(list) => format!(
+                "the runtime mappings list {} for Kubernetes {kube}",
+                listed(list)
+            ),
+            None => format!(
+                "Kubernetes {kube} needs containerd {}",
+                if kube >= Minor(1, 26) {
+                    "1.6 or newer"
+                } else if kube <= Minor(1, 22) {
+                    "1.x from 1.1"
+                } else {
+                    "1.1 or newer"
+                }
+            ),
+        };
+        format!("the search path offers {offers}; {wanted} (releases, not pre-releases)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> ContainerdVersion {
+        ContainerdVersion::parse(s).unwrap_or_else(|| panic!("{s}"))
+    }
+
+    fn list(s: &[&str]) -> Vec<Series> {
+        parse_list(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn versions_as_containerd_debian_and_mirrors_write_them() {
+        let d = v("1.6.20~ds1");
+        assert_eq!(
+            (d.major, d.minor, d.patch, d.pre.as_deref()),
+            (1, 6, 20, None)
+        );
+        assert!(d.same_release(&v("v1.6.20")));
+        assert_eq!(v("2.0.0-rc.1").pre.as_deref(), Some("rc.1"));
+        assert_eq!(v("2.0.0-rc.1+build~x").pre.as_deref(), Some("rc.1"));
+        assert!(!v("2.0.0-rc.1").same_release(&v("2.0.0")));
+        assert_eq!(v("2.0.0-rc.1").order(&v("2.0.0")), Ordering::Less);
+        assert_eq!(v("1.6.9").order(&v("1.6.10")), Ordering::Less);
+        for bad in ["1.6", "1.6.x", "latest", "1.6.20.1", "1.6.20ds", ""] {
+            assert!(ContainerdVersion::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!(
+            from_version_answer(
+                "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u1\n"
+            )
+            .unwrap()
+            .text,
+            "1.6.20~ds1"
+        );
+        assert_eq!(
+            from_version_answer(
+                "containerd github.com/containerd/containerd v1.7.13 7c3aca7a610df76212171d200ca3811ff6096eb8"
+            )
+            .unwrap()
+            .text,
+            "1.7.13"
+        );
+        assert!(from_version_answer("docker version 24.0.9").is_none());
+        assert_eq!(Series::parse("1.10"), Some(Series(1, 10)));
+        assert!(parse_list(&["1.7".into(), "1.6.20".into()]).is_err());
+    }
+
+    #[test]
+    fn the_minimum_containerd_per_kubernetes_version() {
+        let k = |m| Minor(1, m);
+        assert!(serves(k(26), Series(1, 6)).is_ok());
+        assert!(serves(k(36), Series(2, 1)).is_ok());
+        assert_eq!(
+            serves(k(26), Series(1, 5)).unwrap_err(),
+            "the kubelet of Kubernetes 1.26 speaks only CRI v1, which containerd serves from 1.6, not 1.5"
+        );
+        assert!(serves(k(25), Series(1, 5)).is_ok());
+        assert!(serves(k(23), Series(2, 0)).is_ok());
+        assert!(serves(k(22), Series(1, 7)).is_ok());
+        assert!(
+            serves(k(22), Series(2, 0))
+                .unwrap_err()
+                .contains("speaks only CRI v1alpha2")
+        );
+        assert!(
+            serves(k(20), Series(1, 0))
+                .unwrap_err()
+                .contains("no CRI plugin")
+        );
+    }
+
+    #[test]
+    fn the_oss_containerd_fits_when_its_series_is_listed() {
+        let l = list(&["1.7", "1.6"]);
+        let k = Minor(1, 26);
+        assert!(os_fits(k, Some(&l), Some(&v("1.6.20~ds1"))).is_ok());
+        assert!(os_fits(k, Some(&l), Some(&v("1.7.0"))).is_ok());
+        // Flatcar LTS 3033's containerd for Kubernetes 1.26.
+        assert_eq!(
+            os_fits(k, Some(&l), Some(&v("1.5.8"))).unwrap_err(),
+            "its series 1.5 is not in the runtime mappings' list for Kubernetes 1.26 (1.7, 1.6)"
+        );
+        // Listed or not is the rule: a 2.0 the kubelet could use is still not listed.
+        assert!(os_fits(k, Some(&l), Some(&v("2.0.0"))).is_err());
+        assert!(
+            os_fits(k, Some(&l), None)
+                .unwrap_err()
+                .starts_with("it names no version")
+        );
+        // No list: anything that can serve the kubelet; unknown is left to
+        // the CRI check.
+        assert!(os_fits(k, None, Some(&v("2.0.0"))).is_ok());
+        assert!(os_fits(k, None, Some(&v("1.5.8"))).is_err());
+        assert!(os_fits(Minor(1, 20), None, Some(&v("1.5.8"))).is_ok());
+        assert!(os_fits(k, None, None).is_ok());
+    }
+
+    fn pick(kube: u64, l: Option<&[&str]>, offered: &[&str]) -> String {
+        let l = l.map(list);
+        let o: Vec<ContainerdVersion> = offered.iter().map(|s| v(s)).collect();
+        match choose_offer(Minor(1, kube), l.as_deref(), &o) {
+            Ok(i) => offered[i].to_string(),
+            Err(why) => format!("refused: {why}"),
+        }
+    }
+
+    #[test]
+    fn the_first_listed_series_offered_wins_then_its_newest_patch() {
+        let offered = ["1.6.20", "1.7.27", "1.6.21", "1.6.9", "2.0.0", "1.5.8"];
+        assert_eq!(pick(26, Some(&["1.7", "1.6"]), &offered), "1.7.27");
+        assert_eq!(pick(26, Some(&["1.6", "1.7"]), &offered), "1.6.21");
+        assert_eq!(pick(26, Some(&["1.8", "1.6"]), &offered), "1.6.21");
+        // Pre-releases never; equal versions go to the earlier offer.
+        assert_eq!(
+            pick(26, Some(&["1.6"]), &["1.6.21-rc.1", "1.6.20"]),
+            "1.6.20"
+        );
+        let o = [v("1.6.20"), v("v1.6.20")];
+        assert_eq!(choose_offer(Minor(1, 26), Some(&list(&["1.6"])), &o), Ok(0));
+        assert_eq!(
+            pick(26, Some(&["1.8", "1.9"]), &offered),
+            "refused: the search path offers 2.0.0, 1.7.27, 1.6.21, 1.6.20, 1.6.9, 1.5.8; \
+             the runtime mappings list 1.8, 1.9 for Kubernetes 1.26 (releases, not pre-releases)"
+        );
+        assert!(pick(26, Some(&["1.6"]), &[]).contains("offers no containerd image at all"));
+    }
+
+    #[test]
+    fn without_a_list_the_newest_the_kubelet_can_use() {
+        let offered = ["1.5.8", "1.7.27", "2.0.0", "2.1.0-rc.0"];
+        assert_eq!(pick(26, None, &offered), "2.0.0");
+        assert_eq!(pick(22, None, &offered), "1.7.27");
+        assert_eq!(
+            pick(26, None, &["1.5.8"]),
+            "refused: the search path offers 1.5.8; Kubernetes 1.26 needs containerd 1.6 or newer \
+             (releases, not pre-releases)"
+        );
+    }
+}
