@@ -183,10 +183,11 @@ need t prometheus-node-exporter on_path prometheus-node-exporter
 # and runc (docker's too), the CNI plugins (bridge, host-local, loopback
 # under /usr/lib/cni), gcc and a static libc for the pause image
 # (scripts/build-pause.sh) and for linking Rust programs (cargo). Debian 12
-# has no crictl (cri-tools).
+# has no crictl (cri-tools). The demo's worker on containerd
+# (`demo.sh --containerd`) takes the loopback plugin.
 need td containerd on_path containerd
 need td runc sh -c 'command -v runc || test -x /usr/sbin/runc'
-need t containernetworking-plugins test -x /usr/lib/cni/bridge
+need td containernetworking-plugins test -x /usr/lib/cni/bridge
 need tds gcc on_path gcc
 need tds libc6-dev installed libc6-dev
 if [ ${#need_apt[@]} -gt 0 ]; then
