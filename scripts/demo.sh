@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
-# The main job: a full first boot of a simulated node (a real systemd as PID 1
-# in a namespace) with the real agent, printed step by step. Needs root.
+# The main job, shown step by step (needs root):
+#
+#   ./scripts/demo.sh              a real Kubernetes cluster on simulated nodes
+#                                  (a real systemd as PID 1 in namespaces): a
+#                                  bootkube master brings up the control plane,
+#                                  a worker joins it through the agent, a pod
+#                                  runs on it (testkit/src/demo, binary
+#                                  cluster-demo)
+#   ./scripts/demo.sh --containerd the same, the worker's agent told to run
+#                                  containerd (by default it chooses: docker
+#                                  for the cluster's Kubernetes 1.20)
+#   ./scripts/demo.sh --standins   the single-node walk-through against
+#                                  stand-ins for the API server, update_engine
+#                                  and the package mirror, in about 10 s
+#                                  (binary simnode-demo)
+#
+# First `scripts/setup.sh --demo` installs and builds only what the demo
+# uses (saying what and how long), then the demo runs. Exit codes: 2 this
+# machine cannot run simulated nodes (not root, no namespaces), 3 a
+# prerequisite is missing, 4 a setup step failed (named, with its log),
+# 1 the demo failed (the step named), 64 an unknown option.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh >/dev/null
-cargo build -q --workspace
-exec ./target/debug/simnode-demo
+case "${1:-}" in
+    "") setup=--demo bin=cluster-demo args=() ;;
+    --containerd) setup=--demo bin=cluster-demo args=(--containerd) ;;
+    --standins) setup=--demo=standins bin=simnode-demo args=() ;;
+    *) echo "demo: unknown option ${1} (none: the real cluster; --containerd: its worker on containerd; --standins: the stand-in walk-through)" >&2
+       exit 64 ;;
+esac
+./scripts/check-machine.sh demo
+./scripts/setup.sh "$setup"
+echo
+exec "./target/debug/$bin" "${args[@]}"

@@ -1,7 +1,31 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo use on a fresh Debian 12 machine
-# (root): the Debian packages and PyPI tools below. Idempotent; fails loudly.
+# (root): the Debian and PyPI packages below, and builds what they run from
+# source into caches under /var/cache/node-bootstrap-tests. Idempotent.
+#
+#   scripts/setup.sh                   everything the test command uses
+#   scripts/setup.sh --demo            only what ./scripts/demo.sh uses: its
+#                                      Debian packages, torcx, Kubernetes, the
+#                                      pods' images, and the demo's binaries
+#   scripts/setup.sh --demo=standins   only what ./scripts/demo.sh --standins uses
+#
+# Each step says what it does; one that runs longer than a few seconds says
+# how long it takes the first time, ticks on a terminal, and keeps its
+# output in target/setup-logs/<step>.log. In the demo modes the demo's
+# binaries build (cargo) beside the other steps. Exit codes: 2 this machine
+# cannot run simulated nodes (demo modes: scripts/check-machine.sh), 3 a
+# prerequisite below is missing, 4 a step failed (named, with its log),
+# 64 an unknown option. Nothing is installed or built before the checks.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+case "${1:-}" in
+    "") mode=t ;;
+    --demo) mode=d ;;
+    --demo=standins) mode=s ;;
+    *) echo "setup: unknown option ${1} (--demo, --demo=standins, or none: everything the tests use)" >&2
+       exit 64 ;;
+esac
+[ "$mode" = t ] || "$root/scripts/check-machine.sh" setup
 
 # --- prereqs: what this script does not install (README, "Before you
 # start"). Each one missing is named in one line, then setup stops before
@@ -12,72 +36,161 @@ prereqs() {
     at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
     v=$(rustc --version 2>/dev/null | awk '{print $2}') || true
     at_least "${v:-0}" 1.95 || say "Rust 1.95 or newer (found ${v:-none}): install it with rustup (https://rustup.rs), then open a new shell"
-    v=$(terraform version 2>/dev/null | sed -n '1s/^Terraform v//p') || true
-    at_least "${v:-0}" 1.9 || say "terraform 1.9 or newer (found ${v:-none}): HashiCorp's release zip or apt repository (not in Debian)"
-    if ! python3 -c 'import moto.server, hcl2' 2>/dev/null || ! command -v aws >/dev/null || ! command -v sstream-query >/dev/null; then
+    if [ "$mode" != s ]; then
+        v=$(terraform version 2>/dev/null | sed -n '1s/^Terraform v//p') || true
+        at_least "${v:-0}" 1.9 || say "terraform 1.9 or newer (found ${v:-none}): HashiCorp's release zip or apt repository (not in Debian)"
+    fi
+    if [ "$mode" = t ] && { ! python3 -c 'import moto.server, hcl2' 2>/dev/null || ! command -v aws >/dev/null || ! command -v sstream-query >/dev/null; }; then
         if ! python3 -m pip --version >/dev/null 2>&1; then
             say "a pip for python3 to install the PyPI tools with (Debian 12's python3 has none): a python3 of your own first on PATH (e.g. pyenv), or apt-get install python3-pip with PIP_BREAK_SYSTEM_PACKAGES=1"
         elif [ -z "${PIP_BREAK_SYSTEM_PACKAGES:-}" ] && python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
             say "a pip that may install system-wide ($(command -v python3) is EXTERNALLY-MANAGED): a python3 of your own first on PATH (e.g. pyenv), or PIP_BREAK_SYSTEM_PACKAGES=1"
         fi
     fi
-    v=$("$(dirname "$0")/build-torcx.sh" --check 2>&1) || say "the torcx sources: ${v#build-torcx: }"
-    [ "$missing" = 0 ] || exit 1
+    v=$("$root/scripts/build-torcx.sh" --check 2>&1) || say "the torcx sources: ${v#build-torcx: }"
+    [ "$missing" = 0 ] || exit 3
 }
 prereqs
 # --- end of prereqs
 
+# --- steps: `step NAME LABEL ESTIMATE CMD...` runs CMD with its output in
+# $logs/NAME.log; after 3 s it says ESTIMATE (how long it takes when it
+# is not cached) and where the log is, and ticks on a terminal. A failure
+# names the step and its log, shows the log's last lines, and exits 4.
+logs=$root/target/setup-logs
+mkdir -p "$logs"
+tty=
+[ -t 1 ] && tty=1
+bg_pid=
+trap '[ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
+
+clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+failed() { # NAME LABEL LOG STATUS
+    echo >&2
+    echo "setup: step $1 ($2) failed (exit $4); its log: $3" >&2
+    tail -n 15 "$3" | sed 's/^/    /' >&2
+    exit 4
+}
+
+# Waits for PID (a step's command), saying how long it takes once it runs
+# for more than 3 s.
+follow() { # PID LOG ESTIMATE T0
+    local pid=$1 long=
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ -z "$long" ] && ((SECONDS - $4 >= 3)); then
+            long=1
+            printf '\n        %s; log: %s\n' "$3" "${2#"$root"/}"
+        fi
+        [ -n "$long" ] && [ -n "$tty" ] && printf '\r        %s elapsed ' "$(clock $((SECONDS - $4)))"
+        sleep 0.5
+    done
+    if [ -n "$long" ]; then
+        [ -n "$tty" ] && printf '\r'
+        printf '        done in %s        \n' "$(clock $((SECONDS - $4)))"
+    else
+        echo " ok"
+    fi
+}
+
+step() { # NAME LABEL ESTIMATE CMD...
+    local name=$1 label=$2 estimate=$3 log=$logs/$1.log t0=$SECONDS pid status=0
+    shift 3
+    printf 'setup: %s ...' "$label"
+    "$@" >"$log" 2>&1 &
+    pid=$!
+    follow "$pid" "$log" "$estimate" "$t0"
+    wait "$pid" || status=$?
+    [ "$status" = 0 ] || failed "$name" "$label" "$log" "$status"
+}
+
+# A step in the background (the demo's cargo build, beside the others);
+# finish_bg waits for it.
+bg_name= bg_label= bg_estimate= bg_t0=
+start_bg() { # NAME LABEL ESTIMATE CMD...
+    bg_name=$1 bg_label=$2 bg_estimate=$3 bg_t0=$SECONDS
+    shift 3
+    echo "setup: $bg_label: in the background ($bg_estimate); log: target/setup-logs/$bg_name.log"
+    "$@" >"$logs/$bg_name.log" 2>&1 &
+    bg_pid=$!
+}
+finish_bg() {
+    local status=0
+    printf 'setup: waiting for %s ...' "$bg_label"
+    follow "$bg_pid" "$logs/$bg_name.log" "$bg_estimate" "$bg_t0"
+    wait "$bg_pid" || status=$?
+    bg_pid=
+    [ "$status" = 0 ] || failed "$bg_name" "$bg_label" "$logs/$bg_name.log" "$status"
+}
+# --- end of steps
+
+# `need MODES PACKAGE CHECK...`: the Debian PACKAGE is installed in MODES
+# (t: the tests, d: the demo, s: the demo's stand-in walk-through) unless
+# CHECK succeeds.
 need_apt=()
-command -v dockerd >/dev/null || need_apt+=(docker.io)
-command -v ignition-validate >/dev/null || need_apt+=(ignition)
-[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+need() {
+    local modes=$1 pkg=$2
+    shift 2
+    [[ $modes == *"$mode"* ]] || return 0
+    "$@" >/dev/null 2>&1 || need_apt+=("$pkg")
+}
+on_path() { command -v "$1"; }
+installed() { dpkg-query -W -f='${Status}' "$1" | grep -q 'ok installed'; }
+# The real docker: its binaries are packed as the nodes' docker torcx image.
+need td docker.io on_path dockerd
+need t ignition on_path ignition-validate
+need t openssh-server test -x /usr/sbin/sshd
 # Push-mode tests log in to a simulated node as a Flatcar-like core user
 # and move the assets into place through sudo, as on a real node.
-command -v sudo >/dev/null || need_apt+=(sudo)
-[ -x /bin/busybox ] || need_apt+=(busybox-static)
-command -v unshare >/dev/null || need_apt+=(util-linux)
-command -v ip >/dev/null || need_apt+=(iproute2)
-command -v dbus-daemon >/dev/null || need_apt+=(dbus)
+need t sudo on_path sudo
+# The pods' busybox image is Debian's busybox-static.
+need td busybox-static test -x /bin/busybox
+# Simulated nodes: unshare and nsenter, D-Bus inside each node.
+need tds util-linux on_path unshare
+need td iproute2 on_path ip
+need tds dbus on_path dbus-daemon
 # Docker addon: sysext test images are ext4 file systems (mkfs.ext4), the
-# simplestreams tools are Python, systemd-sysext merges images.
-command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)
-[ -x /usr/bin/python3 ] || need_apt+=(python3)
-# The real torcx is built from source (Go) for the addon tests; the real
-# simplestreams client verifies signatures with gpg/gpgv.
-command -v go >/dev/null || need_apt+=(golang-go)
-command -v gpgv >/dev/null || need_apt+=(gpgv)
-command -v gpg >/dev/null || need_apt+=(gnupg)
+# simplestreams tools are Python, systemd-sysext merges images. The runc
+# shim of the pods (testkit/standins/nb-test-runc) is Python too.
+need t e2fsprogs sh -c 'command -v mkfs.ext4 || test -x /sbin/mkfs.ext4'
+need td python3 test -x /usr/bin/python3
+# The real torcx is built from source (Go) for the addon tests and the
+# demo's nodes; the real simplestreams client verifies signatures with
+# gpg/gpgv.
+need tds golang-go on_path go
+need t gpgv on_path gpgv
+need t gnupg on_path gpg
 # The VM tier (tests/vm/main.rs): QEMU, mmdebstrap for its OS image
 # (scripts/vm-image.sh), strip for the agent binary its Ignition downloads.
-command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
-command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
-command -v strip >/dev/null || need_apt+=(binutils)
-# The real cluster (tests of a node joining Kubernetes): kube-apiserver,
-# kubelet and kubectl are built from Debian's kubernetes source package
-# (scripts/build-kubernetes.sh: dpkg-source, make, rsync, Go), etcd is
-# Debian's etcd-server (its own service is never started, see below).
-command -v dpkg-source >/dev/null || need_apt+=(dpkg-dev)
-command -v make >/dev/null || need_apt+=(make)
-command -v rsync >/dev/null || need_apt+=(rsync)
-command -v etcd >/dev/null || need_apt+=(etcd-server)
+need t qemu-system-x86 on_path qemu-system-x86_64
+need t mmdebstrap on_path mmdebstrap
+need t binutils on_path strip
+# The real cluster (tests of a node joining Kubernetes, the demo):
+# kube-apiserver, kubelet and kubectl are built from Debian's kubernetes
+# source package (scripts/build-kubernetes.sh: dpkg-source, make, rsync,
+# Go), etcd is Debian's etcd-server (its own service is never started, see
+# below).
+need td dpkg-dev on_path dpkg-source
+need td make on_path make
+need td rsync on_path rsync
+need td etcd-server on_path etcd
 # Fleet metrics (tests of src/textfile and monitoring/): promtool (Debian
 # `prometheus`) checks the agent's .prom file and the alert rules; Debian's
 # node_exporter serves the file in the tests.
-command -v promtool >/dev/null || need_apt+=(prometheus)
+need t prometheus on_path promtool
+need t prometheus-node-exporter on_path prometheus-node-exporter
 # Pods on the tests' nodes: Debian's containerd (1.6, CRI plugin built in)
-# and runc, the CNI plugins (bridge, host-local, loopback under
-# /usr/lib/cni), gcc and a static libc for the pause image
-# (scripts/build-pause.sh). Debian 12 has no crictl (cri-tools).
-command -v containerd >/dev/null || need_apt+=(containerd)
-command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need_apt+=(runc)
-[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
-command -v gcc >/dev/null || need_apt+=(gcc)
-dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'ok installed' || need_apt+=(libc6-dev)
-command -v prometheus-node-exporter >/dev/null || need_apt+=(prometheus-node-exporter)
+# and runc (docker's too), the CNI plugins (bridge, host-local, loopback
+# under /usr/lib/cni), gcc and a static libc for the pause image
+# (scripts/build-pause.sh) and for linking Rust programs (cargo). Debian 12
+# has no crictl (cri-tools). The demo's worker on containerd
+# (`demo.sh --containerd`) takes the loopback plugin.
+need td containerd on_path containerd
+need td runc sh -c 'command -v runc || test -x /usr/sbin/runc'
+need td containernetworking-plugins test -x /usr/lib/cni/bridge
+need tds gcc on_path gcc
+need tds libc6-dev installed libc6-dev
 if [ ${#need_apt[@]} -gt 0 ]; then
-    echo "setup: installing Debian packages: ${need_apt[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
     own_policy=
@@ -85,12 +198,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
         chmod 0755 /usr/sbin/policy-rc.d
         own_policy=1
-        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+        trap 'rm -f /usr/sbin/policy-rc.d; [ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
     fi
-    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    step apt "Debian packages: ${need_apt[*]}" "about a minute, mostly downloading" \
+        sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' \
+        apt "${need_apt[@]}"
     if [ -n "$own_policy" ]; then
         rm -f /usr/sbin/policy-rc.d
-        trap - EXIT
+        trap '[ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
     fi
 fi
 # docker.io, containerd, etcd-server and prometheus enable their own
@@ -100,34 +215,68 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
         prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
 fi
 
-need_pip=()
-python3 -c 'import moto.server' 2>/dev/null || need_pip+=('moto[server]>=5')
-python3 -c 'import hcl2' 2>/dev/null || need_pip+=('python-hcl2>=4')
-command -v aws >/dev/null || need_pip+=('awscli')
-# Canonical's simplestreams client (sstream-query, sstream-mirror,
-# json2streams): the real reader and writer of the metadata format.
-command -v sstream-query >/dev/null || need_pip+=('python-simplestreams')
-if [ ${#need_pip[@]} -gt 0 ]; then
-    echo "setup: installing PyPI packages: ${need_pip[*]}"
-    python3 -m pip install -q "${need_pip[@]}"
+if [ "$mode" = t ]; then
+    need_pip=()
+    python3 -c 'import moto.server' 2>/dev/null || need_pip+=('moto[server]>=5')
+    python3 -c 'import hcl2' 2>/dev/null || need_pip+=('python-hcl2>=4')
+    command -v aws >/dev/null || need_pip+=('awscli')
+    # Canonical's simplestreams client (sstream-query, sstream-mirror,
+    # json2streams): the real reader and writer of the metadata format.
+    command -v sstream-query >/dev/null || need_pip+=('python-simplestreams')
+    if [ ${#need_pip[@]} -gt 0 ]; then
+        step pip "PyPI packages: ${need_pip[*]}" "about a minute" \
+            python3 -m pip install -q "${need_pip[@]}"
+    fi
 fi
 
-# The real torcx / torcx-generator (cached; see the script).
-"$(dirname "$0")/build-torcx.sh" >/dev/null
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
-# from Debian's kubernetes source (cached by the source package; 7.5
-# minutes on a quiet 2-core machine when it is not).
-"$(dirname "$0")/build-kubernetes.sh" >/dev/null
-# The pod sandbox image (pause, from the same source package, kept by
-# scripts/kubernetes-source.sh) and the pods' busybox image, as
-# docker-archive tars (cached; seconds).
-"$(dirname "$0")/build-pause.sh" >/dev/null
-"$(dirname "$0")/build-busybox-image.sh" >/dev/null
-# The VM tier's OS image, built from Debian packages (cached by its inputs;
-# 2-4 minutes when they change, see the script).
-"$(dirname "$0")/vm-image.sh" >/dev/null
+# The demo's binaries, built beside the steps below (cargo needs the
+# linker the Debian packages bring).
+case $mode in
+    d) start_bg cargo "the demo's binaries (cargo build: node-bootstrap, cluster-demo, fake-update-engine)" \
+           "about 4 minutes the first time, longer beside the Kubernetes build" \
+           cargo build --manifest-path "$root/Cargo.toml" --workspace \
+               --bin node-bootstrap --bin cluster-demo --bin fake-update-engine ;;
+    s) start_bg cargo "the demo's binaries (cargo build: node-bootstrap, simnode-demo, fake-update-engine)" \
+           "about 4 minutes the first time" \
+           cargo build --manifest-path "$root/Cargo.toml" --workspace \
+               --bin node-bootstrap --bin simnode-demo --bin fake-update-engine ;;
+esac
 
-for tool in dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save; do
-    command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
+# The real torcx / torcx-generator (cached; see the script).
+step torcx "torcx, the real torcx-generator, from its sources (Go)" \
+    "about a minute the first time, then cached" "$root/scripts/build-torcx.sh"
+if [ "$mode" != s ]; then
+    # kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+    # kubectl from Debian's kubernetes source (cached by the source package;
+    # 7.5 minutes on a quiet 2-core machine when it is not).
+    v=$(apt-get source --print-uris -qq kubernetes 2>/dev/null |
+        sed -nE "s/^'[^']*' kubernetes_([^ ]*)\.dsc .*/\1/p" | sed -E 's/.*really//; s/-[^-]*$//') || true
+    step kubernetes "Kubernetes ${v:+$v }from Debian 12's source (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl)" \
+        "building: runs once, about 8 minutes on 2 cores (more with the cargo build beside it)" \
+        "$root/scripts/build-kubernetes.sh"
+    # The pod sandbox image (pause, from the same source package, kept by
+    # scripts/kubernetes-source.sh) and the pods' busybox image, as
+    # docker-archive tars (cached; seconds).
+    step pause "the pods' sandbox image (pause, from the same source)" \
+        "seconds, once the source is fetched (34 MB)" "$root/scripts/build-pause.sh"
+    step busybox "the pods' busybox image (Debian's busybox-static)" \
+        "seconds" "$root/scripts/build-busybox-image.sh"
+fi
+if [ "$mode" = t ]; then
+    # The VM tier's OS image, built from Debian packages (cached by its
+    # inputs; 2-4 minutes when they change, see the script).
+    step vm-image "the VM tier's OS image (mmdebstrap, Debian packages)" \
+        "2-4 minutes when its inputs change, mostly downloading; then cached" \
+        "$root/scripts/vm-image.sh"
+fi
+[ -z "$bg_pid" ] || finish_bg
+
+case $mode in
+    t) tools="dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save" ;;
+    d) tools="dockerd containerd gcc terraform unshare nsenter go etcd dpkg-source python3" ;;
+    s) tools="unshare nsenter go gcc dbus-daemon" ;;
+esac
+for tool in $tools; do
+    command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 4; }
 done
 echo "setup: ok"

@@ -60,6 +60,11 @@ pub const STALE_SEED_TAG: &str = "v1.19.7";
 /// them got them from the rendered drop-in).
 pub const CLUSTER_DNS_IP: &str = "10.3.0.53";
 pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
+/// docker's options on the nodes (test drop-in `20-test-node`): a root on
+/// overlayfs (vfs), the host's network namespace shared by the nodes (no
+/// bridge, no iptables).
+pub const DOCKER_TEST_OPTS: &str =
+    "--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
 /// The pod sandbox image the rig builds and loads into each node's runtime
 /// (kubelet 1.20's default, so docker nodes need no flag for it).
@@ -110,6 +115,11 @@ pub struct NodeSpec {
     /// the kubelet as a system extension (`kubelet.backend = "sysext"`)
     /// from the rig's signed mirror of kubelet images.
     pub kubelet_sysext: bool,
+    /// The OS version the update_engine stand-in offers this node (OS
+    /// updates on in its agent config; the rig's mirror has the docker
+    /// manifest of that version too). None: OS updates off.
+    pub os_update: Option<String>,
+    /// The runtime its agent is told to use.
     pub runtime: Runtime,
 }
 
@@ -120,6 +130,7 @@ impl NodeSpec {
             bootkube_master: true,
             auth: Auth::Cert,
             kubelet_sysext: false,
+            os_update: None,
             runtime: Runtime::Auto,
         }
     }
@@ -129,6 +140,7 @@ impl NodeSpec {
             bootkube_master: false,
             auth,
             kubelet_sysext: false,
+            os_update: None,
             runtime: Runtime::Auto,
         }
     }
@@ -146,6 +158,14 @@ impl NodeSpec {
         NodeSpec {
             kubelet_sysext: true,
             ..NodeSpec::containerd_worker(name)
+        }
+    }
+    /// This node, with the update_engine stand-in offering OS `version`
+    /// (see [`NodeSpec::os_update`]).
+    pub fn with_os_update(self, version: &str) -> NodeSpec {
+        NodeSpec {
+            os_update: Some(version.into()),
+            ..self
         }
     }
 }
@@ -221,7 +241,11 @@ impl ClusterRig {
             OTHER_DOCKER,
             &crate::torcx_fixtures::docker_archive(&format!("{OTHER_DOCKER}.15")),
         );
-        mirror.publish_manifest(OS_VERSION, &[other, entry]);
+        let packages = [other, entry];
+        mirror.publish_manifest(OS_VERSION, &packages);
+        for next in nodes.iter().filter_map(|n| n.os_update.as_deref()) {
+            mirror.publish_manifest(next, &packages);
+        }
         let mut control_plane = ControlPlane::new(&[]);
         // `kubectl logs` and `exec` reach a pod through its kubelet, which
         // the API server dials by the Node's InternalIP (the nodes'
@@ -336,7 +360,8 @@ impl ClusterRig {
     }
 
     /// The agent's config: the addon on (torcx, the rig's signed mirror),
-    /// OS updates off, API retries and timeouts of test size.
+    /// OS updates off unless the spec has [`NodeSpec::os_update`], API
+    /// retries and timeouts of test size.
     fn agent_config(&self, spec: &NodeSpec) -> String {
         let full: serde_json::Value =
             serde_json::from_str(&self.mirror.config_json_for_root("", json!({}))).unwrap();
@@ -352,6 +377,12 @@ impl ClusterRig {
                 .as_ref()
                 .expect("the kubelet image mirror");
             an::merge(&mut config, mirror.config_patch());
+        }
+        if spec.os_update.is_some() {
+            an::merge(
+                &mut config,
+                json!({"os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1}}),
+            );
         }
         if spec.runtime == Runtime::Containerd {
             // containerd's sandbox image: the pause image the rig loads
@@ -415,7 +446,7 @@ impl ClusterRig {
     }
 
     fn node(&self, spec: &NodeSpec, ignition: &serde_json::Value) -> Result<SimNode> {
-        let n = SimNode::new(&spec.name)?;
+        let mut n = SimNode::new(&spec.name)?;
         n.set_hostname(&spec.name)?;
         let enabled = crate::ignition::apply(
             &n,
@@ -480,7 +511,7 @@ impl ClusterRig {
             &format!(
                 "# The test machine: a root on overlayfs, the host's network shared by nodes;\n\
                  # TEST PART: the runc shim as the default runtime (see testkit::pods).\n[Service]\n\
-                 Environment=\"DOCKER_OPTS=--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false {}\"\n",
+                 Environment=\"DOCKER_OPTS={DOCKER_TEST_OPTS} {}\"\n",
                 crate::pods::DOCKER_RUNC_SHIM_OPTS
             ),
         )?;
@@ -500,7 +531,24 @@ impl ClusterRig {
             "test-restart",
             "[Service]\nRestartSec=1\n",
         )?;
-        n.enable(&enabled.iter().map(String::as_str).collect::<Vec<_>>())?;
+        let mut enable: Vec<&str> = enabled.iter().map(String::as_str).collect();
+        if let Some(next) = &spec.os_update {
+            let args = [
+                "--scenario",
+                "update",
+                "--step-ms",
+                "100",
+                "--new-version",
+                next,
+            ];
+            an::install_update_engine(
+                &mut n,
+                &crate::built_binary("fake-update-engine"),
+                &args.map(String::from),
+            )?;
+            enable.push("update-engine.service");
+        }
+        n.enable(&enable)?;
         Ok(n)
     }
 

@@ -455,10 +455,17 @@ fn record_pending(script: &Script, version: &str) -> Result<()> {
     Ok(())
 }
 
-/// Rewrites `VERSION_ID=` (and `VERSION=`) of an os-release file.
+/// Rewrites `VERSION_ID=` (and `VERSION=`, and the old version in
+/// `PRETTY_NAME=`, which kubelets report as the Node's OS image) of an
+/// os-release file.
 pub fn set_os_release_version(path: &Path, version: &str) -> Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let old = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_ID="))
+        .map(|v| v.trim_matches('"').to_string())
+        .filter(|v| !v.is_empty());
     let mut found = false;
     let mut out: Vec<String> = text
         .lines()
@@ -468,6 +475,8 @@ pub fn set_os_release_version(path: &Path, version: &str) -> Result<()> {
                 format!("VERSION_ID={version}")
             } else if l.starts_with("VERSION=") {
                 format!("VERSION={version}")
+            } else if let (Some(old), true) = (&old, l.starts_with("PRETTY_NAME=")) {
+                l.replace(old.as_str(), version)
             } else {
                 l.to_string()
             }
@@ -756,13 +765,13 @@ mod tests {
         let p = d.path().join("os-release");
         std::fs::write(
             &p,
-            "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=1632.3.0\nVERSION_ID=1632.3.0\nBUILD_ID=2018-02-14-0338\n",
+            "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=1632.3.0\nVERSION_ID=1632.3.0\nBUILD_ID=2018-02-14-0338\nPRETTY_NAME=\"Flatcar Container Linux by Kinvolk 1632.3.0 (Ladybug)\"\n",
         )
         .unwrap();
         set_os_release_version(&p, "1745.7.0").unwrap();
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
-            "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=1745.7.0\nVERSION_ID=1745.7.0\nBUILD_ID=2018-02-14-0338\n"
+            "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=1745.7.0\nVERSION_ID=1745.7.0\nBUILD_ID=2018-02-14-0338\nPRETTY_NAME=\"Flatcar Container Linux by Kinvolk 1745.7.0 (Ladybug)\"\n"
         );
     }
 }

@@ -99,9 +99,21 @@ pub fn skip_unless_available() -> bool {
 }
 
 /// A free TCP port on loopback (released at once: the caller binds it soon).
+///
+/// Never one this process handed out before: the kernel may give the port
+/// it just took back to the next bind, and a control plane whose etcd
+/// client and peer ports came out alike never starts (etcd: "address
+/// already in use"; seen once).
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = l.local_addr().expect("local addr").port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A static token the API server accepts (`--token-auth-file`).

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod containerd;
 pub mod containerd_sysext;
+pub mod demo;
 pub mod docker;
 pub mod docker_image;
 pub mod fake_update_engine;

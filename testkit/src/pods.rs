@@ -450,12 +450,15 @@ pub fn wait_pod_running(kubectl: &Kubectl, name: &str, timeout: Duration) -> Res
     }
 }
 
-/// The kubelet flag a simulated node's kubelet gets so the host's disk
-/// level never evicts its pods (a test part: the nodes share the host's
-/// file system, which builds and other tests fill; the default thresholds,
-/// 10% and 15% free, are easily crossed on a busy test machine).
-pub const NO_DISK_EVICTION: &str =
-    "--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%";
+/// The kubelet flags a simulated node's kubelet gets so the host's disk
+/// level never evicts its pods nor deletes its images (a test part: the
+/// nodes share the host's file system, which builds and other tests fill;
+/// the default thresholds, DiskPressure below 10% and 15% free and image
+/// GC above 85% used, are easily crossed on a busy test machine: the Node
+/// is tainted `disk-pressure`, refuses pods, and the images loaded for them
+/// offline are deleted). These act only when the host is nearly full.
+pub const NO_DISK_EVICTION: &str = "--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1% \
+     --image-gc-high-threshold=100 --image-gc-low-threshold=99";
 
 /// How long a pod may take to run once created (it takes about a second).
 pub const POD_TIMEOUT: Duration = Duration::from_secs(60);

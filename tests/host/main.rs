@@ -17,7 +17,8 @@
 //! data root and exec root in a temp dir, so it never touches the host's
 //! Docker). And one check of the test rig itself: the CNI networks it
 //! gives nodes' runtimes work with Debian's plugins (in private network
-//! namespaces).
+//! namespaces); and `scripts/demo.sh` stopping at once, in one line, on
+//! a machine that cannot run simulated nodes.
 //!
 //! What it needs: root, `dbus-daemon`, `dockerd`, `busybox-static`,
 //! `containernetworking-plugins`, `containerd`, terraform and the real
@@ -40,6 +41,8 @@ mod cni_networks;
 mod containerd_cri;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
+// `scripts/demo.sh` on a machine that cannot run it: one line, exit 2, nothing built.
+mod demo_script;
 // The runtime and the kubelet's rules decided from the cluster's version, before anything changes.
 mod runtime_choice;
 // Dozens of `node-bootstrap run` processes retrying a failing API server.

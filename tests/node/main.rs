@@ -10,7 +10,8 @@
 //! OS update, the docker addon and its reboot (applied by the real
 //! `torcx-generator`, or by `systemd-sysext`), pull mode from moto,
 //! `status` against systemd, power cuts at every stage of a first
-//! boot, and pods running on containerd (CRI) and docker (dockershim).
+//! boot, pods running on containerd (CRI) and docker (dockershim), and
+//! the demo (`./scripts/demo.sh`'s code path, `testkit::demo`).
 //!
 //! What it needs: root (namespaces, overlay mounts), systemd, util-linux
 //! (`unshare`, `nsenter`), the real torcx (`scripts/build-torcx.sh`) and
@@ -26,6 +27,8 @@
 mod agent_upgrade_node;
 // The docker addon's subcommands run inside a node, rebooted when they say so.
 mod addon_node;
+// The README's first command: the demo's own code, a worker joining a real cluster, a pod on it.
+mod cluster_demo;
 // A real cluster: a bootkube master and workers joining it, Ready.
 mod cluster_join;
 // The real kubelet on containerd through CRI: Node Ready, a pod Running, logs and exec.

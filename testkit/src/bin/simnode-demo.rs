@@ -8,13 +8,16 @@
 //! docker's old datadir on the way down), confirms the new OS and docker,
 //! writes kubelet.env and kubelet starts; the next boot skips the agent.
 //!
-//! Run with `./scripts/demo.sh` (root; it builds the workspace first).
+//! Run with `./scripts/demo.sh --standins` (root; it builds what it runs
+//! first). `./scripts/demo.sh` runs the real cluster instead
+//! (`cluster-demo`).
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE, state_journal};
+use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE};
 use testkit::apiserver::ApiServerOptions;
+use testkit::demo::show;
 use testkit::simnode::{BootEnd, SimNode};
 use testkit::torcx_fixtures::{AddonRig, docker_archive};
 
@@ -69,7 +72,7 @@ fn main() -> Result<()> {
     node.boot()?;
     println!("[boot 1] systemd is up; k8s-node-bootstrap.service runs `node-bootstrap run`");
     let end = node.wait_down(T)?;
-    let seen = print_agent_log(&node, 0, true)?;
+    let seen = print_agent_log(&node, 0)?;
     if end != BootEnd::Reboot {
         bail!("expected the node to reboot, it ended as {end:?}");
     }
@@ -90,7 +93,7 @@ fn main() -> Result<()> {
         "[boot 2] torcx applied the next profile: {}",
         String::from_utf8_lossy(&docker.stdout).trim()
     );
-    let seen = print_agent_log(&node, seen, false)?;
+    let seen = print_agent_log(&node, seen)?;
     println!("[boot 2] kubelet.service is active; /etc/kubernetes/kubelet.env:");
     for line in node
         .read("/etc/kubernetes/kubelet.env")
@@ -106,7 +109,7 @@ fn main() -> Result<()> {
     node.wait_down(T)?;
     node.boot()?;
     node.wait_active_state("kubelet.service", "active", T)?;
-    let _ = print_agent_log(&node, seen, false)?;
+    let _ = print_agent_log(&node, seen)?;
     println!(
         "\n[boot 3] k8s-node-bootstrap.service condition: {} (skipped: kubelet.env exists); kubelet.service: {}",
         node.prop("k8s-node-bootstrap.service", "ConditionResult")?,
@@ -148,126 +151,35 @@ fn os_version(n: &SimNode) -> String {
 
 /// Prints the agent's journal lines not printed yet, with their structured
 /// fields; returns how many there are.
-fn print_agent_log(n: &SimNode, already: usize, from_disk: bool) -> Result<usize> {
-    let args = [
-        "--no-pager",
-        "-o",
-        "json",
-        "-u",
-        "k8s-node-bootstrap.service",
-    ];
-    // After a reboot the node is down: read its persistent journal offline.
-    let text = if from_disk {
-        let dir = find_journal_dir(&n.upper().join("var/log/journal"))?;
-        let out = std::process::Command::new("journalctl")
-            .arg(format!("--directory={dir}"))
-            .args(args)
-            .output()?;
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    } else {
-        let mut argv = vec!["journalctl"];
-        argv.extend(args);
-        String::from_utf8_lossy(&n.exec(&argv)?.stdout).into_owned()
-    };
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    for l in lines.iter().skip(already) {
-        println!("    | {}", describe(l));
-    }
-    Ok(lines.len())
-}
-
-/// "MESSAGE  FIELD=value …" for the fields the agent logs.
-fn describe(entry: &serde_json::Value) -> String {
-    let msg = entry["MESSAGE"].as_str().unwrap_or("").to_string();
-    let Some(obj) = entry.as_object() else {
-        return msg;
-    };
-    let skip = [
-        "MESSAGE",
-        "PRIORITY",
-        "SYSLOG_IDENTIFIER",
-        "TARGET",
-        "CODE_FILE",
-        "CODE_LINE",
-        "CODE_FUNC",
-        "MESSAGE_ID",
-        "SYSLOG_FACILITY",
-        "SYSLOG_PID",
-        "SYSLOG_TIMESTAMP",
-        "UNIT",
-        "INVOCATION_ID",
-        "JOB_ID",
-        "JOB_TYPE",
-        "JOB_RESULT",
-        "EXIT_CODE",
-        "EXIT_STATUS",
-    ];
-    let fields: Vec<String> = obj
-        .iter()
-        .filter(|(k, _)| {
-            !k.starts_with('_')
-                && !skip.contains(&k.as_str())
-                && k.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-        })
-        .map(|(k, v)| {
-            format!(
-                "{}={}",
-                k.to_lowercase(),
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            )
-        })
-        .collect();
-    if fields.is_empty() {
-        msg
-    } else {
-        format!("{msg:<42} {}", fields.join(" "))
-    }
-}
-
-fn find_journal_dir(dir: &std::path::Path) -> Result<String> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            return Ok(p.display().to_string());
-        }
-    }
-    bail!("no journal under {}", dir.display())
+fn print_agent_log(n: &SimNode, already: usize) -> Result<usize> {
+    show::print_new(
+        &mut std::io::stdout(),
+        &show::agent_records(n)?,
+        already,
+        "    | ",
+    )
 }
 
 fn print_journal_summary(n: &SimNode) {
-    let Some(j) = state_journal(n) else { return };
+    let lines = show::state_journal_lines(n);
+    if lines.is_empty() {
+        return;
+    }
     println!("[boot 2] state journal (/var/lib/node-bootstrap/state.json):");
-    if let Some(steps) = j["steps"].as_object() {
-        for (name, rec) in steps {
-            println!(
-                "           {name:<16} {:<8} attempts={} {}",
-                rec["status"].as_str().unwrap_or("?"),
-                rec["attempts"],
-                rec["result"]
-            );
-        }
+    for l in lines {
+        println!("           {l}");
     }
 }
 
 fn print_status(n: &SimNode) {
-    let Ok(out) = n.exec(&["/opt/bin/node-bootstrap", "status"]) else {
+    let Ok((code, text)) = show::status(n) else {
         return;
     };
-    if out.status.code() == Some(2)
-        || String::from_utf8_lossy(&out.stderr).contains("not available")
-    {
+    if code == 2 {
         return;
     }
-    println!(
-        "[boot 2] node-bootstrap status (exit {}):",
-        out.status.code().unwrap_or(-1)
-    );
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    println!("[boot 2] node-bootstrap status (exit {code}):");
+    for line in text.lines() {
         println!("           {line}");
     }
 }
