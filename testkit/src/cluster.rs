@@ -609,9 +609,13 @@ pub const AGENT_JOURNAL_MATCH: &str = "_SYSTEMD_UNIT=k8s-node-bootstrap.service"
 /// The agent processes' run time in a node's journal records
 /// (`journalctl -o json` [`AGENT_JOURNAL_MATCH`]), summed over its boots:
 /// for each process of the unit's main program (by boot and PID), from its
-/// first record to its last.
+/// first record to its last before it began watching the join (`STEP=join`,
+/// `cluster.join_watch_secs`): the watch only waits on the kubelet and the
+/// control plane, after `READY=1` let the kubelet start.
 pub fn agent_seconds(records: &[serde_json::Value]) -> Result<f64> {
     let mut spans: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    let mut watching: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut timed = Vec::new();
     for e in records {
         if e["_COMM"] != "node-bootstrap" {
             continue;
@@ -624,6 +628,16 @@ pub fn agent_seconds(records: &[serde_json::Value]) -> Result<f64> {
             .as_str()
             .and_then(|t| t.parse().ok())
             .context("a journal record without __REALTIME_TIMESTAMP")?;
+        if e["STEP"] == "join" {
+            let w = watching.entry(key.clone()).or_insert(t);
+            *w = (*w).min(t);
+        }
+        timed.push((key, t));
+    }
+    for (key, t) in timed {
+        if watching.get(&key).is_some_and(|w| t >= *w) {
+            continue;
+        }
         let span = spans.entry(key).or_insert((t, t));
         span.0 = span.0.min(t);
         span.1 = span.1.max(t);
@@ -633,4 +647,45 @@ pub fn agent_seconds(records: &[serde_json::Value]) -> Result<f64> {
         "no record of the agent in the node's journal"
     );
     Ok(spans.values().map(|(a, b)| (b - a) as f64 / 1e6).sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(pid: &str, secs: f64, step: Option<&str>) -> serde_json::Value {
+        let mut r = json!({
+            "_COMM": "node-bootstrap",
+            "_BOOT_ID": "b1",
+            "_PID": pid,
+            "__REALTIME_TIMESTAMP": format!("{}", (secs * 1e6) as u64),
+        });
+        if let Some(s) = step {
+            r["STEP"] = s.into();
+        }
+        r
+    }
+
+    #[test]
+    fn the_agents_time_ends_where_it_starts_watching_the_join() {
+        let records = [
+            // First boot: 1.0 s to the reboot request.
+            record("10", 100.0, None),
+            record("10", 100.5, Some("docker-addon")),
+            record("10", 101.0, Some("reboot")),
+            // Second boot: 0.25 s to READY=1, then the watch for 20 s.
+            record("20", 200.0, None),
+            record("20", 200.25, Some("kubelet-env")),
+            record("20", 200.3, Some("join")),
+            record("20", 220.0, Some("join")),
+            record("20", 220.1, None),
+        ];
+        let s = agent_seconds(&records).unwrap();
+        assert!((s - 1.25).abs() < 1e-6, "{s}");
+        // Without a watch, the whole run counts.
+        let s = agent_seconds(&records[..5]).unwrap();
+        assert!((s - 1.25).abs() < 1e-6, "{s}");
+        assert!(agent_seconds(&[]).is_err());
+    }
 }
