@@ -10,7 +10,8 @@
 //! The master and the workers with client credentials boot at once, so
 //! those workers' agents start while the master has no API server yet
 //! (they retry until it answers); the bootstrap-token workers boot once
-//! the master's first manifests brought their token's Secret; the master loses
+//! the master's first manifests brought their token's Secret (see
+//! `wait_for_the_token_secret`); the master loses
 //! power in the middle of bootkube and completes on its next boot; a worker
 //! whose token the API server does not know fails once with a clear error
 //! and is not retried. One worker runs containerd (the OS's, configured
@@ -523,12 +524,13 @@ Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
 }
 
 /// Waits until the master's first manifests put the bootstrap token's
-/// Secret into the cluster. The bootstrap-token workers boot only then: an
-/// agent whose token the API server does not know yet is refused like one
-/// whose token was deleted (401, exit 5, not restarted; docs/operators.md,
-/// "What the node stores, and where"), and this master's API server
-/// answers long before tectonic applies the manifests (a power cut comes
-/// in between).
+/// Secret into the cluster. The bootstrap-token workers boot only then.
+/// An agent whose token the API server does not know yet asks again for
+/// `cluster.bootstrap_token_grace_secs` (300 s; the host tier's
+/// `bootstrap_agent` proves it against the real API server), but this
+/// master applies its manifests only after a power cut in bootkube and a
+/// second boot, which on a loaded machine can outlast both that grace and
+/// a worker's boot budget here.
 fn wait_for_the_token_secret(rig: &ClusterRig) {
     let id = &rig.bootstrap_token().unwrap().id;
     let deadline = Instant::now() + 3 * BOOT;
