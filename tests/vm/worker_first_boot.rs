@@ -5,6 +5,7 @@ use crate::rig::*;
 use crate::*;
 use serde_json::json;
 use std::time::Instant;
+use testkit::vm::BootEnd;
 
 #[test]
 fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubelet() {
@@ -20,7 +21,25 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     let metal = d.metal(&json!({}), None, (22, &host_key));
     let mut vm = d.worker(&metal);
     vm.boot().unwrap();
+    // The rig's recovery from a guest kernel lockup (testkit::vm::lockup),
+    // checked where it costs nothing: the line is on the console before
+    // the guest's kernel has run, so the cut loses nothing and the next
+    // boot is the first boot again.
+    vm.append_to_console(
+        "[   60.524878] watchdog: BUG: soft lockup - CPU#0 stuck for 45s! [systemd:1]",
+    )
+    .unwrap();
     vm.wait_ready(BOOT).unwrap();
+    assert_eq!(vm.lockup_restarts(), 1);
+    assert_eq!(vm.boots(), 1, "the rig's restart is not the test's boot");
+    let records = vm.boot_records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(records[0].locked_up.is_some(), "{records:?}");
+    assert_eq!(records[0].end, Some(BootEnd::PowerLoss));
+    assert!(
+        records[1].firstboot,
+        "Ignition has not run yet: {records:?}"
+    );
 
     let (code, out) = status_wait(&vm);
     assert_eq!(code, Some(0), "status --wait:\n{out}\n{}", vm.diagnostics());

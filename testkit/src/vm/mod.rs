@@ -47,9 +47,12 @@
 //! boot takes about a minute (measured on 2 loaded cores: multi-threaded
 //! TCG with 2 vCPUs booted in 38 s where 1 vCPU took 47 s; `-cpu qemu64`,
 //! the baseline CPU, in 47 s where `-cpu max` took 55 s), so VM tests hold
-//! [`exclusive`] and run one machine at a time.
+//! [`exclusive`] and run one machine at a time. A guest kernel that locks
+//! up under TCG (an emulator fault, see [`lockup`]) is power-cut and
+//! booted again by [`VmNode::wait_ready`], which says so.
 
 pub mod disk;
+pub mod lockup;
 pub mod qga;
 pub mod qmp;
 pub mod relay;
@@ -289,6 +292,9 @@ pub struct BootRecord {
     /// From QEMU's start to its end.
     pub lasted: Option<Duration>,
     pub end: Option<BootEnd>,
+    /// The guest kernel's soft-lockup line, when the rig cut this boot
+    /// short for it ([`lockup`]).
+    pub locked_up: Option<String>,
 }
 
 pub struct VmNode {
@@ -305,7 +311,10 @@ pub struct VmNode {
     qmp: Option<qmp::QmpWatch>,
     qga: qga::Qga,
     started: Option<Instant>,
+    /// Where this boot's output starts in the console file.
+    console_from: u64,
     boots: Vec<BootRecord>,
+    lockup_restarts: u32,
 }
 
 impl VmNode {
@@ -333,7 +342,9 @@ impl VmNode {
             qmp: None,
             qga,
             started: None,
+            console_from: 0,
             boots: Vec::new(),
+            lockup_restarts: 0,
         })
     }
 
@@ -418,9 +429,17 @@ impl VmNode {
         self.qemu.is_some()
     }
 
-    /// How many times the machine has been started.
+    /// How many times the test started the machine: the boots the rig
+    /// started again after a guest kernel lockup ([`lockup`]) are not
+    /// counted (they are in [`boot_records`](Self::boot_records)).
     pub fn boots(&self) -> u32 {
-        self.boots.len() as u32
+        self.boots.len() as u32 - self.lockup_restarts
+    }
+
+    /// How many boots the rig cut short and started again because the
+    /// guest kernel locked up ([`lockup`]).
+    pub fn lockup_restarts(&self) -> u32 {
+        self.lockup_restarts
     }
 
     pub fn boot_records(&self) -> &[BootRecord] {
@@ -443,6 +462,7 @@ impl VmNode {
         }
         let number = self.boots.len() as u32 + 1;
         let console = self.console_path();
+        self.console_from = std::fs::metadata(&console).map_or(0, |m| m.len());
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -470,6 +490,7 @@ impl VmNode {
             ready_after: None,
             lasted: None,
             end: None,
+            locked_up: None,
         });
         match qmp::QmpWatch::connect(&self.dir.path().join("qmp.sock"), Duration::from_secs(30)) {
             Ok(w) => self.qmp = Some(w),
@@ -600,16 +621,31 @@ impl VmNode {
         self.dir.path().join("console.log")
     }
 
+    /// Appends `line` to the serial console's log as if the guest had
+    /// printed it: how the rig's own test shows a guest kernel lockup
+    /// ([`lockup`]) to [`wait_ready`](Self::wait_ready).
+    pub fn append_to_console(&self, line: &str) -> Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.console_path())?;
+        writeln!(f, "{line}")?;
+        Ok(())
+    }
+
     fn qemu_err(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("qemu.err")).unwrap_or_default()
     }
 
     /// Waits until the guest agent answers in this boot; returns how long
-    /// after QEMU's start that was.
+    /// after QEMU's start that was. A boot whose kernel locks up
+    /// ([`lockup`]) is power-cut and started again, up to
+    /// [`lockup::MAX_RESTARTS`] times per machine, each with a new
+    /// `timeout`.
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<Duration> {
-        let started = self.started.context("not booted")?;
-        let deadline = Instant::now() + timeout;
+        let mut deadline = Instant::now() + timeout;
         loop {
+            let started = self.started.context("not booted")?;
             self.check_alive()?;
             if self.qga.ping(Duration::from_secs(2)) {
                 let t = started.elapsed();
@@ -617,6 +653,13 @@ impl VmNode {
                     b.ready_after.get_or_insert(t);
                 }
                 return Ok(t);
+            }
+            if let Some(line) = self.soft_lockup()
+                && self.lockup_restarts < lockup::MAX_RESTARTS
+            {
+                self.restart_after_lockup(line)?;
+                deadline = Instant::now() + timeout;
+                continue;
             }
             if Instant::now() > deadline {
                 bail!(
@@ -627,6 +670,35 @@ impl VmNode {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
+    }
+
+    /// The running boot's first soft-lockup line on the console, if any.
+    fn soft_lockup(&self) -> Option<String> {
+        use std::io::{Read, Seek};
+        let mut f = std::fs::File::open(self.console_path()).ok()?;
+        f.seek(std::io::SeekFrom::Start(self.console_from)).ok()?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).ok()?;
+        lockup::soft_lockup_line(&String::from_utf8_lossy(&bytes)).map(str::to_string)
+    }
+
+    /// The hardware watchdog's part ([`lockup`]): cut the power of a boot
+    /// whose kernel locked up, say so, and boot again.
+    fn restart_after_lockup(&mut self, line: String) -> Result<()> {
+        self.lockup_restarts += 1;
+        eprintln!(
+            "vm {}: the guest kernel locked up ({}), an emulator fault no program in the guest causes or ends: \
+             power cut and boot again ({} of at most {})",
+            self.name,
+            line.trim(),
+            self.lockup_restarts,
+            lockup::MAX_RESTARTS
+        );
+        if let Some(b) = self.boots.last_mut() {
+            b.locked_up = Some(line);
+        }
+        self.power_cut()?;
+        self.boot()
     }
 
     /// Fails if QEMU has exited (the boot ended under the caller's feet).
