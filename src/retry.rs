@@ -135,9 +135,88 @@ where
     }
 }
 
+/// A bounded wait for something another party brings about (an object
+/// uploaded, access granted, a bootstrap token's Secret applied): each
+/// [`next`](Self::next) gives the delay before asking again, at least a
+/// second and growing with `policy`'s jittered backoff, until waiting it
+/// would pass the limit. Unlike [`retry`] it counts time, not attempts:
+/// the limits are operators' settings in seconds.
+pub struct BoundedWait {
+    policy: RetryPolicy,
+    started: tokio::time::Instant,
+    waits: u32,
+}
+
+impl BoundedWait {
+    pub fn new(policy: RetryPolicy) -> Self {
+        BoundedWait {
+            policy,
+            started: tokio::time::Instant::now(),
+            waits: 0,
+        }
+    }
+
+    /// `(wait number, delay)` of the next wait, or `err` as the final
+    /// error once waiting the delay would pass `limit`: as it is when the
+    /// limit is zero (no waiting was asked for), else with
+    /// `gave_up(seconds waited)` as context.
+    pub fn next(
+        &mut self,
+        limit: Duration,
+        err: Error,
+        gave_up: impl FnOnce(u64) -> String,
+    ) -> Result<(u32, Duration), Error> {
+        let waits = self.waits + 1;
+        let delay = self.policy.delay(waits).max(Duration::from_secs(1));
+        let waited = self.started.elapsed();
+        if waited + delay > limit {
+            if limit.is_zero() {
+                return Err(err);
+            }
+            return Err(err.context(gave_up(waited.as_secs())));
+        }
+        self.waits = waits;
+        Ok((waits, delay))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bounded_wait_waits_a_second_or_more_until_its_limit() {
+        let mut w = BoundedWait::new(P);
+        let e = || Error::retryable("not there yet");
+        let err = w.next(Duration::ZERO, e(), |s| format!("{s}")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "not there yet",
+            "no wait asked for: as it is"
+        );
+        let mut waits = Vec::new();
+        let err = loop {
+            match w.next(Duration::from_secs(20), e(), |s| {
+                format!("gave up after {s}s")
+            }) {
+                Ok((n, d)) => {
+                    assert!(d >= Duration::from_secs(1), "{d:?}");
+                    waits.push(n);
+                    tokio::time::advance(d).await;
+                }
+                Err(err) => break err,
+            }
+        };
+        assert!(waits.len() >= 3 && waits[0] == 1, "{waits:?}");
+        assert!(w.started.elapsed() <= Duration::from_secs(20));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "gave up after {}s: not there yet",
+                w.started.elapsed().as_secs()
+            )
+        );
+    }
 
     const P: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(30), 10);
 

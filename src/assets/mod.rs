@@ -432,14 +432,12 @@ async fn fetch_with_waits(
     staging: &Path,
     limits: &config::UnpackLimits,
 ) -> Result<Fetched> {
-    let t0 = Instant::now();
-    let mut waits = 0u32;
     let mut changes = 0u32;
-    let policy = crate::retry::RetryPolicy::new(
+    let mut wait = crate::retry::BoundedWait::new(crate::retry::RetryPolicy::new(
         Duration::from_secs(1).max(s3.retry_initial),
         Duration::from_secs(30),
         u32::MAX,
-    );
+    ));
     loop {
         let (err, limit, why) = match fetch(client, s3, staging, limits).await? {
             Ok(f) => return Ok(f),
@@ -455,15 +453,9 @@ async fn fetch_with_waits(
             }
             Err(s3::Failure::Other(e)) => return Err(e),
         };
-        waits += 1;
-        let delay = policy.delay(waits);
-        if t0.elapsed() + delay > limit {
-            if limit.is_zero() {
-                return Err(err);
-            }
-            return Err(err.context(format!("gave up after waiting {}s", t0.elapsed().as_secs())));
-        }
-        tracing::warn!(step = "assets", url = %s3.uri(), error = %err, attempt = waits,
+        let shown = err.to_string();
+        let (waits, delay) = wait.next(limit, err, |s| format!("gave up after waiting {s}s"))?;
+        tracing::warn!(step = "assets", url = %s3.uri(), error = %shown, attempt = waits,
             delay_ms = delay.as_millis() as u64, "asset bundle {why}; waiting");
         tokio::time::sleep(delay).await;
     }

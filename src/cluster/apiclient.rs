@@ -37,7 +37,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::metrics::Remote;
 use crate::retry::{Attempt, RetryPolicy, retry};
 use serde::Deserialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 use std::time::Duration;
 
 /// Largest `/version` body we read.
@@ -68,9 +68,6 @@ pub struct ApiClient {
     kubeconfig: std::path::PathBuf,
     /// The id of the bearer token when it is a bootstrap token.
     bootstrap_token_id: Option<String>,
-    /// Set by a 401 ([`Self::rejected`]), read and cleared by
-    /// [`Self::version_once_the_token_is_known`].
-    token_rejected: AtomicBool,
     token: Option<String>,
     basic: Option<(String, String)>,
     has_client_cert: bool,
@@ -137,7 +134,6 @@ impl ApiClient {
             url: kc.version_url(),
             kubeconfig: kc.path.clone(),
             bootstrap_token_id: kc.credentials.bootstrap_token_id().map(str::to_string),
-            token_rejected: AtomicBool::new(false),
             token: kc.credentials.token.clone(),
             basic: kc.credentials.basic.clone(),
             has_client_cert: kc.credentials.client_cert.is_some(),
@@ -194,7 +190,6 @@ impl ApiClient {
     /// A 401: the credentials are wrong. With a bootstrap token, the token
     /// by its id (never its secret), and why a good one stops working.
     fn rejected(&self, url: &url::Url, answer: &Answer) -> Error {
-        self.token_rejected.store(true, Ordering::Relaxed);
         let code = answer.status;
         match &self.bootstrap_token_id {
             Some(id) => Error::bad_input(format!(
@@ -211,36 +206,39 @@ impl ApiClient {
         }
     }
 
-    /// One `GET /version`; the error says whether to try again.
-    pub async fn version_once(&self) -> std::result::Result<ServerVersion, Attempt> {
+    /// One `GET /version`; the error says whether to try again, and tells
+    /// a 401 apart.
+    async fn version_once(&self) -> std::result::Result<ServerVersion, NoVersion> {
         let url = &self.url;
         let answer = self.get(url, MAX_BODY).await?;
         let code = answer.status;
         match code {
             200 => {}
-            401 => return Err(Attempt::Fail(self.rejected(url, &answer))),
+            401 => return Err(NoVersion::Rejected(self.rejected(url, &answer))),
             403 => {
-                return Err(Attempt::Retry {
+                return Err(NoVersion::Attempt(Attempt::Retry {
                     error: Error::retryable(format!(
                         "GET {url}: the API server accepted the kubeconfig's credentials but does not let this user read /version (HTTP 403; a server that has just started does so until its default RBAC policy exists; if it lasts, bind the user to the system:public-info-viewer cluster role): {}",
                         answer.snippet()
                     )),
                     after: answer.retry_after,
-                });
+                }));
             }
             408 | 429 | 500..=599 => {
-                return Err(Attempt::Retry {
+                return Err(NoVersion::Attempt(Attempt::Retry {
                     error: Error::retryable(format!(
                         "GET {url}: HTTP {code}: {}",
                         answer.snippet()
                     )),
                     after: answer.retry_after,
-                });
+                }));
             }
             _ => {
-                return Err(Attempt::Fail(Error::bad_input(format!(
-                    "GET {url}: HTTP {code}; the kubeconfig's server does not look like a Kubernetes API server: {}",
-                    answer.snippet()
+                return Err(NoVersion::Attempt(Attempt::Fail(Error::bad_input(
+                    format!(
+                        "GET {url}: HTTP {code}; the kubeconfig's server does not look like a Kubernetes API server: {}",
+                        answer.snippet()
+                    ),
                 ))));
             }
         }
@@ -251,9 +249,9 @@ impl ApiClient {
             )))
         })?;
         if let Err(e) = KubeVersion::parse(&v.git_version) {
-            return Err(Attempt::Fail(Error::refused(format!(
+            return Err(NoVersion::Attempt(Attempt::Fail(Error::refused(format!(
                 "GET {url}: the API server's gitVersion is unusable: {e}"
-            ))));
+            )))));
         }
         Ok(v)
     }
@@ -302,9 +300,21 @@ impl ApiClient {
 
     /// `GET /version` with bounded, jittered retries.
     pub async fn version(&self, policy: RetryPolicy) -> Result<ServerVersion> {
+        self.version_noting_401(policy, &Cell::new(false)).await
+    }
+
+    /// [`version`](Self::version); `rejected` is set when it ends on a 401.
+    async fn version_noting_401(
+        &self,
+        policy: RetryPolicy,
+        rejected: &Cell<bool>,
+    ) -> Result<ServerVersion> {
         retry(Remote::ApiServer, policy, "asking the API server for its version", |attempt| async move {
             tracing::debug!(step = "cluster-version", url = %self.url, attempt, "asking the API server for its version");
-            self.version_once().await
+            self.version_once().await.map_err(|no| {
+                rejected.set(matches!(no, NoVersion::Rejected(_)));
+                no.into_attempt()
+            })
         })
         .await
     }
@@ -319,35 +329,51 @@ impl ApiClient {
         policy: RetryPolicy,
         token_grace: Duration,
     ) -> Result<ServerVersion> {
-        let t0 = std::time::Instant::now();
-        let mut waits = 0u32;
+        let mut wait = crate::retry::BoundedWait::new(policy);
+        let rejected = Cell::new(false);
         loop {
-            let e = match self.version(policy).await {
+            let e = match self.version_noting_401(policy, &rejected).await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
             let Some(id) = &self.bootstrap_token_id else {
                 return Err(e);
             };
-            if !self.token_rejected.swap(false, Ordering::Relaxed) {
+            if !rejected.get() {
                 return Err(e);
             }
-            waits += 1;
-            let delay = policy.delay(waits).max(Duration::from_secs(1));
-            if t0.elapsed() + delay > token_grace {
-                if token_grace.is_zero() {
-                    return Err(e);
-                }
-                return Err(e.context(format!(
-                    "still rejected after {} s (cluster.bootstrap_token_grace_secs)",
-                    t0.elapsed().as_secs()
-                )));
-            }
+            let (waits, delay) = wait.next(token_grace, e, |s| {
+                format!("still rejected after {s} s (cluster.bootstrap_token_grace_secs)")
+            })?;
             tracing::warn!(step = "cluster-version", url = %self.url, token_id = %id, attempt = waits,
                 delay_ms = delay.as_millis() as u64, grace_secs = token_grace.as_secs(),
                 "the API server does not know bootstrap token {id} (HTTP 401): a new cluster may not have applied its Secret yet; asking again");
             tokio::time::sleep(delay).await;
         }
+    }
+}
+
+/// Why one `GET /version` gave no version.
+enum NoVersion {
+    /// A 401: the credentials are wrong, or a bootstrap token not known
+    /// yet ([`ApiClient::version_once_the_token_is_known`]). Final.
+    Rejected(Error),
+    /// Anything else, and whether to try again.
+    Attempt(Attempt),
+}
+
+impl NoVersion {
+    fn into_attempt(self) -> Attempt {
+        match self {
+            NoVersion::Rejected(e) => Attempt::Fail(e),
+            NoVersion::Attempt(a) => a,
+        }
+    }
+}
+
+impl From<Attempt> for NoVersion {
+    fn from(a: Attempt) -> Self {
+        NoVersion::Attempt(a)
     }
 }
 

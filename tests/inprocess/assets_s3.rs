@@ -466,6 +466,33 @@ fn a_missing_object_is_waited_for_within_the_bound() {
         stderr.contains("asset bundle not there yet; waiting"),
         "{stderr}"
     );
+
+    // One that never comes: waited for 3 s, then the same exit 5 as
+    // without a wait, saying how long it waited.
+    let env = Env::new(s3.endpoint());
+    let cfg = env.config(
+        "never.tgz",
+        &format!(
+            r#","checksum_sha256":"{}","wait_for_object_secs":3"#,
+            sha256(&bundle)
+        ),
+    );
+    let t0 = std::time::Instant::now();
+    let (code, err) = failure(&env.pull(&cfg));
+    let took = t0.elapsed();
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("gave up after waiting ")
+            && err.contains(&format!(
+                "asset bundle s3://{BUCKET}/never.tgz does not exist"
+            )),
+        "{err}"
+    );
+    assert!(
+        took >= std::time::Duration::from_secs(1) && took < std::time::Duration::from_secs(20),
+        "the wait of 3 s took {took:?}"
+    );
+    assert!(!env.assets().exists());
 }
 
 #[test]
