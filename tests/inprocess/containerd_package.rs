@@ -156,6 +156,17 @@ fn a_node_without_containerd_takes_the_listed_order_or_without_a_list_the_newest
             n.path("/usr/bin/containerd").display()
         )
     );
+    // The list's order is the operator's preference, not the newest
+    // first: 1.6 listed before 1.7 takes 1.6's newest release.
+    testkit::torcx_fixtures::write(
+        &n.path("/etc/kubernetes/installer/runtime-mappings.yaml"),
+        MAPPINGS.replace("\"1.7\", \"1.6\"", "\"1.6\", \"1.7\""),
+    )
+    .unwrap();
+    let out = choose(&n, "v1.26.3");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v = json_stdout(&out);
+    assert_eq!(v["version"], "1.6.20", "{v:#}");
     // No mappings file (a node that never runs docker may have none):
     // the newest release that serves the kubelet's CRI.
     std::fs::remove_file(n.path("/etc/kubernetes/installer/runtime-mappings.yaml")).unwrap();
