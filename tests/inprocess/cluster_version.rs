@@ -429,6 +429,58 @@ async fn rejected_token_is_bad_input_without_retry() {
     assert_eq!(server.log().requests.len(), 1);
 }
 
+/// A bootstrap token the API server does not know yet (a new cluster's
+/// master has not applied its Secret): asked again, a second or more
+/// apart, within `bootstrap_token_grace_secs`; with no grace, one request.
+#[tokio::test]
+async fn a_bootstrap_token_not_known_yet_is_asked_again_within_the_grace() {
+    const TOKEN: &str = "abcdef.0123456789abcdef";
+    let pki = Pki::generate();
+    for (grace, faults, expect) in [(10, 2, Ok(3..=3)), (0, 2, Err(1..=1)), (2, 9, Err(2..=3))] {
+        let server = FakeApiServer::start(
+            &pki,
+            ApiServerOptions {
+                token: Some(TOKEN.into()),
+                faults: vec![Fault::Status(401); faults],
+                ..opts("v1.9.6+coreos.0")
+            },
+        )
+        .await
+        .unwrap();
+        let node = Node::new();
+        node.write_kubeconfig(&pki, &server.url(), &KubeAuth::Token(TOKEN.into()));
+        let cluster = format!(r#""bootstrap_token_grace_secs":{grace}"#);
+        let t0 = Instant::now();
+        let got = cluster::discover(&node.config("worker", &cluster).cluster_inputs(), None).await;
+        let (took, asked) = (t0.elapsed(), server.log().requests.len());
+        match (got, expect) {
+            (Ok(v), Ok(n)) => {
+                assert_eq!(v.version, "v1.9.6+coreos.0");
+                assert!(n.contains(&asked), "grace {grace}: {asked} requests");
+                assert!(
+                    took >= Duration::from_secs(2),
+                    "two waits of 1 s or more: {took:?}"
+                );
+            }
+            (Err(e), Err(n)) => {
+                assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
+                let m = e.to_string();
+                assert!(
+                    m.contains("the API server rejected bootstrap token abcdef of "),
+                    "{m}"
+                );
+                assert_eq!(m.contains("still rejected after"), grace > 0, "{m}");
+                assert!(n.contains(&asked), "grace {grace}: {asked} requests");
+                assert!(
+                    took < Duration::from_secs(grace + 2),
+                    "grace {grace}: {took:?}"
+                );
+            }
+            (got, expect) => panic!("grace {grace}: {got:?}, expected {expect:?}"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
     let pki = Pki::generate();
