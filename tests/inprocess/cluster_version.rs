@@ -27,6 +27,22 @@ impl Node {
             dir: tempfile::tempdir().unwrap(),
         }
     }
+    /// A node whose kubeconfig names `server` with `auth` (and `pki`'s CA).
+    fn at(pki: &Pki, server: &str, auth: &KubeAuth) -> Node {
+        let node = Node::new();
+        node.write_kubeconfig(pki, server, auth);
+        node
+    }
+    /// `cluster::discover` as `role` with the `cluster` fields of
+    /// [`config`](Self::config) and the seed's image tag.
+    async fn discover(
+        &self,
+        role: &str,
+        cluster: &str,
+        seed: Option<&str>,
+    ) -> node_bootstrap::error::Result<cluster::ClusterVersion> {
+        cluster::discover(&self.config(role, cluster).cluster_inputs(), seed).await
+    }
     fn kubeconfig(&self) -> std::path::PathBuf {
         self.dir.path().join("kubeconfig")
     }
@@ -72,14 +88,11 @@ async fn version_from_api_server_with_client_certificate() {
     let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
         .await
         .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(
-        &node.config("worker", "").cluster_inputs(),
-        Some("v1.8.4_coreos.0"),
-    )
-    .await
-    .unwrap();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
+    let v = node
+        .discover("worker", "", Some("v1.8.4_coreos.0"))
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert_eq!(v.image_tag(), "v1.9.6_coreos.0");
     assert_eq!(v.apiserver_version.as_deref(), Some("v1.9.6+coreos.0"));
@@ -112,15 +125,12 @@ async fn version_from_api_server_with_token() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(
+    let node = Node::at(
         &pki,
         &server.url(),
         &KubeAuth::Token("abcdef.0123456789abcdef".into()),
     );
-    let v = cluster::discover(&node.config("master", "").cluster_inputs(), None)
-        .await
-        .unwrap();
+    let v = node.discover("master", "", None).await.unwrap();
     assert_eq!(v.version, "v1.10.2");
     let log = server.log();
     assert_eq!(log.requests.len(), 1);
@@ -146,18 +156,17 @@ async fn server_from_another_ca_gets_no_credentials() {
         )
         .await
         .unwrap();
-        let node = Node::new();
-        node.write_kubeconfig(&pki, &server.url(), &auth);
+        let node = Node::at(&pki, &server.url(), &auth);
         // Even with the seed fallback on: an untrusted server is not
         // "unreachable", it is refused.
-        let e = cluster::discover(
-            &node
-                .config("worker", r#""api_attempts":3,"fallback_to_seed":true"#)
-                .cluster_inputs(),
-            Some("v1.9.6_coreos.0"),
-        )
-        .await
-        .unwrap_err();
+        let e = node
+            .discover(
+                "worker",
+                r#""api_attempts":3,"fallback_to_seed":true"#,
+                Some("v1.9.6_coreos.0"),
+            )
+            .await
+            .unwrap_err();
         assert_eq!(e.class(), ErrorClass::Verification, "{auth:?}: {e}");
         assert_eq!(e.exit_code(), exit::VERIFICATION);
         let m = e.to_string();
@@ -184,17 +193,12 @@ async fn server_from_another_ca_gets_no_credentials() {
 #[tokio::test]
 async fn unreachable_api_server_is_retryable_after_bounded_attempts() {
     let pki = Pki::generate();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
+    let node = Node::at(&pki, &unreachable_url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":4"#)
-            .cluster_inputs(),
-        Some("v1.9.6_coreos.0"),
-    )
-    .await
-    .unwrap_err();
+    let e = node
+        .discover("worker", r#""api_attempts":4"#, Some("v1.9.6_coreos.0"))
+        .await
+        .unwrap_err();
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
     assert_eq!(e.exit_code(), exit::RETRYABLE);
@@ -211,16 +215,15 @@ async fn unreachable_api_server_is_retryable_after_bounded_attempts() {
 #[tokio::test]
 async fn unreachable_api_server_falls_back_to_seed_only_when_configured() {
     let pki = Pki::generate();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":2,"fallback_to_seed":true"#)
-            .cluster_inputs(),
-        Some("v1.9.6_coreos.0"),
-    )
-    .await
-    .unwrap();
+    let node = Node::at(&pki, &unreachable_url(), &KubeAuth::ClientCert);
+    let v = node
+        .discover(
+            "worker",
+            r#""api_attempts":2,"fallback_to_seed":true"#,
+            Some("v1.9.6_coreos.0"),
+        )
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert_eq!(v.apiserver_version, None);
     assert!(
@@ -246,17 +249,12 @@ async fn transient_failures_are_retried_then_succeed() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
-    let v = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":4,"api_retry_max_secs":2"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap();
+    let v = node
+        .discover("worker", r#""api_attempts":4,"api_retry_max_secs":2"#, None)
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert!(
         t0.elapsed() >= Duration::from_secs(1),
@@ -285,20 +283,16 @@ async fn retry_after_beyond_the_agents_own_backoff_is_honoured() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let t0 = Instant::now();
-    let v = cluster::discover(
-        &node
-            .config(
-                "worker",
-                r#""api_attempts":2,"api_retry_initial_secs":1,"api_retry_max_secs":1"#,
-            )
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap();
+    let v = node
+        .discover(
+            "worker",
+            r#""api_attempts":2,"api_retry_initial_secs":1,"api_retry_max_secs":1"#,
+            None,
+        )
+        .await
+        .unwrap();
     let waited = t0.elapsed();
     assert_eq!(v.version, "v1.20.2");
     assert!(
@@ -324,16 +318,11 @@ async fn server_errors_until_attempts_run_out_are_retryable() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":3"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
+    let e = node
+        .discover("worker", r#""api_attempts":3"#, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(e.to_string().contains("failed after 3 attempts"), "{e}");
     assert!(e.to_string().contains("HTTP 500"), "{e}");
@@ -356,16 +345,11 @@ async fn forbidden_version_is_retried_as_a_server_still_starting() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":3"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
+    let v = node
+        .discover("worker", r#""api_attempts":3"#, None)
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     let statuses: Vec<u16> = server.log().requests.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![403, 403, 200]);
@@ -380,14 +364,10 @@ async fn forbidden_version_is_retried_as_a_server_still_starting() {
     .await
     .unwrap();
     node.write_kubeconfig(&pki, &lasting.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":2"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let e = node
+        .discover("worker", r#""api_attempts":2"#, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable, "{e}");
     assert_eq!(e.exit_code(), exit::RETRYABLE);
     let m = e.to_string();
@@ -410,16 +390,11 @@ async fn rejected_token_is_bad_input_without_retry() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::Token("wrong".into()));
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":3"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::Token("wrong".into()));
+    let e = node
+        .discover("worker", r#""api_attempts":3"#, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
     assert!(
         e.to_string()
@@ -447,11 +422,10 @@ async fn a_bootstrap_token_not_known_yet_is_asked_again_within_the_grace() {
         )
         .await
         .unwrap();
-        let node = Node::new();
-        node.write_kubeconfig(&pki, &server.url(), &KubeAuth::Token(TOKEN.into()));
+        let node = Node::at(&pki, &server.url(), &KubeAuth::Token(TOKEN.into()));
         let cluster = format!(r#""bootstrap_token_grace_secs":{grace}"#);
         let t0 = Instant::now();
-        let got = cluster::discover(&node.config("worker", &cluster).cluster_inputs(), None).await;
+        let got = node.discover("worker", &cluster, None).await;
         let (took, asked) = (t0.elapsed(), server.log().requests.len());
         match (got, expect) {
             (Ok(v), Ok(n)) => {
@@ -503,14 +477,10 @@ async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
     assert!(text.contains(&b64_of(&stranger.client.cert_pem)));
     assert!(text.contains(&b64_of(&stranger.client.key_pem)));
     std::fs::write(node.kubeconfig(), text).unwrap();
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":3"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let e = node
+        .discover("worker", r#""api_attempts":3"#, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
     assert!(
         e.to_string()
@@ -532,16 +502,11 @@ async fn not_a_version_answer_is_retried_then_retryable() {
     )
     .await
     .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""api_attempts":2"#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
+    let e = node
+        .discover("worker", r#""api_attempts":2"#, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Retryable);
     assert!(e.to_string().contains("not Kubernetes version JSON"), "{e}");
     assert_eq!(server.log().requests.len(), 2);
@@ -553,16 +518,11 @@ async fn forced_version_that_breaks_skew_is_refused() {
     let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
         .await
         .unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let e = cluster::discover(
-        &node
-            .config("worker", r#""forced_version":"v1.10.2""#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap_err();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
+    let e = node
+        .discover("worker", r#""forced_version":"v1.10.2""#, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.class(), ErrorClass::Refused, "{e}");
     assert_eq!(e.exit_code(), exit::REFUSED);
     let m = e.to_string();
@@ -576,31 +536,24 @@ async fn forced_version_that_breaks_skew_is_refused() {
     );
 
     // Within the policy: accepted, and the server's version is recorded.
-    let v = cluster::discover(
-        &node
-            .config("worker", r#""forced_version":"v1.8.15""#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap();
+    let v = node
+        .discover("worker", r#""forced_version":"v1.8.15""#, None)
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.8.15");
     assert_eq!(v.source, VersionSource::Forced);
     assert_eq!(v.apiserver_version.as_deref(), Some("v1.9.6+coreos.0"));
 
     // The check can be switched off: no request at all.
     let before = server.log().connections;
-    let v = cluster::discover(
-        &node
-            .config(
-                "worker",
-                r#""forced_version":"v1.10.2","check_forced_skew":false"#,
-            )
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap();
+    let v = node
+        .discover(
+            "worker",
+            r#""forced_version":"v1.10.2","check_forced_skew":false"#,
+            None,
+        )
+        .await
+        .unwrap();
     assert_eq!((v.version.as_str(), v.apiserver_version), ("v1.10.2", None));
     assert_eq!(server.log().connections, before);
 }
@@ -608,16 +561,11 @@ async fn forced_version_that_breaks_skew_is_refused() {
 #[tokio::test]
 async fn forced_version_with_unreachable_server_is_only_a_warning() {
     let pki = Pki::generate();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &unreachable_url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(
-        &node
-            .config("worker", r#""forced_version":"v1.10.2""#)
-            .cluster_inputs(),
-        None,
-    )
-    .await
-    .unwrap();
+    let node = Node::at(&pki, &unreachable_url(), &KubeAuth::ClientCert);
+    let v = node
+        .discover("worker", r#""forced_version":"v1.10.2""#, None)
+        .await
+        .unwrap();
     assert_eq!((v.version.as_str(), v.apiserver_version), ("v1.10.2", None));
 }
 
@@ -625,14 +573,11 @@ async fn forced_version_with_unreachable_server_is_only_a_warning() {
 async fn bootkube_master_never_contacts_the_api_server() {
     let pki = Pki::generate();
     let server = FakeApiServer::start(&pki, opts("v1.10.2")).await.unwrap();
-    let node = Node::new();
-    node.write_kubeconfig(&pki, &server.url(), &KubeAuth::ClientCert);
-    let v = cluster::discover(
-        &node.config("bootkube-master", "").cluster_inputs(),
-        Some("v1.9.6_coreos.0"),
-    )
-    .await
-    .unwrap();
+    let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
+    let v = node
+        .discover("bootkube-master", "", Some("v1.9.6_coreos.0"))
+        .await
+        .unwrap();
     assert_eq!(v.version, "v1.9.6+coreos.0");
     assert!(matches!(v.source, VersionSource::Seed { .. }));
     assert_eq!(server.log().connections, 0);
@@ -649,9 +594,7 @@ async fn bad_kubeconfig_is_bad_input_naming_file_and_field() {
             "    insecure-skip-tls-verify: true\n    certificate-authority-data",
         );
     std::fs::write(node.kubeconfig(), text).unwrap();
-    let e = cluster::discover(&node.config("worker", "").cluster_inputs(), None)
-        .await
-        .unwrap_err();
+    let e = node.discover("worker", "", None).await.unwrap_err();
     assert_eq!(e.exit_code(), exit::BAD_INPUT);
     let m = e.to_string();
     assert!(m.contains(&node.kubeconfig().display().to_string()), "{m}");
