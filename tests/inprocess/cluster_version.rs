@@ -82,12 +82,22 @@ fn opts(git_version: &str) -> ApiServerOptions {
     }
 }
 
+/// v1.9.6+coreos.0, after `faults` (one per connection).
+fn failing(faults: Vec<Fault>) -> ApiServerOptions {
+    ApiServerOptions {
+        faults,
+        ..opts("v1.9.6+coreos.0")
+    }
+}
+
+async fn serve(pki: &Pki, options: ApiServerOptions) -> FakeApiServer {
+    FakeApiServer::start(pki, options).await.unwrap()
+}
+
 #[tokio::test]
 async fn version_from_api_server_with_client_certificate() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
-        .await
-        .unwrap();
+    let server = serve(&pki, opts("v1.9.6+coreos.0")).await;
     let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let v = node
         .discover("worker", "", Some("v1.8.4_coreos.0"))
@@ -309,15 +319,7 @@ async fn retry_after_beyond_the_agents_own_backoff_is_honoured() {
 #[tokio::test]
 async fn server_errors_until_attempts_run_out_are_retryable() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(
-        &pki,
-        ApiServerOptions {
-            faults: vec![Fault::Status(500); 5],
-            ..opts("v1.9.6+coreos.0")
-        },
-    )
-    .await
-    .unwrap();
+    let server = serve(&pki, failing(vec![Fault::Status(500); 5])).await;
     let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let e = node
         .discover("worker", r#""api_attempts":3"#, None)
@@ -336,15 +338,7 @@ async fn server_errors_until_attempts_run_out_are_retryable() {
 #[tokio::test]
 async fn forbidden_version_is_retried_as_a_server_still_starting() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(
-        &pki,
-        ApiServerOptions {
-            faults: vec![Fault::Status(403); 2],
-            ..opts("v1.9.6+coreos.0")
-        },
-    )
-    .await
-    .unwrap();
+    let server = serve(&pki, failing(vec![Fault::Status(403); 2])).await;
     let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let v = node
         .discover("worker", r#""api_attempts":3"#, None)
@@ -354,15 +348,7 @@ async fn forbidden_version_is_retried_as_a_server_still_starting() {
     let statuses: Vec<u16> = server.log().requests.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![403, 403, 200]);
 
-    let lasting = FakeApiServer::start(
-        &pki,
-        ApiServerOptions {
-            faults: vec![Fault::Status(403); 5],
-            ..opts("v1.9.6+coreos.0")
-        },
-    )
-    .await
-    .unwrap();
+    let lasting = serve(&pki, failing(vec![Fault::Status(403); 5])).await;
     node.write_kubeconfig(&pki, &lasting.url(), &KubeAuth::ClientCert);
     let e = node
         .discover("worker", r#""api_attempts":2"#, None)
@@ -458,9 +444,7 @@ async fn a_bootstrap_token_not_known_yet_is_asked_again_within_the_grace() {
 #[tokio::test]
 async fn client_certificate_from_another_ca_is_rejected_as_bad_input() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
-        .await
-        .unwrap();
+    let server = serve(&pki, opts("v1.9.6+coreos.0")).await;
     let node = Node::new();
     // The kubeconfig trusts the right CA but carries a client certificate
     // the cluster CA never signed.
@@ -515,9 +499,7 @@ async fn not_a_version_answer_is_retried_then_retryable() {
 #[tokio::test]
 async fn forced_version_that_breaks_skew_is_refused() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.9.6+coreos.0"))
-        .await
-        .unwrap();
+    let server = serve(&pki, opts("v1.9.6+coreos.0")).await;
     let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let e = node
         .discover("worker", r#""forced_version":"v1.10.2""#, None)
@@ -572,7 +554,7 @@ async fn forced_version_with_unreachable_server_is_only_a_warning() {
 #[tokio::test]
 async fn bootkube_master_never_contacts_the_api_server() {
     let pki = Pki::generate();
-    let server = FakeApiServer::start(&pki, opts("v1.10.2")).await.unwrap();
+    let server = serve(&pki, opts("v1.10.2")).await;
     let node = Node::at(&pki, &server.url(), &KubeAuth::ClientCert);
     let v = node
         .discover("bootkube-master", "", Some("v1.9.6_coreos.0"))
