@@ -181,7 +181,7 @@ pub struct NodeVars {
 pub fn render(
     nodes: &std::collections::BTreeMap<String, NodeVars>,
 ) -> anyhow::Result<std::collections::BTreeMap<String, Value>> {
-    use anyhow::{Context as _, bail};
+    use anyhow::Context as _;
     let work = tempfile::tempdir()?;
     let module = crate::project_root().join("terraform/modules/ignition");
     std::fs::write(
@@ -225,36 +225,14 @@ output "rendered" {{
         work.path().join("nodes.tfvars.json"),
         serde_json::to_string(&serde_json::json!({ "nodes": nodes }))?,
     )?;
-    let tf = |args: &[&str]| -> anyhow::Result<String> {
-        let out = std::process::Command::new("terraform")
-            .arg(format!("-chdir={}", work.path().display()))
-            .args(args)
-            .env("TF_CLI_CONFIG_FILE", "/dev/null")
-            .env("TF_DATA_DIR", work.path().join(".tfdata"))
-            .env("TF_IN_AUTOMATION", "1")
-            .env("CHECKPOINT_DISABLE", "1")
-            .output()
-            .context("running terraform")?;
-        if !out.status.success() {
-            bail!(
-                "terraform {args:?} failed: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    tf(&["init", "-backend=false", "-input=false", "-no-color"])?;
-    tf(&[
-        "apply",
-        "-auto-approve",
-        "-input=false",
-        "-no-color",
-        "-lock=false",
-        "-var-file=nodes.tfvars.json",
-    ])?;
-    let out: std::collections::BTreeMap<String, String> =
-        serde_json::from_str(&tf(&["output", "-json", "rendered"])?)?;
+    let var_file = format!(
+        "-var-file={}",
+        work.path().join("nodes.tfvars.json").display()
+    );
+    let rendered = crate::terraform::Terraform::new(work.path())
+        .render(&[&var_file], "rendered")
+        .with_context(|| format!("rendering Ignition configs with {}", module.display()))?;
+    let out: std::collections::BTreeMap<String, String> = serde_json::from_value(rendered)?;
     out.into_iter()
         .map(|(k, v)| Ok((k, serde_json::from_str(&v)?)))
         .collect()

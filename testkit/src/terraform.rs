@@ -51,16 +51,42 @@ impl Terraform {
 
     /// Like [`run`](Self::run), panicking with terraform's output on failure.
     pub fn ok(&self, args: &[&str]) -> String {
+        self.checked(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`run`](Self::run): stdout, or an error with terraform's output.
+    pub fn checked(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "terraform {args:?} in {} failed ({}):\n{}\n{}",
-            self.dir.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        if !out.status.success() {
+            anyhow::bail!(
+                "terraform {args:?} in {} failed ({}):\n{}\n{}",
+                self.dir.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// init, apply with `apply_args` (a `-var-file=` with an absolute
+    /// path, say) and `output -json NAME`: what a test's fixture renders
+    /// with a module, or an error with terraform's output.
+    pub fn render(&self, apply_args: &[&str], output: &str) -> anyhow::Result<serde_json::Value> {
+        self.checked(&["init", "-backend=false", "-input=false", "-no-color"])?;
+        let state = format!("-state={}", self.state().display());
+        let mut args = vec![
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            "-lock=false",
+            &state,
+        ];
+        args.extend_from_slice(apply_args);
+        self.checked(&args)?;
+        let text = self.checked(&["output", "-no-color", "-json", &state, output])?;
+        Ok(serde_json::from_str(&text)?)
     }
 
     pub fn init(&self) {

@@ -20,7 +20,6 @@ use crate::kube::{ControlPlane, Kubectl};
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A bootstrap token, `<id>.<secret>` (6 and 16 characters of `[a-z0-9]`
@@ -160,24 +159,10 @@ output "token" {{
         vars.to_string().as_bytes(),
         0o600,
     )?;
-    let tf = |args: &[&str]| terraform(work.path(), &module, args);
-    tf(&["init", "-backend=false", "-input=false", "-no-color"])?;
-    tf(&[
-        "apply",
-        "-auto-approve",
-        "-input=false",
-        "-no-color",
-        "-lock=false",
-        "-var-file=in.tfvars.json",
-        "-state=state.tfstate",
-    ])?;
-    let out: Value = serde_json::from_str(&tf(&[
-        "output",
-        "-no-color",
-        "-json",
-        "-state=state.tfstate",
-        "token",
-    ])?)?;
+    let var_file = format!("-var-file={}", work.path().join("in.tfvars.json").display());
+    let out = crate::terraform::Terraform::new(work.path())
+        .render(&[&var_file], "token")
+        .with_context(|| format!("rendering a token with {}", module.display()))?;
     let s = |k: &str| -> Result<String> {
         out[k]
             .as_str()
@@ -198,30 +183,6 @@ output "token" {{
         rbac_manifest: s("rbac_manifest")?,
         manifests,
     })
-}
-
-/// `terraform -chdir=DIR ARGS` with its data dir in `dir`: stdout, or an
-/// error with terraform's output.
-fn terraform(dir: &Path, module: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("terraform")
-        .arg(format!("-chdir={}", dir.display()))
-        .args(args)
-        .env("TF_CLI_CONFIG_FILE", "/dev/null")
-        .env("TF_DATA_DIR", dir.join("tfdata"))
-        .env("TF_IN_AUTOMATION", "1")
-        .env("CHECKPOINT_DISABLE", "1")
-        .output()
-        .context("running terraform")?;
-    if !out.status.success() {
-        bail!(
-            "terraform {args:?} for {} failed ({}):\n{}{}",
-            module.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The control plane's bootstrap-token mode.
