@@ -439,13 +439,21 @@ mod tests {
         j
     }
 
-    fn snapshot<'a>(state: &'a MetricsState, j: Option<&'a StateJournal>) -> String {
-        render(&Snapshot {
+    /// A worker's snapshot of `state`, no journal.
+    fn worker(state: &MetricsState, kubelet_env_present: bool) -> Snapshot<'_> {
+        Snapshot {
             version: "0.1.0",
             role: "worker",
             state,
+            journal: None,
+            kubelet_env_present,
+        }
+    }
+
+    fn snapshot<'a>(state: &'a MetricsState, j: Option<&'a StateJournal>) -> String {
+        render(&Snapshot {
             journal: j,
-            kubelet_env_present: false,
+            ..worker(state, false)
         })
     }
 
@@ -546,13 +554,7 @@ mod tests {
             kubelet_env_at: Some(1123.5),
             ..Default::default()
         };
-        let mut s = Snapshot {
-            version: "0.1.0",
-            role: "worker",
-            state: &st,
-            journal: None,
-            kubelet_env_present: true,
-        };
+        let mut s = worker(&st, true);
         let t = render(&s);
         assert!(
             t.contains("\nnode_bootstrap_time_to_kubelet_env_seconds 123.5\n"),
@@ -581,13 +583,7 @@ mod tests {
             join_observed_at: Some(1012.0),
             ..Default::default()
         };
-        let mut s = Snapshot {
-            version: "0.1.0",
-            role: "worker",
-            state: &st,
-            journal: None,
-            kubelet_env_present: true,
-        };
+        let mut s = worker(&st, true);
         let t = render(&s);
         let states = lines(&t, "node_bootstrap_join_state{");
         assert_eq!(
