@@ -592,13 +592,12 @@ async fn os_before_remote_packages_keeps_the_vendor_docker() {
     assert!(!rig.exists("/etc/torcx/next-profile"));
 }
 
-#[tokio::test]
-async fn local_manifest_file_and_file_packages_work_offline() {
-    let rig = AddonRig::new(OS);
-    let d1703 = docker_archive("17.03");
+/// A mirror on the node's own disk: docker 17.03 (`archive`) as a file
+/// beside a signed manifest for the OS; the addon section that names it.
+fn local_mirror(rig: &AddonRig, archive: &[u8]) -> serde_json::Value {
     let pkg = rig.path("/srv/mirror/pkgs/docker:17.03.torcx.tgz");
-    testkit::torcx_fixtures::write(&pkg, &d1703).unwrap();
-    let entry = PkgEntry::new("17.03", &d1703, "../pkgs/docker:17.03.torcx.tgz");
+    testkit::torcx_fixtures::write(&pkg, archive).unwrap();
+    let entry = PkgEntry::new("17.03", archive, "../pkgs/docker:17.03.torcx.tgz");
     let m = testkit::torcx_fixtures::package_manifest(&[entry]);
     let mf = rig.path(&format!("/srv/mirror/{OS}/torcx_manifest.json"));
     testkit::torcx_fixtures::write(&mf, &m).unwrap();
@@ -607,10 +606,15 @@ async fn local_manifest_file_and_file_packages_work_offline() {
         rig.key.sign(m.as_bytes()),
     )
     .unwrap();
-    let c = config(
-        &rig,
-        json!({"manifest_file": rig.path("/srv/mirror/{os_version}/torcx_manifest.json").display().to_string()}),
-    );
+    let mf = rig.path("/srv/mirror/{os_version}/torcx_manifest.json");
+    json!({"manifest_file": mf.display().to_string()})
+}
+
+#[tokio::test]
+async fn local_manifest_file_and_file_packages_work_offline() {
+    let rig = AddonRig::new(OS);
+    let d1703 = docker_archive("17.03");
+    let c = config(&rig, local_mirror(&rig, &d1703));
     let out = addon::ensure(&c.addon_inputs(), &req(None)).await.unwrap();
     assert_eq!(out.docker_next, "17.03");
     assert_eq!(
@@ -716,21 +720,7 @@ async fn unappliable_package_is_refused(arrives: &str) {
             &flat[..777],
         )
         .unwrap(),
-        "a local file" => {
-            let pkg = rig.path("/srv/mirror/pkgs/docker:17.03.torcx.tgz");
-            testkit::torcx_fixtures::write(&pkg, &flat).unwrap();
-            let entry = PkgEntry::new("17.03", &flat, "../pkgs/docker:17.03.torcx.tgz");
-            let m = testkit::torcx_fixtures::package_manifest(&[entry]);
-            let mf = rig.path(&format!("/srv/mirror/{OS}/torcx_manifest.json"));
-            testkit::torcx_fixtures::write(&mf, &m).unwrap();
-            testkit::torcx_fixtures::write(
-                &mf.with_file_name("torcx_manifest.json.asc"),
-                rig.key.sign(m.as_bytes()),
-            )
-            .unwrap();
-            let mf = rig.path("/srv/mirror/{os_version}/torcx_manifest.json");
-            addon = json!({"manifest_file": mf.display().to_string()});
-        }
+        "a local file" => addon = local_mirror(&rig, &flat),
         other => panic!("{other}"),
     }
     if arrives != "a local file" {
