@@ -438,8 +438,8 @@ impl Kubeconfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine as _;
     use crate::error::ErrorClass;
+    use base64::Engine as _;
     use std::fs;
 
     #[test]
