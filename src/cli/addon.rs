@@ -66,13 +66,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     crate::async_runtime::current_thread()
 }
 
-fn print_json<T: serde::Serialize>(v: &T) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).expect("outcomes serialize")
-    );
-}
-
 fn require_enabled(config: &Config) -> Result<()> {
     if config.addon.enabled {
         Ok(())
@@ -107,7 +100,7 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
         AddonAction::Ensure(req) => {
             require_enabled(config)?;
             let out = runtime()?.block_on(addon::ensure(&config.addon_inputs(), &req))?;
-            print_json(&out);
+            super::print_json(&out);
             Ok(exit::SUCCESS)
         }
         AddonAction::Confirm { docker_next } => {
@@ -155,12 +148,12 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
                 next_os_version,
             };
             let out = rt.block_on(addon::pre_reboot_hook(&config.addon_inputs(), &req))?;
-            print_json(&out);
+            super::print_json(&out);
             Ok(exit::SUCCESS)
         }
         AddonAction::Gc => {
             let removed = addon::gc(&config.addon_inputs())?;
-            print_json(&serde_json::json!({ "removed": removed }));
+            super::print_json(&serde_json::json!({ "removed": removed }));
             Ok(exit::SUCCESS)
         }
     }

@@ -39,13 +39,6 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
             cluster.listed.as_deref(),
         ),
     )?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&choice).expect("choices serialize")
-        );
-    } else {
-        println!("{}", choice.describe());
-    }
+    super::print_json_or(json, &choice, || choice.describe());
     Ok(exit::SUCCESS)
 }

@@ -50,13 +50,8 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
         &config.kubelet_sysext_inputs(),
         cluster_version,
     ))?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&c).expect("choices serialize")
-        );
-    } else {
-        println!(
+    super::print_json_or(json, &c, || {
+        format!(
             "kubelet {} ({} for cluster {}) from {} ({} metadata); offered: {}",
             c.image.version,
             c.rule.as_str(),
@@ -64,8 +59,8 @@ pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
             c.image.url,
             if c.image.signed { "signed" } else { "UNSIGNED" },
             c.image.offered.join(", ")
-        );
-    }
+        )
+    });
     Ok(exit::SUCCESS)
 }
 
@@ -77,13 +72,8 @@ pub fn ensure(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
         &config.kubelet_sysext_inputs(),
         cluster_version,
     ))?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rec).expect("records serialize")
-        );
-    } else {
-        println!(
+    super::print_json_or(json, &rec, || {
+        format!(
             "kubelet {} ({} for cluster {}) is merged from {}{}",
             rec.version,
             rec.rule.as_str(),
@@ -94,7 +84,7 @@ pub fn ensure(config: &Config, cluster_version: &str, json: bool) -> Result<u8> 
             } else {
                 ""
             }
-        );
-    }
+        )
+    });
     Ok(exit::SUCCESS)
 }

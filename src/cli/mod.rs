@@ -170,6 +170,23 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     crate::async_runtime::multi_thread()
 }
 
+/// Prints `value` as pretty JSON (what `--json` asks for).
+fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("the agent's records serialize")
+    );
+}
+
+/// With `--json`, `value` as pretty JSON; else the one line `line` makes.
+fn print_json_or(json: bool, value: &impl serde::Serialize, line: impl FnOnce() -> String) {
+    if json {
+        print_json(value);
+    } else {
+        println!("{}", line());
+    }
+}
+
 /// The config if its file exists, else the defaults (mirror tools run on
 /// operators' machines, which have no agent config).
 fn load_or_defaults(cli: &Cli) -> Result<Config> {
