@@ -2,8 +2,7 @@
 //! a thread of its own that reads the download as it arrives, beside the
 //! one that unpacks it), metadata items after their download, and the
 //! files `metadata generate` publishes; the SHA-512 a package manifest
-//! names ([`Sha512`]) and a whole file's ([`sha512_file`]), or a
-//! download's as it is written ([`InOrderSha512`]).
+//! names ([`Sha512`]) and a whole file's ([`sha512_file`]).
 
 use std::fmt;
 use std::io::{self, Read};
@@ -106,79 +105,9 @@ pub fn sha512_file(path: &Path) -> io::Result<Sha512> {
     Ok(Sha512(h.finalize().into()))
 }
 
-/// The SHA-512 of a file that a download writes once, in order, from its
-/// first byte, computed from the bytes as they are written: the download
-/// needs no second read of the file for its check. A write that does not
-/// continue where the last one ended (a resumed partial, a server that
-/// ignored `Range` and started over) leaves it with no answer, and the
-/// caller reads the finished file instead ([`sha512_file`]).
-pub struct InOrderSha512 {
-    hasher: Option<sha2::Sha512>,
-    at: u64,
-}
-
-impl Default for InOrderSha512 {
-    fn default() -> Self {
-        use sha2::Digest as _;
-        InOrderSha512 {
-            hasher: Some(sha2::Sha512::new()),
-            at: 0,
-        }
-    }
-}
-
-impl InOrderSha512 {
-    /// `bytes` were written at offset `start`.
-    pub fn wrote(&mut self, start: u64, bytes: &[u8]) {
-        use sha2::Digest as _;
-        match &mut self.hasher {
-            Some(h) if start == self.at => {
-                h.update(bytes);
-                self.at += bytes.len() as u64;
-            }
-            _ => self.hasher = None,
-        }
-    }
-
-    /// The digest of a file of `len` bytes, if every one of them went
-    /// through [`wrote`](Self::wrote) once, in order.
-    pub fn finish(self, len: u64) -> Option<Sha512> {
-        use sha2::Digest as _;
-        let h = self.hasher.filter(|_| self.at == len)?;
-        Some(Sha512(h.finalize().into()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_file_written_in_order_has_its_digest_without_a_read_and_any_other_has_none() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("f");
-        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&p, &data).unwrap();
-        let whole = sha512_file(&p).unwrap();
-        let mut h = InOrderSha512::default();
-        for (i, c) in data.chunks(7_000).enumerate() {
-            h.wrote((i * 7_000) as u64, c);
-        }
-        assert_eq!(h.finish(data.len() as u64), Some(whole));
-        // Not the whole file: no answer.
-        let mut h = InOrderSha512::default();
-        h.wrote(0, &data[..1000]);
-        assert_eq!(h.finish(data.len() as u64), None);
-        // Resumed from byte 1000 (the first 1000 from an earlier run).
-        let mut h = InOrderSha512::default();
-        h.wrote(1000, &data[1000..]);
-        assert_eq!(h.finish(data.len() as u64), None);
-        // Started over from 0 after 1000 bytes.
-        let mut h = InOrderSha512::default();
-        h.wrote(0, &data[..1000]);
-        h.wrote(0, &data);
-        assert_eq!(h.finish(data.len() as u64), None);
-    }
 
     #[test]
     fn digests_of_every_byte() {

@@ -15,7 +15,7 @@
 
 use super::config::AddonSettings;
 use super::follow::{AbandonOnDrop, Follow, Follower, Written};
-use crate::digest::{InOrderSha512, Sha512, sha512_file};
+use crate::digest::{Sha512, sha512_file};
 use crate::error::{Context as _, Error, ErrorClass, Result};
 use crate::fsutil::staged::{Staged, ensure_dir, partial_path, remove_other_partials};
 use crate::http::{BodyError, read_body};
@@ -207,10 +207,9 @@ impl Fetcher {
             let mut reader = Follow::new(partial.clone(), written.clone());
             tokio::task::spawn_blocking(move || f(&mut reader))
         });
-        let in_order = std::sync::Mutex::new(InOrderSha512::default());
         let res = match src {
             Source::File(p) => self.copy_into(p, &partial),
-            Source::Url(u) => self.download_into(u, &partial, &written, &in_order).await,
+            Source::Url(u) => self.download_into(u, &partial, &written).await,
         };
         if res.is_ok() {
             written.complete();
@@ -225,17 +224,9 @@ impl Fetcher {
             return Err(e);
         }
         let staged = Staged::new(partial.clone(), target);
-        let size = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
-        let as_written = in_order
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .finish(size);
-        let got = match as_written {
-            Some(got) => got,
-            None => sha512_file(&partial).ctx(ErrorClass::Internal, || {
-                format!("failed to read back {}", partial.display())
-            })?,
-        };
+        let got = sha512_file(&partial).ctx(ErrorClass::Internal, || {
+            format!("failed to read back {}", partial.display())
+        })?;
         if got != *hash {
             // `staged` is dropped here: the partial is deleted.
             let err = Error::verification(format!(
@@ -257,6 +248,7 @@ impl Fetcher {
             })),
             _ => None,
         };
+        let size = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
         info!(
             step = "docker-addon",
             url = %src.display(),
@@ -264,7 +256,6 @@ impl Fetcher {
             bytes = size,
             elapsed_ms = started.elapsed().as_millis() as u64,
             followed = followed.is_some(),
-            hashed_as_written = as_written.is_some(),
             "package fetched and verified"
         );
         Ok((staged, followed))
@@ -301,15 +292,7 @@ impl Fetcher {
     /// Downloads `u` into `partial`, resuming what is there when the server
     /// honours ranges. Retries transport errors, 5xx, 408 and 429.
     /// Says how far the file is written in `written`.
-    /// Downloads `u` into `partial` (resuming what it holds), telling
-    /// `written` and `in_order` each write.
-    async fn download_into(
-        &self,
-        u: &url::Url,
-        partial: &Path,
-        written: &Written,
-        in_order: &std::sync::Mutex<InOrderSha512>,
-    ) -> Result<()> {
+    async fn download_into(&self, u: &url::Url, partial: &Path, written: &Written) -> Result<()> {
         let max = self.max_package_bytes;
         retry(Remote::Mirror, self.policy, &format!("download {u}"), |attempt| async move {
             let mut file = OpenOptions::new()
@@ -357,10 +340,6 @@ impl Fetcher {
             let mut at = have;
             let write = |c: &[u8]| {
                 file.write_all(c)?;
-                in_order
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .wrote(at, c);
                 written.at(at, at + c.len() as u64);
                 at += c.len() as u64;
                 Ok(())
