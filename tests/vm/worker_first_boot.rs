@@ -30,10 +30,15 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     )
     .unwrap();
     vm.wait_ready(BOOT).unwrap();
-    assert_eq!(vm.lockup_restarts(), 1);
-    assert_eq!(vm.boots(), 1, "the rig's restart is not the test's boot");
+    // At least the injected one (a real lockup may add another).
+    assert!(vm.lockup_restarts() >= 1);
+    assert_eq!(vm.boots(), 1, "the rig's restarts are not the test's boots");
     let records = vm.boot_records();
-    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(
+        records.len() as u32,
+        1 + vm.lockup_restarts(),
+        "{records:?}"
+    );
     assert!(records[0].locked_up.is_some(), "{records:?}");
     assert_eq!(records[0].end, Some(BootEnd::PowerLoss));
     assert!(
