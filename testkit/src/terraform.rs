@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// `terraform init` for a configuration without a backend.
+const INIT: [&str; 4] = ["init", "-backend=false", "-input=false", "-no-color"];
+
 /// Runs terraform in a configuration directory of the repository with its
 /// data dir, state and plugin cache in a private temp dir, so nothing is
 /// written into the repository and tests can run side by side.
@@ -73,38 +76,34 @@ impl Terraform {
     /// path, say) and `output -json NAME`: what a test's fixture renders
     /// with a module, or an error with terraform's output.
     pub fn render(&self, apply_args: &[&str], output: &str) -> anyhow::Result<serde_json::Value> {
-        self.checked(&["init", "-backend=false", "-input=false", "-no-color"])?;
+        self.checked(&INIT)?;
+        let mut extra = vec!["-lock=false"];
+        extra.extend_from_slice(apply_args);
+        let apply = self.apply_args(&extra);
+        self.checked(&apply.iter().map(String::as_str).collect::<Vec<_>>())?;
         let state = format!("-state={}", self.state().display());
-        let mut args = vec![
-            "apply",
-            "-auto-approve",
-            "-input=false",
-            "-no-color",
-            "-lock=false",
-            &state,
-        ];
-        args.extend_from_slice(apply_args);
-        self.checked(&args)?;
         let text = self.checked(&["output", "-no-color", "-json", &state, output])?;
         Ok(serde_json::from_str(&text)?)
     }
 
     pub fn init(&self) {
-        self.ok(&["init", "-backend=false", "-input=false", "-no-color"]);
+        self.ok(&INIT);
+    }
+
+    /// `apply -auto-approve` with the state in the temp dir, then `extra`.
+    fn apply_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-no-color"]
+            .map(String::from)
+            .into();
+        args.push(format!("-state={}", self.state().display()));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
     }
 
     /// `terraform apply -auto-approve` with the state in the temp dir.
     pub fn apply(&self, extra: &[&str]) -> Output {
-        let state = format!("-state={}", self.state().display());
-        let mut args = vec![
-            "apply",
-            "-auto-approve",
-            "-input=false",
-            "-no-color",
-            &state,
-        ];
-        args.extend_from_slice(extra);
-        self.run(&args)
+        let args = self.apply_args(extra);
+        self.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
     pub fn apply_ok(&self, extra: &[&str]) -> String {
