@@ -314,7 +314,6 @@ pub struct VmNode {
     /// Where this boot's output starts in the console file.
     console_from: u64,
     boots: Vec<BootRecord>,
-    lockup_restarts: u32,
 }
 
 impl VmNode {
@@ -344,7 +343,6 @@ impl VmNode {
             started: None,
             console_from: 0,
             boots: Vec::new(),
-            lockup_restarts: 0,
         })
     }
 
@@ -433,13 +431,13 @@ impl VmNode {
     /// started again after a guest kernel lockup ([`lockup`]) are not
     /// counted (they are in [`boot_records`](Self::boot_records)).
     pub fn boots(&self) -> u32 {
-        self.boots.len() as u32 - self.lockup_restarts
+        self.boots.len() as u32 - self.lockup_restarts()
     }
 
     /// How many boots the rig cut short and started again because the
     /// guest kernel locked up ([`lockup`]).
     pub fn lockup_restarts(&self) -> u32 {
-        self.lockup_restarts
+        self.boots.iter().filter(|b| b.locked_up.is_some()).count() as u32
     }
 
     pub fn boot_records(&self) -> &[BootRecord] {
@@ -655,7 +653,7 @@ impl VmNode {
                 return Ok(t);
             }
             if let Some(line) = self.soft_lockup()
-                && self.lockup_restarts < lockup::MAX_RESTARTS
+                && self.lockup_restarts() < lockup::MAX_RESTARTS
             {
                 self.restart_after_lockup(line)?;
                 deadline = Instant::now() + timeout;
@@ -685,18 +683,17 @@ impl VmNode {
     /// The hardware watchdog's part ([`lockup`]): cut the power of a boot
     /// whose kernel locked up, say so, and boot again.
     fn restart_after_lockup(&mut self, line: String) -> Result<()> {
-        self.lockup_restarts += 1;
+        if let Some(b) = self.boots.last_mut() {
+            b.locked_up = Some(line.clone());
+        }
         eprintln!(
             "vm {}: the guest kernel locked up ({}), an emulator fault no program in the guest causes or ends: \
              power cut and boot again ({} of at most {})",
             self.name,
             line.trim(),
-            self.lockup_restarts,
+            self.lockup_restarts(),
             lockup::MAX_RESTARTS
         );
-        if let Some(b) = self.boots.last_mut() {
-            b.locked_up = Some(line);
-        }
         self.power_cut()?;
         self.boot()
     }
