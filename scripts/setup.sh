@@ -48,6 +48,9 @@ prereqs() {
         fi
     fi
     v=$("$root/scripts/build-torcx.sh" --check 2>&1) || say "the torcx sources: ${v#build-torcx: }"
+    if [ "$mode" = t ]; then
+        v=$("$root/scripts/build-containerd2.sh" --check 2>&1) || say "the containerd 2.1 and cri-tools sources: ${v#build-containerd2: }"
+    fi
     [ "$missing" = 0 ] || exit 3
 }
 prereqs
@@ -190,6 +193,26 @@ need td runc sh -c 'command -v runc || test -x /usr/sbin/runc'
 need td containernetworking-plugins test -x /usr/lib/cni/bridge
 need tds gcc on_path gcc
 need tds libc6-dev installed libc6-dev
+# containerd 2.1 and cri-tools 1.32 (scripts/build-containerd2.sh) need
+# Go 1.23: bookworm-backports' golang-1.23-go (the tests only; an apt
+# source for bookworm-backports is added below when the machine has none).
+backports=
+if [ "$mode" = t ] && [ ! -x /usr/lib/go-1.23/bin/go ]; then
+    need_apt+=(golang-1.23-go)
+    grep -rqsE '^(Suites:.*bookworm-backports|deb .* bookworm-backports )' /etc/apt/sources.list /etc/apt/sources.list.d/ || backports=1
+fi
+if [ -n "$backports" ]; then
+    cat > /etc/apt/sources.list.d/node-bootstrap-backports.sources <<'SRC'
+# Added by node-bootstrap's scripts/setup.sh (test setup): Go 1.23
+# (golang-1.23-go), which containerd 2.1 and cri-tools 1.32 need.
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    echo "setup: added the bookworm-backports apt source (/etc/apt/sources.list.d/node-bootstrap-backports.sources) for golang-1.23-go"
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
@@ -263,6 +286,12 @@ if [ "$mode" != s ]; then
         "seconds" "$root/scripts/build-busybox-image.sh"
 fi
 if [ "$mode" = t ]; then
+    # Today's Flatcar's containerd 2.1.4 and cri-tools 1.32 (crictl,
+    # critest), from their sources with Go 1.23 (cached by each source
+    # archive's hash; Debian's containerd 1.6.20 stays the other one tested).
+    step containerd2 "containerd 2.1.4 and cri-tools 1.32 (crictl, critest) from their sources (Go 1.23)" \
+        "building: runs once, about 4 minutes on 2 cores; then cached" \
+        nice -n 10 "$root/scripts/build-containerd2.sh"
     # The VM tier's OS image, built from Debian packages (cached by its
     # inputs; 2-4 minutes when they change, see the script).
     step vm-image "the VM tier's OS image (mmdebstrap, Debian packages)" \
