@@ -39,6 +39,9 @@ mod bootstrap_tokens;
 mod cni_networks;
 // The CRI probe against a real, private containerd.
 mod containerd_cri;
+// The containerd step's checks against real containerd 1.6.20 and 2.1.4: the
+// agent's file, an operator's (the bakery's version 3), another file, imports.
+mod containerd_versions;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
 // `scripts/demo.sh` on a machine that cannot run it: one line, exit 2, nothing built.
