@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod cli;
 pub mod cluster;
 pub mod containerd;
+pub mod containerd2;
 pub mod containerd_sysext;
 pub mod demo;
 pub mod docker;
