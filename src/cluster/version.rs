@@ -295,11 +295,16 @@ mod tests {
     #[test]
     fn a_kubelet_before_1_25_may_lag_only_two_minors() {
         // "kubelet < 1.25 may only be up to two minor versions older"
-        for (k, a) in [("v1.6.4", "v1.9.6"), ("v1.17.0", "v1.20.2"), ("v1.24.9", "v1.27.0")] {
+        for (k, a) in [
+            ("v1.6.4", "v1.9.6"),
+            ("v1.17.0", "v1.20.2"),
+            ("v1.24.9", "v1.27.0"),
+        ] {
             let e = check_skew(k, a).unwrap_err();
             assert_eq!(e.class(), ErrorClass::Refused);
             assert!(
-                e.to_string().contains("minor versions older") && e.to_string().contains("may lag 2"),
+                e.to_string().contains("minor versions older")
+                    && e.to_string().contains("may lag 2"),
                 "{k} vs {a}: {e}"
             );
         }
@@ -323,8 +328,9 @@ mod tests {
         let e = check_skew("v1.5.7", "v1.9.6").unwrap_err();
         assert_eq!(e.class(), ErrorClass::Refused);
         assert!(
-            e.to_string()
-                .contains("the kubelet is 4 minor versions older (1.5 < 1.9; a 1.5 kubelet may lag 2)"),
+            e.to_string().contains(
+                "the kubelet is 4 minor versions older (1.5 < 1.9; a 1.5 kubelet may lag 2)"
+            ),
             "{e}"
         );
         let e = check_skew("v2.0.0", "v1.9.6").unwrap_err();

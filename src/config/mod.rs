@@ -280,6 +280,7 @@ impl Config {
                 == crate::cluster::config::Credential::BootstrapToken,
             master: !matches!(self.role, crate::settings::Role::Worker),
             sandbox_image: self.runtime.sandbox_image.as_deref(),
+            containerd_sandbox_image: self.runtime.containerd_sandbox_image(),
         }
     }
 

@@ -354,7 +354,12 @@ async fn ask_on(client: h2::client::SendRequest<Bytes>) -> Result<Asked> {
             }
         }
     }
-    let served = |a: CriApi| asked.answers.iter().any(|(api, v)| *api == a && v.is_some());
+    let served = |a: CriApi| {
+        asked
+            .answers
+            .iter()
+            .any(|(api, v)| *api == a && v.is_some())
+    };
     let Some(api) = CriApi::ALL.into_iter().find(|a| served(*a)) else {
         return Ok(asked);
     };
@@ -738,7 +743,10 @@ mod tests {
             "cni":{"binDir":"/opt/cni/bin","confDir":"/etc/kubernetes/cni/net.d"},
             "sandboxImage":"registry.k8s.io/pause:3.10"}"#;
         let c = ConfigSeen::from_json(v16).unwrap();
-        assert_eq!(c.sandbox_image.as_deref(), Some("registry.k8s.io/pause:3.10"));
+        assert_eq!(
+            c.sandbox_image.as_deref(),
+            Some("registry.k8s.io/pause:3.10")
+        );
         assert_eq!(c.snapshotter.as_deref(), Some("native"));
         assert_eq!(c.cgroup_driver(), Some(CgroupDriver::Systemd));
         assert_eq!(c.cni_bin_dir.as_deref(), Some("/opt/cni/bin"));
@@ -784,10 +792,17 @@ mod tests {
         };
         assert_eq!(f(&["/usr/bin/containerd"]), DEFAULT_CONFIG);
         assert_eq!(
-            f(&["/usr/bin/containerd", "--config", "/usr/share/containerd/config.toml"]),
+            f(&[
+                "/usr/bin/containerd",
+                "--config",
+                "/usr/share/containerd/config.toml"
+            ]),
             "/usr/share/containerd/config.toml"
         );
-        assert_eq!(f(&["containerd", "--log-level", "debug", "-c", "/a.toml"]), "/a.toml");
+        assert_eq!(
+            f(&["containerd", "--log-level", "debug", "-c", "/a.toml"]),
+            "/a.toml"
+        );
         assert_eq!(f(&["containerd", "--config=/b.toml"]), "/b.toml");
         assert_eq!(f(&["containerd", "-config", "/c.toml"]), "/c.toml");
         // A value that looks like the flag is not the flag.

@@ -557,7 +557,10 @@ mod tests {
         silent.server = None;
         let err = check(&silent, true).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("reports nothing the agent can compare"), "{text}");
+        assert!(
+            text.contains("reports nothing the agent can compare"),
+            "{text}"
+        );
         assert!(!text.contains("drop-in"), "{text}");
         // Without a command line, values still prove it; a difference then
         // points at the drop-in.
@@ -584,7 +587,8 @@ mod tests {
         a.config = None;
         let err = d(&a).unwrap_err();
         assert!(
-            err.to_string().contains("does not report its cgroup driver"),
+            err.to_string()
+                .contains("does not report its cgroup driver"),
             "{err}"
         );
     }

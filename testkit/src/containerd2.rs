@@ -122,7 +122,11 @@ pub fn install_os(n: &SimNode) -> Result<()> {
 
 /// Flatcar's `containerd.service.d/10-use-cgroupfs.conf`, before boot.
 pub fn install_flatcar_cgroupfs_dropin(n: &SimNode) -> Result<()> {
-    n.drop_in("containerd.service", "10-use-cgroupfs", FLATCAR_CGROUPFS_DROPIN)
+    n.drop_in(
+        "containerd.service",
+        "10-use-cgroupfs",
+        FLATCAR_CGROUPFS_DROPIN,
+    )
 }
 
 /// A containerd 2.1.4 image laid out as the sysext-bakery builds it: the

@@ -111,8 +111,8 @@ fn the_agents_file_is_accepted_by_the_check_on_1_6_and_on_2_1() {
                 }
             }
             // A file that says otherwise is told apart, value by value.
-            let err = check_runs_ours(&a, &wanted(!systemd), &ctr.config_path(), &socket)
-                .unwrap_err();
+            let err =
+                check_runs_ours(&a, &wanted(!systemd), &ctr.config_path(), &socket).unwrap_err();
             assert_eq!(err.class(), ErrorClass::Refused);
             assert!(err.to_string().contains("cgroup driver"), "{err}");
         }
@@ -219,14 +219,23 @@ fn imports_replace_whole_plugin_sections_on_1_6_and_merge_on_2_1() {
     }
     let dir = tempfile::tempdir().unwrap();
     let v16 = dump_with_import(Kind::Debian, &dir.path().join("16"));
-    assert!(v16.contains("config_path = \"/etc/containerd/certs.d\""), "{v16}");
+    assert!(
+        v16.contains("config_path = \"/etc/containerd/certs.d\""),
+        "{v16}"
+    );
     // The main file's CRI keys are gone: the fragment's section replaced it.
     assert!(!v16.contains("registry.k8s.io/pause:3.10"), "{v16}");
     assert!(!v16.contains("SystemdCgroup = true"), "{v16}");
     assert!(!v16.contains("/etc/kubernetes/cni/net.d"), "{v16}");
     let v21 = dump_with_import(Kind::V2, &dir.path().join("21"));
-    assert!(v21.contains("config_path = \"/etc/containerd/certs.d\""), "{v21}");
-    assert!(v21.contains("sandbox = \"registry.k8s.io/pause:3.10\""), "{v21}");
+    assert!(
+        v21.contains("config_path = \"/etc/containerd/certs.d\""),
+        "{v21}"
+    );
+    assert!(
+        v21.contains("sandbox = \"registry.k8s.io/pause:3.10\""),
+        "{v21}"
+    );
     assert!(v21.contains("SystemdCgroup = true"), "{v21}");
     assert!(v21.contains("/etc/kubernetes/cni/net.d"), "{v21}");
     // So the agent's file imports nothing, and says so.

@@ -27,11 +27,10 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use testkit::agentnode::{AgentNode, Cluster, OS_RELEASE, state_journal};
 use testkit::apiserver::ApiServerOptions;
-use testkit::containerd2::{self, CrictlPod};
 use testkit::containerd_sysext::{
-    IMAGES, LINK, PRODUCT, debian_image, flatcar_release, hide_os_containerd,
-    install_ensure_sysext,
+    IMAGES, LINK, PRODUCT, debian_image, flatcar_release, hide_os_containerd, install_ensure_sysext,
 };
+use testkit::containerd2::{self, CrictlPod};
 use testkit::kubelet_sysext::{
     ExtensionMirror, KEYRING_PATH, flatcar_os_release, share_root_for_merges,
 };
@@ -59,8 +58,16 @@ fn ask_cri(n: &SimNode) -> cri::RuntimeAnswer {
         n.pid1().expect("the node runs")
     );
     testkit::runtime()
-        .block_on(cri::ask(std::path::Path::new(&socket), Duration::from_secs(10)))
-        .unwrap_or_else(|e| panic!("containerd does not answer CRI: {e}\n{}", n.journal(CONTAINERD)))
+        .block_on(cri::ask(
+            std::path::Path::new(&socket),
+            Duration::from_secs(10),
+        ))
+        .unwrap_or_else(|e| {
+            panic!(
+                "containerd does not answer CRI: {e}\n{}",
+                n.journal(CONTAINERD)
+            )
+        })
 }
 
 /// The value of a top-level `key: value` line of the KubeletConfiguration.
@@ -102,16 +109,23 @@ fn api_at(version: &str) -> Cluster {
 /// The agent's run done; what its containerd record and the kubelet's
 /// files say; then crictl 1.32 runs a pod where they point.
 fn crictl_runs_a_pod_where_the_agent_points(n: &SimNode) -> Value {
-    n.wait_active_state(KNB, "active", T).unwrap_or_else(|e| {
-        panic!("{e}\n{}\n{}", n.journal(KNB), n.journal(CONTAINERD))
-    });
+    n.wait_active_state(KNB, "active", T)
+        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", n.journal(KNB), n.journal(CONTAINERD)));
     let j = state_journal(n).unwrap();
     let rec = j["steps"]["containerd"]["result"].clone();
-    assert_eq!(rec["runtime"], format!("containerd://{}", containerd2::VERSION), "{rec:#}");
+    assert_eq!(
+        rec["runtime"],
+        format!("containerd://{}", containerd2::VERSION),
+        "{rec:#}"
+    );
     assert_eq!(rec["cri_api"], "v1", "{rec:#}");
     assert_eq!(rec["config_source"], "written", "{rec:#}");
     // 2.x reports no sandbox image over CRI: said, not refused.
-    assert_eq!(rec["verified"]["not_reported"], json!(["sandbox image"]), "{rec:#}");
+    assert_eq!(
+        rec["verified"]["not_reported"],
+        json!(["sandbox image"]),
+        "{rec:#}"
+    );
     assert!(
         rec["verified"]["checked"]
             .as_array()
@@ -125,16 +139,26 @@ fn crictl_runs_a_pod_where_the_agent_points(n: &SimNode) -> Value {
     // The kubelet's files for 1.32: the endpoint and the cgroup driver.
     let config = n.read(KUBELET_CONFIG).unwrap();
     let endpoint = yaml_value(&config, "containerRuntimeEndpoint");
-    assert_eq!(endpoint, "unix:///run/containerd/containerd.sock", "{config}");
+    assert_eq!(
+        endpoint, "unix:///run/containerd/containerd.sock",
+        "{config}"
+    );
     assert_eq!(yaml_value(&config, "cgroupDriver"), driver, "{config}");
     let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
     assert!(env.contains("KUBELET_RUNTIME=\"containerd\""), "{env}");
-    assert!(!env.contains("--container-runtime="), "1.27 removed the flag: {env}");
+    assert!(
+        !env.contains("--container-runtime="),
+        "1.27 removed the flag: {env}"
+    );
 
     // containerd answers what a 1.31+ kubelet asks: RuntimeConfig's driver.
     let answer = ask_cri(n);
     assert_eq!(answer.apis, [CriApi::V1]);
-    let want = if driver == "systemd" { CgroupDriver::Systemd } else { CgroupDriver::Cgroupfs };
+    let want = if driver == "systemd" {
+        CgroupDriver::Systemd
+    } else {
+        CgroupDriver::Cgroupfs
+    };
     assert_eq!(answer.cgroup_driver, Some(want));
 
     // crictl 1.32 where the KubeletConfiguration points.
@@ -147,12 +171,21 @@ fn crictl_runs_a_pod_where_the_agent_points(n: &SimNode) -> Value {
     let t0 = Instant::now();
     let pod = CrictlPod::run(n, &endpoint, "nb-crictl", &busybox.tag, &driver)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", n.journal(CONTAINERD)));
-    let inspect = pod.wait_running(n, &endpoint, Duration::from_secs(60)).unwrap();
+    let inspect = pod
+        .wait_running(n, &endpoint, Duration::from_secs(60))
+        .unwrap();
     let ran = t0.elapsed();
     // The sandbox is of the image the agent configured (pinned_images.sandbox
     // after 2.x's migration of sandbox_image).
     let out = n
-        .exec(&[pods::CTR, "--namespace", "k8s.io", "containers", "info", &pod.pod_id])
+        .exec(&[
+            pods::CTR,
+            "--namespace",
+            "k8s.io",
+            "containers",
+            "info",
+            &pod.pod_id,
+        ])
         .unwrap();
     let info: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
@@ -164,13 +197,19 @@ fn crictl_runs_a_pod_where_the_agent_points(n: &SimNode) -> Value {
         .to_string();
     let parent = containerd2::cgroup_parent(&driver);
     if driver == "systemd" {
-        assert!(cgroups_path.starts_with(&format!("{parent}:cri-containerd:")), "{cgroups_path}");
+        assert!(
+            cgroups_path.starts_with(&format!("{parent}:cri-containerd:")),
+            "{cgroups_path}"
+        );
     } else {
         assert_eq!(cgroups_path, format!("{parent}/{}", pod.container_id));
     }
     let pid = inspect["info"]["pid"].as_u64().unwrap();
     let cgroup = in_node(n, &["cat", &format!("/proc/{pid}/cgroup")]);
-    assert!(cgroup.contains(&pod.container_id), "runc placed it there: {cgroup}");
+    assert!(
+        cgroup.contains(&pod.container_id),
+        "runc placed it there: {cgroup}"
+    );
     // Its log and an exec.
     let logs = containerd2::crictl(n, &endpoint, &["logs", &pod.container_id]).unwrap();
     assert_eq!(logs.trim(), containerd2::MARKER);
@@ -178,9 +217,16 @@ fn crictl_runs_a_pod_where_the_agent_points(n: &SimNode) -> Value {
     // rig's: a node entered with a chroot keeps the host's `/` for runc
     // exec (docs/TEST-RIG, "exec landed in the host's root"); the VM tier
     // has no such limit.
-    let exec = containerd2::crictl(n, &endpoint, &["exec", "-s", &pod.container_id, "cat", "/proc/self/cgroup"])
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    assert!(exec.contains(&pod.container_id), "exec runs in the container's cgroup: {exec}");
+    let exec = containerd2::crictl(
+        n,
+        &endpoint,
+        &["exec", "-s", &pod.container_id, "cat", "/proc/self/cgroup"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        exec.contains(&pod.container_id),
+        "exec runs in the container's cgroup: {exec}"
+    );
     eprintln!("crictl 1.32: the pod's container ran {ran:?} after runp");
     rec
 }
@@ -203,7 +249,11 @@ fn flatcar_stables_own_containerd_2_1_runs_a_crictl_1_32_pod_as_the_agent_config
         return;
     }
     let api = api_at("v1.32.4");
-    let mut n = worker_1_32("ctr2-os", &api, json!({"runtime": {"containerd": {"package": "none"}}}));
+    let mut n = worker_1_32(
+        "ctr2-os",
+        &api,
+        json!({"runtime": {"containerd": {"package": "none"}}}),
+    );
     containerd2::install_os(&n).unwrap();
     // An upgraded node that kept cgroup v1 (this host's): Flatcar's drop-in.
     containerd2::install_flatcar_cgroupfs_dropin(&n).unwrap();
@@ -217,10 +267,15 @@ fn flatcar_stables_own_containerd_2_1_runs_a_crictl_1_32_pod_as_the_agent_config
     assert!(
         cmdline.contains("--config\0/etc/containerd/config.toml"),
         "{cmdline:?}\n{}",
-        n.exec(&["systemctl", "cat", CONTAINERD]).map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+        n.exec(&["systemctl", "cat", CONTAINERD])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
     );
     let dropins = n.prop(CONTAINERD, "DropInPaths").unwrap();
-    assert!(dropins.contains("10-use-cgroupfs.conf") && dropins.contains("50-node-bootstrap.conf"), "{dropins}");
+    assert!(
+        dropins.contains("10-use-cgroupfs.conf") && dropins.contains("50-node-bootstrap.conf"),
+        "{dropins}"
+    );
     n.shutdown().unwrap();
 }
 
@@ -234,7 +289,8 @@ fn the_bakerys_containerd_2_1_sysext_from_the_signed_mirror_runs_a_crictl_1_32_p
     mirror.publish(&[("2.1.4", &image)]).unwrap();
     let api = api_at("v1.32.4");
     let mut n = worker_1_32("ctr2-sysext", &api, mirror.sources_patch(KEYRING_PATH));
-    n.write(KEYRING_PATH, mirror.key.public_armored(), 0o644).unwrap();
+    n.write(KEYRING_PATH, mirror.key.public_armored(), 0o644)
+        .unwrap();
     hide_os_containerd(&n).unwrap();
     share_root_for_merges(&n).unwrap();
     install_ensure_sysext(&n).unwrap();
@@ -243,7 +299,10 @@ fn the_bakerys_containerd_2_1_sysext_from_the_signed_mirror_runs_a_crictl_1_32_p
     assert_eq!(rec["package"]["version"], "2.1.4", "{rec:#}");
     assert_eq!(rec["package"]["signed"], true, "{rec:#}");
     assert_eq!(
-        std::fs::read_link(n.path(LINK)).unwrap().display().to_string(),
+        std::fs::read_link(n.path(LINK))
+            .unwrap()
+            .display()
+            .to_string(),
         format!("{IMAGES}/containerd-2.1.4-x86-64.raw")
     );
     let merged = n.exec(&["/usr/bin/containerd", "--version"]).unwrap();
@@ -255,7 +314,8 @@ fn the_bakerys_containerd_2_1_sysext_from_the_signed_mirror_runs_a_crictl_1_32_p
 }
 
 #[test]
-fn kubelet_1_20_on_containerd_2_1_is_refused_naming_both_cri_versions_until_a_listed_1_6_is_offered() {
+fn kubelet_1_20_on_containerd_2_1_is_refused_naming_both_cri_versions_until_a_listed_1_6_is_offered()
+ {
     if skip() {
         return;
     }
@@ -291,7 +351,10 @@ fn kubelet_1_20_on_containerd_2_1_is_refused_naming_both_cri_versions_until_a_li
         journal.contains("speaks only CRI v1alpha2, and containerd 2.1 serves only CRI v1"),
         "{journal}"
     );
-    assert!(journal.contains("the search path offers 2.1.4"), "{journal}");
+    assert!(
+        journal.contains("the search path offers 2.1.4"),
+        "{journal}"
+    );
     assert_eq!(n.prop(KNB, "ExecMainStatus").unwrap(), "7", "{journal}");
     assert!(
         n.read("/etc/kubernetes/kubelet.env").is_none(),
