@@ -430,7 +430,10 @@ fn critest_1_32_validates_containerd_2_1_as_the_agent_configured_it() {
     if skip() {
         return;
     }
-    let api = api_at("v1.32.4");
+    // A 1.35 cluster: containerd's own matrix names 2.1.5+ for it, so the
+    // step warns about 2.1.4 and goes on (a warning, not a refusal:
+    // docs/operators.md); critest then shows the runtime works.
+    let api = api_at("v1.35.0");
     let mut n = worker_1_32(
         "ctr2-critest",
         &api,
@@ -440,6 +443,20 @@ fn critest_1_32_validates_containerd_2_1_as_the_agent_configured_it() {
     n.boot().unwrap();
     n.wait_active_state(KNB, "active", T)
         .unwrap_or_else(|e| panic!("{e}\n{}\n{}", n.journal(KNB), n.journal(CONTAINERD)));
+    let j = state_journal(&n).unwrap();
+    let advice = j["steps"]["containerd"]["result"]["advice"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        advice.contains("names 1.7.28+, 2.1.5+, 2.2.0+ for Kubernetes 1.35, not v2.1.4"),
+        "{j:#}"
+    );
+    assert!(
+        n.journal(KNB).contains("older than its own support matrix"),
+        "{}",
+        n.journal(KNB)
+    );
     let endpoint = yaml_value(&n.read(KUBELET_CONFIG).unwrap(), "containerRuntimeEndpoint");
     let busybox = pods::busybox_image().unwrap();
     pods::ctr_import(&n, &pods::pause_image().unwrap(), None).unwrap();
