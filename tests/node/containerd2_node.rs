@@ -449,7 +449,7 @@ fn critest_1_32_validates_containerd_2_1_as_the_agent_configured_it() {
         .unwrap_or("")
         .to_string();
     assert!(
-        advice.contains("names 1.7.28+, 2.1.5+, 2.2.0+ for Kubernetes 1.35, not v2.1.4"),
+        advice.contains("names 1.7.28+, 2.1.5+, 2.2.0+ for Kubernetes 1.35, not 2.1.4"),
         "{j:#}"
     );
     assert!(
