@@ -18,11 +18,8 @@
 //!   runtime mappings listing 1.6, which the mirror offers (Debian's
 //!   1.6.20 as an image), that one is installed and answers.
 //!
-//! - critest 1.32, the CRI validation suite runtimes are held to, against
-//!   the same containerd as the agent configured it: passed, failed and
-//!   skipped reported, every skip named with its reason ([`CRITEST_SKIPS`]:
-//!   what needs a registry, which this machine cannot reach, or what a
-//!   simulated node cannot give).
+//! - a 1.35 cluster on containerd 2.1.4: below containerd's own support
+//!   matrix (2.1.5+), warned in the journal and the record, not refused.
 //!
 //! Test parts of this machine kind: the runc shim that clamps
 //! `oomScoreAdj` and a tmpfs for `/var/lib/containerd`
@@ -402,37 +399,14 @@ fn kubelet_1_20_on_containerd_2_1_is_refused_naming_both_cri_versions_until_a_li
     n.shutdown().unwrap();
 }
 
-/// The critest specs skipped here, each with why (a regular expression of
-/// ginkgo's `--ginkgo.skip`, the reason). Every other spec runs, with the
-/// offline busybox image as critest's default test image.
-const CRITEST_SKIPS: &[(&str, &str)] = &[
-    (
-        "Image Manager",
-        "pulls test images from gcr.io/k8s-staging-cri-tools (by tag, digest, none): no registry here",
-    ),
-    (
-        "should support (RunAsUserName|RunAsGroup|SupplementalGroups)|SupplementalGroupsPolicy|test-image-predefined-group",
-        "needs cri-tools' user and group test images from gcr.io: no registry here",
-    ),
-    (
-        "port mapping|portforward|Multiple Containers",
-        "needs a web server image (nginx, httpd) from registry.k8s.io: no registry here",
-    ),
-    ("AppArmor", "this host's kernel has no AppArmor"),
-    (
-        "UserNamespaces",
-        "user namespaces with idmapped mounts: not on a simulated node's overlay root",
-    ),
-];
-
 #[test]
-fn critest_1_32_validates_containerd_2_1_as_the_agent_configured_it() {
+fn a_1_35_cluster_on_containerd_2_1_4_is_warned_of_containerds_matrix_and_goes_on() {
     if skip() {
         return;
     }
     // A 1.35 cluster: containerd's own matrix names 2.1.5+ for it, so the
     // step warns about 2.1.4 and goes on (a warning, not a refusal:
-    // docs/operators.md); critest then shows the runtime works.
+    // docs/operators.md): kubelet.env is written.
     let api = api_at("v1.35.0");
     let mut n = worker_1_32(
         "ctr2-critest",
@@ -457,116 +431,6 @@ fn critest_1_32_validates_containerd_2_1_as_the_agent_configured_it() {
         "{}",
         n.journal(KNB)
     );
-    let endpoint = yaml_value(&n.read(KUBELET_CONFIG).unwrap(), "containerRuntimeEndpoint");
-    let busybox = pods::busybox_image().unwrap();
-    pods::ctr_import(&n, &pods::pause_image().unwrap(), None).unwrap();
-    pods::ctr_import(&n, &busybox, None).unwrap();
-    n.write(
-        "/tmp/critest-images.yaml",
-        format!(
-            "defaultTestContainerImage: {}\nwebServerTestImage: {}\n",
-            busybox.tag, busybox.tag
-        ),
-        0o644,
-    )
-    .unwrap();
-    let skip = CRITEST_SKIPS
-        .iter()
-        .map(|(re, _)| format!("({re})"))
-        .collect::<Vec<_>>()
-        .join("|");
-    let critest = testkit::containerd::v2_bin()
-        .join("critest")
-        .display()
-        .to_string();
-    let t0 = Instant::now();
-    let out = n
-        .exec(&[
-            &critest,
-            "--runtime-endpoint",
-            &endpoint,
-            "--image-endpoint",
-            &endpoint,
-            "--test-images-file",
-            "/tmp/critest-images.yaml",
-            "--parallel",
-            "2",
-            "--ginkgo.no-color",
-            "--ginkgo.json-report",
-            "/tmp/critest-report.json",
-            &format!("--ginkgo.skip={skip}"),
-        ])
-        .unwrap();
-    let took = t0.elapsed();
-    let report: Value =
-        serde_json::from_str(&n.read("/tmp/critest-report.json").unwrap_or_else(|| {
-            panic!(
-                "no report: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        }))
-        .unwrap();
-    let specs = report[0]["SpecReports"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let name = |s: &Value| {
-        let mut parts: Vec<String> = s["ContainerHierarchyTexts"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|t| t.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        parts.push(s["LeafNodeText"].as_str().unwrap_or("").to_string());
-        parts.join(" ")
-    };
-    let its: Vec<&Value> = specs.iter().filter(|s| s["LeafNodeType"] == "It").collect();
-    let state = |want: &str| {
-        its.iter()
-            .filter(|s| s["State"] == want)
-            .map(|s| name(s))
-            .collect::<Vec<_>>()
-    };
-    let (passed, failed, skipped) = (state("passed"), state("failed"), state("skipped"));
-    eprintln!(
-        "critest 1.32 against containerd {}: {} passed, {} failed, {} skipped in {took:?}",
-        containerd2::VERSION,
-        passed.len(),
-        failed.len(),
-        skipped.len()
-    );
-    for s in &skipped {
-        let why = CRITEST_SKIPS
-            .iter()
-            .find(|(re, _)| regex_lite_matches(re, s))
-            .map(|(_, why)| why.to_string())
-            .unwrap_or_else(|| "skipped by critest itself".to_string());
-        eprintln!("  skipped: {s}: {why}");
-    }
-    for f in &failed {
-        eprintln!("  FAILED: {f}");
-    }
-    assert!(
-        failed.is_empty(),
-        "critest failures: {failed:#?}\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert!(passed.len() >= 60, "too few specs ran: {passed:?}");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(n.read("/etc/kubernetes/kubelet.env").is_some());
     n.shutdown().unwrap();
-}
-
-/// Whether one of the `|`-separated literal alternatives of `re` (the
-/// skip patterns above hold only plain words, `|` and groups) is in `s`.
-fn regex_lite_matches(re: &str, s: &str) -> bool {
-    re.replace(['(', ')'], "")
-        .split('|')
-        .any(|alt| s.contains(alt))
 }
