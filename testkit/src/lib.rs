@@ -22,6 +22,7 @@ pub mod ignition;
 pub mod kube;
 pub mod kubelet_sysext;
 pub mod pkgserver;
+pub mod podnet;
 pub mod pods;
 pub mod powerloss;
 pub mod promtool;
