@@ -8,6 +8,7 @@ pub mod agentnode;
 pub mod apiserver;
 pub mod cli;
 pub mod cluster;
+pub mod conformance;
 pub mod containerd;
 pub mod containerd_sysext;
 pub mod demo;

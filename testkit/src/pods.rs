@@ -563,8 +563,8 @@ pub fn a_pod_runs_and_kubectl_reaches_it(
 pub fn root_mount(mountinfo: &str) -> Option<&str> {
     mountinfo
         .lines()
-        .filter(|l| l.split(' ').nth(4) == Some("/"))
-        .last()
+        .rev()
+        .find(|l| l.split(' ').nth(4) == Some("/"))
 }
 
 /// From pod `from` (namespace `default`, with busybox's `ping`), the pod
