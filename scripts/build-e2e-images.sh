@@ -8,15 +8,21 @@
 # private-registry specs. Test setup only.
 #
 #   scripts/build-e2e-images.sh     prints the directory holding
-#                                   public/ and private/ (registry storage)
-#                                   and images.txt (what is in them)
+#                                   public/ and private/ (registry storage),
+#                                   tars/ (each image as a docker-archive
+#                                   tar, for a node that cannot reach the
+#                                   registries: the VM tier's worker) and
+#                                   images.txt (STORAGE PATH:TAG TAR, a line
+#                                   per image)
 #
 # The images, under the paths KUBE_TEST_REPO_LIST maps the suite's
 # registries to (testkit::conformance::registry writes that list):
 #   e2e-test-images/agnhost:2.21               agnhost, built from the same
 #       source's test/images/agnhost (scripts/build-e2e.sh; that tree
 #       calls it 2.25; the 1.20.2 manifest asks for 2.21): /agnhost,
-#       /agnhost-2, entrypoint /agnhost, command pause, on busybox
+#       /agnhost-2, entrypoint /agnhost, command pause, on busybox, with
+#       Debian's curl and the libraries it loads (the upstream image adds
+#       curl from Alpine; the networking specs dial with it)
 #   kubernetes-e2e-test-images/nonewprivs:1.0  test/images/nonewprivs
 #       (setuid /usr/local/bin/nnp, command nnp), on busybox
 #   kubernetes-e2e-test-images/nonroot:1.0     busybox, user 1234
@@ -78,6 +84,16 @@ if [ ! -s "$out/images.txt" ]; then
         cp -a "$base" "$work/roots/$r"
     done
     cp "$e2e/agnhost" "$work/roots/agnhost/agnhost"
+    # Debian's curl with every library it loads, at their own paths.
+    command -v curl >/dev/null || die "curl is missing (scripts/setup.sh installs it)"
+    for f in "$(command -v curl)" $(ldd "$(command -v curl)" | grep -oE '/[^ ]+'); do
+        mkdir -p "$work/roots/agnhost$(dirname "$f")"
+        cp -L "$f" "$work/roots/agnhost$f"
+    done
+    mkdir -p "$work/roots/agnhost/usr/bin"
+    [ -e "$work/roots/agnhost/usr/bin/curl" ] || cp "$(command -v curl)" "$work/roots/agnhost/usr/bin/curl"
+    # curl's CA bundle path exists (no TLS is dialled).
+    mkdir -p "$work/roots/agnhost/etc/ssl/certs"
     ln -s agnhost "$work/roots/agnhost/agnhost-2"
     mkdir -p "$work/roots/agnhost/uploads"
     DOCKER_ARCHIVE_CMD='["pause"]' image agnhost e2e-test-images/agnhost:2.21 /agnhost
@@ -100,7 +116,9 @@ if [ ! -s "$out/images.txt" ]; then
         skopeo copy -q --dest-tls-verify=false "docker-archive:$archive" \
             "docker://127.0.0.1:$port/$ref" >>"$work/skopeo.log" 2>&1 ||
             die "skopeo copy $archive to $ref failed: $(tail -3 "$work/skopeo.log")"
-        echo "$storage $ref" >> "$work/out/images.txt"
+        mkdir -p "$work/out/tars"
+        cp "$archive" "$work/out/tars/$(basename "$archive")"
+        echo "$storage $ref tars/$(basename "$archive")" >> "$work/out/images.txt"
     }
     serve() { # STORAGE: a registry on $port writing into $work/out/STORAGE
         [ -z "$registry_pid" ] || { kill "$registry_pid"; wait "$registry_pid" 2>/dev/null || true; }
