@@ -34,7 +34,7 @@ fn every_node_conformance_spec_passes_on_the_workers_the_agent_bootstraps() {
         out_dir: out.path().to_path_buf(),
     };
     let workers = conformance::cluster::WORKERS;
-    let given = conformance::partition(&specs, workers.len());
+    let given = conformance::partition(&specs, workers.len(), &conformance::durations().unwrap());
     let mut runs = Vec::new();
     for ((kind, node), given) in workers.into_iter().zip(given) {
         let run = suite

@@ -119,7 +119,7 @@ fn run(a: &Args) -> anyhow::Result<bool> {
         out_dir: a.out.clone(),
     };
     let given = if a.partition {
-        conformance::partition(&specs, a.workers.len())
+        conformance::partition(&specs, a.workers.len(), &conformance::durations()?)
     } else {
         vec![specs.clone(); a.workers.len()]
     };
@@ -164,6 +164,10 @@ fn run(a: &Args) -> anyhow::Result<bool> {
         }
     );
     std::fs::write(a.out.join("report.md"), &report)?;
+    std::fs::write(
+        a.out.join("durations.txt"),
+        conformance::durations_text(&runs),
+    )?;
     println!("{report}");
     Ok(runs.iter().all(|r| r.ok()))
 }

@@ -190,17 +190,78 @@ fn regex_escape(s: &str) -> String {
     out
 }
 
-/// Splits `specs` over `n` workers, round robin in name order: each gets
-/// a third (for three) of the specs, give or take one, and every spec
-/// goes to exactly one.
-pub fn partition(specs: &[String], n: usize) -> Vec<Vec<String>> {
+/// A spec that takes at least this long (by [`durations`]) is a long one.
+pub const LONG_SPEC_SECS: f64 = 60.0;
+
+/// Splits `specs` over `n` workers, every spec to exactly one, each
+/// worker an equal share by count (give or take one), and every long
+/// spec (at least [`LONG_SPEC_SECS`] in the run of record, `durations`)
+/// to the first worker: the runs are one after another, and a run lasts
+/// at least as long as its longest spec (the probes' specs wait four
+/// minutes whatever the node does), so the long ones run side by side in
+/// one run (ginkgo's parallel nodes) and the other runs are short.
+/// Otherwise in name order.
+pub fn partition(
+    specs: &[String],
+    n: usize,
+    durations: &std::collections::BTreeMap<String, f64>,
+) -> Vec<Vec<String>> {
     let mut sorted = specs.to_vec();
     sorted.sort();
-    let mut parts = vec![Vec::new(); n];
-    for (i, s) in sorted.into_iter().enumerate() {
-        parts[i % n].push(s);
+    let long = |s: &String| durations.get(s).is_some_and(|d| *d >= LONG_SPEC_SECS);
+    let mut parts: Vec<Vec<String>> = vec![Vec::new(); n];
+    parts[0] = sorted.iter().filter(|s| long(s)).cloned().collect();
+    for s in sorted.into_iter().filter(|s| !long(s)) {
+        let fewest = (0..n).min_by_key(|i| parts[*i].len()).expect("n > 0");
+        parts[fewest].push(s);
     }
     parts
+}
+
+/// The repository's record of how long each spec took
+/// (`tests/conformance/durations.txt`, `SECONDS | SPEC` a line: the
+/// longest of the workers in the run of record, which
+/// `scripts/conformance.sh` writes as `durations.txt` beside its report).
+/// A spec it does not name counts as short.
+pub fn durations() -> Result<std::collections::BTreeMap<String, f64>> {
+    let p = crate::project_root().join("tests/conformance/durations.txt");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+    Ok(parse_durations(&text))
+}
+
+/// `SECONDS | SPEC` lines; `#` comments aside.
+pub fn parse_durations(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let (secs, spec) = l.split_once(" | ")?;
+            Some((spec.trim().to_string(), secs.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The durations file of `runs`: for each spec that ran, the longest it
+/// took on any worker.
+pub fn durations_text(runs: &[WorkerRun]) -> String {
+    let mut longest: std::collections::BTreeMap<&str, f64> = Default::default();
+    for r in runs {
+        for (spec, (outcome, secs)) in &r.results.specs {
+            if *outcome != Outcome::Skipped {
+                let d = longest.entry(spec).or_insert(0.0);
+                *d = d.max(*secs);
+            }
+        }
+    }
+    let mut s = String::from(
+        "# How long each [NodeConformance] spec took in the run of record (the\n\
+         # longest of the workers), in seconds: `SECONDS | SPEC`. Written by\n\
+         # scripts/conformance.sh (durations.txt beside its report); CI's\n\
+         # partition puts the long ones in one run (testkit::conformance::partition).\n",
+    );
+    for (spec, secs) in longest {
+        s += &format!("{secs:.1} | {spec}\n");
+    }
+    s
 }
 
 /// Taints every node of `others` with [`PIN_TAINT`] and clears it from
@@ -433,10 +494,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_partition_gives_each_spec_to_one_worker_a_third_each() {
+    fn a_partition_gives_each_spec_to_one_worker_a_third_each_the_long_ones_together() {
         let specs: Vec<String> = (0..145).map(|i| format!("spec {i:03}")).collect();
-        let parts = partition(&specs, 3);
+        let durations = parse_durations(
+            "# comment\n245.2 | spec 007\n60.1 | spec 100\n59.9 | spec 050\n240 | spec 144\n",
+        );
+        let parts = partition(&specs, 3, &durations);
         assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), [49, 48, 48]);
+        for long in ["spec 007", "spec 100", "spec 144"] {
+            assert!(parts[0].contains(&long.to_string()), "{long}");
+        }
+        assert!(!parts[0].contains(&"spec 050".to_string()));
         let mut all: Vec<String> = parts.concat();
         all.sort();
         assert_eq!(all, specs);
