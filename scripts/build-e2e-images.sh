@@ -21,8 +21,9 @@
 #       source's test/images/agnhost (scripts/build-e2e.sh; that tree
 #       calls it 2.25; the 1.20.2 manifest asks for 2.21): /agnhost,
 #       /agnhost-2, entrypoint /agnhost, command pause, on busybox, with
-#       Debian's curl and the libraries it loads (the upstream image adds
-#       curl from Alpine; the networking specs dial with it)
+#       Debian's curl and netcat-openbsd (`nc`) and the libraries they load
+#       (the upstream image adds both from Alpine; the networking and
+#       lifecycle hook specs dial with them; busybox's nc has no -u)
 #   kubernetes-e2e-test-images/nonewprivs:1.0  test/images/nonewprivs
 #       (setuid /usr/local/bin/nnp, command nnp), on busybox
 #   kubernetes-e2e-test-images/nonroot:1.0     busybox, user 1234
@@ -84,15 +85,21 @@ if [ ! -s "$out/images.txt" ]; then
         cp -a "$base" "$work/roots/$r"
     done
     cp "$e2e/agnhost" "$work/roots/agnhost/agnhost"
-    # Debian's curl with every library it loads, at their own paths.
-    command -v curl >/dev/null || die "curl is missing (scripts/setup.sh installs it)"
-    for f in "$(command -v curl)" $(ldd "$(command -v curl)" | grep -oE '/[^ ]+'); do
-        mkdir -p "$work/roots/agnhost$(dirname "$f")"
-        cp -L "$f" "$work/roots/agnhost$f"
-    done
-    mkdir -p "$work/roots/agnhost/usr/bin"
-    [ -e "$work/roots/agnhost/usr/bin/curl" ] || cp "$(command -v curl)" "$work/roots/agnhost/usr/bin/curl"
-    # curl's CA bundle path exists (no TLS is dialled).
+    # Debian's curl and nc (netcat-openbsd) as /usr/bin/curl and
+    # /usr/bin/nc (before busybox's /bin on PATH), with every library
+    # they load at its own path.
+    with_libs() { # ROOT BINARY NAME
+        local r=$1 bin=$2 name=$3 f
+        [ -x "$bin" ] || die "$bin is missing (scripts/setup.sh installs curl and netcat-openbsd)"
+        for f in $(ldd "$bin" | grep -oE '/[^ ]+'); do
+            mkdir -p "$r$(dirname "$f")"
+            cp -L "$f" "$r$f"
+        done
+        mkdir -p "$r/usr/bin"
+        cp -L "$bin" "$r/usr/bin/$name"
+    }
+    with_libs "$work/roots/agnhost" /usr/bin/curl curl
+    with_libs "$work/roots/agnhost" /bin/nc.openbsd nc
     mkdir -p "$work/roots/agnhost/etc/ssl/certs"
     ln -s agnhost "$work/roots/agnhost/agnhost-2"
     mkdir -p "$work/roots/agnhost/uploads"

@@ -197,6 +197,10 @@ need tds libc6-dev installed libc6-dev
 need t docker-registry on_path docker-registry
 need t skopeo on_path skopeo
 need t apache2-utils on_path htpasswd
+# The suite's agnhost image carries Debian's curl and OpenBSD netcat, as the
+# upstream image carries Alpine's (its specs dial with `curl` and `nc -u`).
+need t curl on_path curl
+need t netcat-openbsd test -x /bin/nc.openbsd
 if [ ${#need_apt[@]} -gt 0 ]; then
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
