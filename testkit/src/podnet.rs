@@ -84,31 +84,19 @@ pub fn controller_manager_args(cluster_cidr: &str) -> Vec<String> {
     ]
 }
 
-/// The node's CNI list: Debian's `bridge` on `bridge` (the pods' gateway,
-/// hairpin on so a pod reaches itself through a Service's address) with
-/// `host-local` addresses of `subnet` and a default route through it,
-/// then `portmap` (`hostPort`s; it changes nothing without one).
+/// The node's CNI list: Debian's `bridge` on `bridge` with `host-local`
+/// addresses of `subnet`, as [`crate::pods::cni_bridge_conflist`] has it
+/// (the pods' gateway, hairpin on), then `portmap` (`hostPort`s; it
+/// changes nothing without one).
 pub fn conflist(bridge: &str, subnet: &str) -> String {
-    serde_json::to_string_pretty(&json!({
-        "cniVersion": "0.4.0",
-        "name": "nb-pod-network",
-        "plugins": [
-            {
-                "type": "bridge",
-                "bridge": bridge,
-                "isGateway": true,
-                "ipMasq": false,
-                "hairpinMode": true,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": subnet}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
-                },
-            },
-            {"type": "portmap", "capabilities": {"portMappings": true}},
-        ],
-    }))
-    .expect("a JSON value serializes")
+    let mut list: serde_json::Value =
+        serde_json::from_str(&crate::pods::cni_bridge_conflist(bridge, subnet))
+            .expect("the bridge conflist is JSON");
+    list["name"] = json!("nb-pod-network");
+    if let Some(plugins) = list["plugins"].as_array_mut() {
+        plugins.push(json!({"type": "portmap", "capabilities": {"portMappings": true}}));
+    }
+    serde_json::to_string_pretty(&list).expect("a JSON value serializes")
 }
 
 /// The node's bridge in the host's network namespace: `nb` and 12 hex
