@@ -574,8 +574,9 @@ impl ClusterRig {
     /// pushed, its first boot ending in the docker addon's reboot, bootkube
     /// and tectonic done on its second; the workers of
     /// [`Auth::BootstrapToken`] booted once the token's Secret is in the
-    /// cluster; a docker worker's first boot ending in its reboot, a
-    /// containerd one's not (the OS's containerd). Nodes whose auth is
+    /// cluster; the first boot of a node that changes docker (the addon) or
+    /// its OS ([`NodeSpec::os_update`]) ending in the agent's one reboot,
+    /// a containerd node's without an OS update not. Nodes whose auth is
     /// [`Auth::UnknownToken`] are booted and not waited for. Each node's
     /// runtime gets the pause image (the pod sandbox: no registry serves
     /// it). Returns the Ready nodes as the API server shows them.
@@ -637,12 +638,12 @@ impl ClusterRig {
         if matches!(spec.auth, Auth::UnknownToken(_)) {
             return n.boot();
         }
-        if spec.runtime == Runtime::Auto {
+        if spec.runtime == Runtime::Auto || spec.os_update.is_some() {
             n.boot()?;
             let end = n.wait_down(timeout)?;
             anyhow::ensure!(
                 end == BootEnd::Reboot,
-                "{}: the docker addon's reboot ended as {end:?}",
+                "{}: the agent's reboot (docker addon, OS update) ended as {end:?}",
                 spec.name
             );
         }
