@@ -23,7 +23,8 @@
 #       /agnhost-2, entrypoint /agnhost, command pause, on busybox, with
 #       Debian's curl and netcat-openbsd (`nc`) and the libraries they load
 #       (the upstream image adds both from Alpine; the networking and
-#       lifecycle hook specs dial with them; busybox's nc has no -u)
+#       lifecycle hook specs dial with them; busybox's nc has no -u), and
+#       Debian's dash as /bin/sh (busybox's sh prefers its own applets)
 #   kubernetes-e2e-test-images/nonewprivs:1.0  test/images/nonewprivs
 #       (setuid /usr/local/bin/nnp, command nnp), on busybox
 #   kubernetes-e2e-test-images/nonroot:1.0     busybox, user 1234
@@ -100,6 +101,12 @@ if [ ! -s "$out/images.txt" ]; then
     }
     with_libs "$work/roots/agnhost" /usr/bin/curl curl
     with_libs "$work/roots/agnhost" /bin/nc.openbsd nc
+    # Debian's busybox-static runs its own applets before anything on
+    # PATH (FEATURE_SH_STANDALONE), so its sh would run busybox's nc, which
+    # has no -u: agnhost's /bin/sh is Debian's dash, as Alpine's image has
+    # an sh that looks up PATH.
+    with_libs "$work/roots/agnhost" /bin/dash dash
+    ln -sf /usr/bin/dash "$work/roots/agnhost/bin/sh"
     mkdir -p "$work/roots/agnhost/etc/ssl/certs"
     ln -s agnhost "$work/roots/agnhost/agnhost-2"
     mkdir -p "$work/roots/agnhost/uploads"
