@@ -11,12 +11,16 @@
 # builds (the suite itself: scripts/build-e2e.sh, about 10 minutes once).
 #
 #   scripts/conformance.sh [--partition] [--parallel N] [--out DIR] [--workers docker,containerd,sysext]
+#                          [--focus TEXT]...
 #
 # --partition splits the specs over the workers (a third each: what CI's
 # `conformance` tier runs). The whole suite on three workers takes about
 # 30 minutes on a quiet 2-core machine. Reports, ginkgo logs and JUnit
-# files go to --out (default target/conformance). The VM worker's run:
-# `cargo test --test vm conformance_vm:: -- --include-ignored --nocapture`.
+# files go to --out (default target/conformance). --focus TEXT keeps only
+# the specs whose names contain TEXT (to look at a few again). The VM
+# worker's run: `NB_VM_CONFORMANCE=all cargo test --test vm
+# worker_joins_a_control_plane -- --nocapture` (without the variable, CI's
+# sample of it; tests/vm/conformance_vm.rs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

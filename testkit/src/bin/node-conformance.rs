@@ -5,13 +5,17 @@
 //! turn (`testkit::conformance`). `scripts/conformance.sh` runs it.
 //!
 //!   node-conformance [--partition] [--parallel N] [--out DIR] [--workers docker,containerd,sysext]
+//!                    [--focus TEXT]...
 //!
 //! Without `--partition`, every worker runs the whole suite (the run of
 //! record); with it, the specs are split over the workers, a third each
 //! (what CI runs). Prints a table per run, one row per worker (specs
 //! given, ran, passed, skipped by the repository's list, failed), then
 //! every failure; writes `report.md` and each worker's ginkgo log and
-//! JUnit files under `--out`. Exit 0 when every spec given passed or was
+//! JUnit files under `--out`. `--focus TEXT` (may repeat) keeps only the
+//! specs whose names contain one of the TEXTs: to look at a few specs
+//! again, or to watch them fail on a rig broken on purpose; a run of
+//! record never has it (the report says when it had). Exit 0 when every spec given passed or was
 //! skipped by the list, 1 when any failed, 2 on a bad argument, 3 when
 //! the rig could not run it.
 
@@ -23,6 +27,7 @@ struct Args {
     parallel: u32,
     out: std::path::PathBuf,
     workers: Vec<WorkerKind>,
+    focus: Vec<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -35,6 +40,7 @@ fn args() -> Result<Args, String> {
             WorkerKind::Containerd,
             WorkerKind::Sysext,
         ],
+        focus: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -45,6 +51,7 @@ fn args() -> Result<Args, String> {
                 a.parallel = value()?.parse().map_err(|e| format!("--parallel: {e}"))?
             }
             "--out" => a.out = value()?.into(),
+            "--focus" => a.focus.push(value()?),
             "--workers" => {
                 a.workers = value()?
                     .split(',')
@@ -59,7 +66,7 @@ fn args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: node-conformance [--partition] [--parallel N] [--out DIR] [--workers docker,containerd,sysext]"
+                    "usage: node-conformance [--partition] [--parallel N] [--out DIR] [--workers docker,containerd,sysext] [--focus TEXT]..."
                 );
                 std::process::exit(0);
             }
@@ -91,17 +98,32 @@ fn run(a: &Args) -> anyhow::Result<bool> {
     let t0 = Instant::now();
     conformance::can_run()?;
     let parts = conformance::parts()?;
-    let specs = conformance::list_specs(&parts)?;
+    let all = conformance::list_specs(&parts)?;
     let list = skips::load()?;
-    let stale = skips::stale(&list, &specs);
+    let stale = skips::stale(&list, &all);
     anyhow::ensure!(
         stale.is_empty(),
         "the skip list names specs the suite does not have: {:?}",
         stale.iter().map(|s| &s.spec).collect::<Vec<_>>()
     );
+    let specs: Vec<String> = all
+        .iter()
+        .filter(|s| a.focus.is_empty() || a.focus.iter().any(|f| s.contains(f.as_str())))
+        .cloned()
+        .collect();
+    anyhow::ensure!(
+        !specs.is_empty(),
+        "--focus {:?}: no [NodeConformance] spec's name contains it",
+        a.focus
+    );
     eprintln!(
-        "node-conformance: {} [NodeConformance] specs; {} entries in {}",
+        "node-conformance: {} [NodeConformance] specs{}; {} entries in {}",
         specs.len(),
+        if a.focus.is_empty() {
+            String::new()
+        } else {
+            format!(" (of {}: --focus {:?})", all.len(), a.focus)
+        },
         list.len(),
         skips::path().display()
     );
@@ -145,7 +167,7 @@ fn run(a: &Args) -> anyhow::Result<bool> {
     let table = conformance::table(&runs);
     let failures = conformance::failures(&runs);
     let report = format!(
-        "# Node conformance: Kubernetes {} [NodeConformance], {}\n\n{} specs; cluster Ready in {:.0} s; \
+        "# Node conformance: Kubernetes {} [NodeConformance], {}\n\n{} specs{}; cluster Ready in {:.0} s; \
          whole run {:.0} s; ginkgo -nodes={}\n\n{table}\n\n{}\n",
         cluster.rig.parts.version,
         if a.partition {
@@ -154,6 +176,11 @@ fn run(a: &Args) -> anyhow::Result<bool> {
             "the whole suite on each worker"
         },
         specs.len(),
+        if a.focus.is_empty() {
+            String::new()
+        } else {
+            format!(" of {}, only those --focus {:?} kept", all.len(), a.focus)
+        },
         cluster.boot_time.as_secs_f64(),
         t0.elapsed().as_secs_f64(),
         a.parallel,
