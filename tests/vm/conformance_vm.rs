@@ -3,29 +3,32 @@
 //! run by `worker_joins_a_control_plane` once its worker is Ready, on the
 //! same machine. CI runs the named sample [`SAMPLE`] (the whole suite
 //! does not fit its budget under emulation); `NB_VM_CONFORMANCE=all` runs
-//! every [NodeConformance] spec (the run of record, docs/conformance.md;
-//! `scripts/conformance.sh --vm`).
+//! every [NodeConformance] spec (the run of record, docs/conformance.md).
 //!
-//! The VM reaches no registry on the host's loopback: the suite's images
-//! go onto its disk before boot ([`install_e2e_images`]) and into its
-//! containerd under the names the suite asks for ([`import_e2e_images`]),
-//! so a pod whose image is present starts from it. The specs that must
-//! pull (the image pull specs) are left out of the sample; in the whole
-//! run the list skips them for `vm`.
+//! The VM pulls the suite's images as the simulated nodes do, from the
+//! registries on the host's loopback under the names the suite gives
+//! (`127.0.0.1:PORT/...`, which containerd pulls from over plain HTTP):
+//! [`registries_for`] starts them before boot and puts on the VM's disk a
+//! socket on the guest's `127.0.0.1:PORT` for each, whose
+//! `systemd-socket-proxyd` passes every connection to `HOST_ALIAS:PORT`,
+//! which QEMU forwards to the host's `127.0.0.1:PORT`. A TEST PART, like
+//! the pods' network: what a real cluster has as a registry its nodes can
+//! reach.
 
 use crate::rig::VM_HOSTNAME;
 use testkit::conformance::{self, Plan, Suite, WorkerKind, registry::Registries, skips};
-use testkit::vm::VmNode;
-
-/// Where the suite's images wait on the VM's disk.
-const E2E_IMAGES_DIR: &str = "/var/lib/nb-test/e2e-images";
+use testkit::vm::{HOST_ALIAS, VmNode};
 
 /// The specs CI runs on the VM: quick ones across the suite's areas
 /// (volumes, the downward API, environment, images' defaults, security
-/// contexts, init containers, lifecycle, logs, exec), and those a
+/// contexts, init containers, lifecycle, logs, exec), those a
 /// simulated node cannot host (a privileged pod that makes a dummy
-/// network device, HostPath with a privileged writer).
+/// network device) or hosts only through the rig's runc shim (HostPath
+/// with a privileged writer), and image pulls through the registries'
+/// forward, public and private.
 pub(crate) const SAMPLE: &[&str] = &[
+    "[k8s.io] Container Runtime blackbox test when running a container with a new image should be able to pull image [NodeConformance]",
+    "[k8s.io] Container Runtime blackbox test when running a container with a new image should be able to pull from private registry with secret [NodeConformance]",
     "[k8s.io] PrivilegedPod [NodeConformance] should enable privileged commands [LinuxOnly]",
     "[sig-storage] HostPath should support r/w [NodeConformance]",
     "[sig-storage] HostPath should support subPath [NodeConformance]",
@@ -65,74 +68,42 @@ pub(crate) const SAMPLE: &[&str] = &[
     "[k8s.io] Container Runtime blackbox test on terminated container should report termination message [LinuxOnly] from file when pod succeeds and TerminationMessagePolicy FallbackToLogsOnError is set [NodeConformance] [Conformance]",
 ];
 
-/// Puts the suite's images (`scripts/build-e2e-images.sh`'s tars) on the
-/// VM's disk, before boot.
-pub(crate) fn install_e2e_images(vm: &VmNode) {
-    let images = conformance::images().unwrap();
-    let disk = vm.disk();
-    for (_, _, tar) in image_list(&images) {
-        disk.install_file(
-            &images.join(&tar),
-            &format!("{E2E_IMAGES_DIR}/{}", file_name(&tar)),
+/// Starts the suite's registries and lets the VM reach them at the
+/// names the suite gives (`127.0.0.1:PORT` in the guest too), from its
+/// next boot on: a socket unit per registry on the VM's disk, enabled, and
+/// QEMU's forward of `HOST_ALIAS:PORT` to the host. Before boot.
+pub(crate) fn registries_for(vm: &mut VmNode) -> Registries {
+    let registries = Registries::start(&conformance::images().unwrap()).unwrap();
+    for port in [registries.public_port, registries.private_port] {
+        vm.forward_to_host(port);
+        let unit = format!("nb-test-registry-{port}");
+        let disk = vm.disk();
+        disk.write(
+            &format!("/etc/systemd/system/{unit}.socket"),
+            format!(
+                "# TEST PART (VM tier): the host's image registry at the name the\n\
+                 # conformance suite gives it (tests/vm/conformance_vm.rs).\n\
+                 [Socket]\nListenStream=127.0.0.1:{port}\n\n[Install]\nWantedBy=sockets.target\n"
+            ),
             0o644,
         )
         .unwrap();
+        disk.write(
+            &format!("/etc/systemd/system/{unit}.service"),
+            format!(
+                "# TEST PART (VM tier): see {unit}.socket.\n\
+                 [Service]\nExecStart=/usr/lib/systemd/systemd-socket-proxyd {HOST_ALIAS}:{port}\n"
+            ),
+            0o644,
+        )
+        .unwrap();
+        disk.symlink(
+            &format!("/etc/systemd/system/sockets.target.wants/{unit}.socket"),
+            &format!("/etc/systemd/system/{unit}.socket"),
+        )
+        .unwrap();
     }
-}
-
-/// `STORAGE PATH:TAG TAR` of each image.
-fn image_list(images: &std::path::Path) -> Vec<(String, String, String)> {
-    std::fs::read_to_string(images.join("images.txt"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            Some((f.next()?.into(), f.next()?.into(), f.next()?.into()))
-        })
-        .collect()
-}
-
-fn file_name(p: &str) -> &str {
-    p.rsplit('/').next().unwrap_or(p)
-}
-
-/// Imports the images into the running VM's containerd (namespace
-/// `k8s.io`) under the names the suite asks for with `registries`' ports.
-fn import_e2e_images(vm: &VmNode, registries: &Registries) {
-    let images = conformance::images().unwrap();
-    for (storage, reference, tar) in image_list(&images) {
-        let port = if storage == "private" {
-            registries.private_port
-        } else {
-            registries.public_port
-        };
-        let path = format!("{E2E_IMAGES_DIR}/{}", file_name(&tar));
-        let ctr = |args: &[&str]| {
-            let mut argv = vec![testkit::pods::CTR, "--namespace", "k8s.io", "images"];
-            argv.extend_from_slice(args);
-            let out = vm.exec(&argv).unwrap();
-            assert!(
-                out.success(),
-                "ctr {args:?} in the VM: {}",
-                out.stderr_str()
-            );
-            out.stdout_str()
-        };
-        // The archive's own name (docker-archive.sh's tag), then the
-        // suite's.
-        let imported = ctr(&["import", &path]);
-        let name = imported
-            .split_whitespace()
-            .find(|w| w.contains(':') && !w.starts_with("sha256"))
-            .map(str::to_string)
-            .unwrap_or_else(|| panic!("ctr import {path} named no image: {imported}"));
-        ctr(&[
-            "tag",
-            "--force",
-            &name,
-            &format!("127.0.0.1:{port}/{reference}"),
-        ]);
-    }
+    registries
 }
 
 /// Runs the sample (or, with `NB_VM_CONFORMANCE=all`, the whole suite)
@@ -141,6 +112,7 @@ fn import_e2e_images(vm: &VmNode, registries: &Registries) {
 pub(crate) fn the_node_conformance_suite_passes_on_the_vm(
     kubectl: &testkit::kube::Kubectl,
     vm: &VmNode,
+    registries: &Registries,
 ) {
     let parts = conformance::parts().unwrap();
     let all = conformance::list_specs(&parts).unwrap();
@@ -154,8 +126,6 @@ pub(crate) fn the_node_conformance_suite_passes_on_the_vm(
         SAMPLE.iter().map(|s| s.to_string()).collect()
     };
     let list = skips::load().unwrap();
-    let registries = Registries::start(&conformance::images().unwrap()).unwrap();
-    import_e2e_images(vm, &registries);
     let out = tempfile::Builder::new()
         .prefix("nb-conformance-vm-")
         .tempdir_in("/var/tmp")
@@ -163,7 +133,7 @@ pub(crate) fn the_node_conformance_suite_passes_on_the_vm(
     let suite = Suite {
         parts: &parts,
         kubectl,
-        registries: &registries,
+        registries,
         parallel: 6,
         out_dir: out.path().to_path_buf(),
     };

@@ -24,9 +24,9 @@
 //!   `oom_score_adj`), and `kubectl logs` and `exec` reach it through the
 //!   API server, which dials the VM's kubelet through a QEMU forward;
 //!   then Kubernetes' [NodeConformance] specs run on it (a named sample of
-//!   37, among them what a simulated node cannot host: a privileged pod
-//!   making a dummy network device; the whole suite with
-//!   `NB_VM_CONFORMANCE=all`);
+//!   39, among them what a simulated node cannot host: a privileged pod
+//!   making a dummy network device; image pulls from the host's
+//!   registries; the whole suite with `NB_VM_CONFORMANCE=all`);
 //! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
 //!   of that flow, right after the agent's unsynced journal writes, right
 //!   after its durable record before the reboot, right after kubelet.env:

@@ -82,7 +82,7 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
     check_holds_bootstrap_token_only(&serde_json::from_str(&ignition).unwrap(), &token)
         .unwrap_or_else(|e| panic!("the worker's Ignition config: {e:#}"));
     vm.forward_to_host(cp.apiserver_port);
-    crate::conformance_vm::install_e2e_images(&vm);
+    let registries = crate::conformance_vm::registries_for(&mut vm);
     let booted_at = std::time::SystemTime::now();
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
@@ -174,7 +174,11 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
         pod_started.elapsed().as_secs_f64()
     );
     let suite_started = Instant::now();
-    crate::conformance_vm::the_node_conformance_suite_passes_on_the_vm(&running.kubectl, &vm);
+    crate::conformance_vm::the_node_conformance_suite_passes_on_the_vm(
+        &running.kubectl,
+        &vm,
+        &registries,
+    );
     eprintln!(
         "vm {}: node conformance took {:.0}s",
         vm.name(),
