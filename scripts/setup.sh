@@ -213,6 +213,17 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
     echo "setup: added the bookworm-backports apt source (/etc/apt/sources.list.d/node-bootstrap-backports.sources) for golang-1.23-go"
 fi
+# Kubernetes' node conformance suite (tests/conformance/,
+# scripts/conformance.sh): its images served by Debian's docker-registry on
+# loopback (htpasswd from apache2-utils for the private one), pushed into
+# the registries' storage by skopeo (scripts/build-e2e-images.sh).
+need t docker-registry on_path docker-registry
+need t skopeo on_path skopeo
+need t apache2-utils on_path htpasswd
+# The suite's agnhost image carries Debian's curl and OpenBSD netcat, as the
+# upstream image carries Alpine's (its specs dial with `curl` and `nc -u`).
+need t curl on_path curl
+need t netcat-openbsd test -x /bin/nc.openbsd
 if [ ${#need_apt[@]} -gt 0 ]; then
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
@@ -235,7 +246,7 @@ fi
 # services; the tests start private ones.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     systemctl disable --now docker.service docker.socket containerd.service etcd.service \
-        prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
+        prometheus.service prometheus-node-exporter.service docker-registry.service >/dev/null 2>&1 || true
 fi
 
 if [ "$mode" = t ]; then
@@ -292,6 +303,15 @@ if [ "$mode" = t ]; then
     step containerd2 "containerd 2.1.4 and cri-tools 1.32 (crictl, critest) from their sources (Go 1.23)" \
         "building: runs once, about 4 minutes on 2 cores; then cached" \
         nice -n 10 "$root/scripts/build-containerd2.sh"
+    # Kubernetes' own e2e.test, ginkgo, agnhost and nonewprivs from the same
+    # source (cached by the source package; about 10 minutes niced when it
+    # is not), then the suite's images as registry storage (seconds).
+    step e2e "Kubernetes' e2e.test and ginkgo from the same source (the node conformance suite)" \
+        "building: runs once, about 10 minutes on 2 cores" "$root/scripts/build-e2e.sh"
+    step e2e-images "the node conformance suite's images (agnhost, nonewprivs, nonroot, busybox, stand-ins)" \
+        "seconds" "$root/scripts/build-e2e-images.sh"
+fi
+if [ "$mode" = t ]; then
     # The VM tier's OS image, built from Debian packages (cached by its
     # inputs; 2-4 minutes when they change, see the script).
     step vm-image "the VM tier's OS image (mmdebstrap, Debian packages)" \
@@ -301,7 +321,7 @@ fi
 [ -z "$bg_pid" ] || finish_bg
 
 case $mode in
-    t) tools="dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save" ;;
+    t) tools="dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save docker-registry skopeo htpasswd" ;;
     d) tools="dockerd containerd gcc terraform unshare nsenter go etcd dpkg-source python3" ;;
     s) tools="unshare nsenter go gcc dbus-daemon" ;;
 esac
