@@ -1,8 +1,10 @@
 //! The static binary resolves host names without glibc's NSS: run in a
-//! chroot that holds nothing but it, `/etc/hosts` and `/etc/resolv.conf`
-//! (no dynamic loader, no library, no `nsswitch.conf`, no NSS module), it
-//! reaches a mirror by a name from `/etc/hosts` and by a name a DNS server
-//! of `/etc/resolv.conf` answers, and says so when a name resolves nowhere.
+//! chroot that holds nothing but it, `/etc/hosts`, `/etc/resolv.conf`, an
+//! `nsswitch.conf` naming a module the root does not have (so glibc's own
+//! `getaddrinfo` resolves nothing there), the CA bundle and the random
+//! devices (no dynamic loader, no library, no NSS module), it reaches a
+//! mirror by a name from `/etc/hosts` and by a name a DNS server of
+//! `/etc/resolv.conf` answers, and names a name that resolves nowhere.
 //! What a Flatcar node gives it is more than this root; the point is what
 //! it does not need.
 
@@ -67,7 +69,7 @@ fn answer(q: &[u8], name: &str) -> Option<Vec<u8>> {
 }
 
 fn in_chroot(root: &Path, url: &str) -> Output {
-    Command::new("chroot")
+    Command::new("/usr/sbin/chroot")
         .arg(root)
         .args([
             "/node-bootstrap",
@@ -86,7 +88,7 @@ fn in_chroot(root: &Path, url: &str) -> Output {
 #[test]
 fn the_static_binary_resolves_names_in_a_root_without_libraries_or_nss() {
     if testkit::skip_unless_root("chroot and a name server on port 53")
-        || testkit::skip_without(&["chroot"])
+        || testkit::skip_without(&["/usr/sbin/chroot"])
     {
         return;
     }
@@ -126,11 +128,42 @@ fn the_static_binary_resolves_names_in_a_root_without_libraries_or_nss() {
         format!("nameserver {NAME_SERVER}\noptions timeout:1 attempts:2\n"),
     )
     .unwrap();
+    // An nsswitch.conf that names only an NSS module this root does not
+    // have, as Flatcar's names modules of its own (systemd-resolved's
+    // `resolve`, `usrfiles`), which a static glibc could only load as
+    // libraries of another glibc: glibc's getaddrinfo resolves nothing
+    // here, so a name that resolves was resolved by the agent itself.
+    std::fs::write(
+        root.join("etc/nsswitch.conf"),
+        "hosts: resolve [!UNAVAIL=return]\n",
+    )
+    .unwrap();
+    // The CA bundle every HTTPS client loads when it is built (rustls'
+    // platform verifier reads the OS's trust store), at the path Flatcar
+    // and Debian keep it.
+    std::fs::create_dir_all(root.join("etc/ssl/certs")).unwrap();
+    std::fs::copy(
+        "/etc/ssl/certs/ca-certificates.crt",
+        root.join("etc/ssl/certs/ca-certificates.crt"),
+    )
+    .unwrap();
+    // /dev/random and /dev/urandom, which seed the random numbers of TLS
+    // and DNS (in a static binary the getrandom crate cannot look up
+    // glibc's getrandom(3) with dlsym, and falls back to the devices).
+    std::fs::create_dir_all(root.join("dev")).unwrap();
+    for (dev, minor) in [("random", "8"), ("urandom", "9")] {
+        let st = Command::new("mknod")
+            .arg(root.join("dev").join(dev))
+            .args(["c", "1", minor])
+            .status()
+            .unwrap();
+        assert!(st.success(), "mknod /dev/{dev}");
+    }
     let entries: Vec<String> = testkit::files::files_below(&root)
         .iter()
         .map(|f| f.strip_prefix(&root).unwrap().display().to_string())
         .collect();
-    assert_eq!(entries.len(), 3, "{entries:?}");
+    assert_eq!(entries.len(), 5, "regular files: {entries:?}");
 
     let stop = Arc::new(AtomicBool::new(false));
     let dns = name_server("mirror-by-dns.test", stop.clone());
