@@ -316,6 +316,14 @@ fn aws_example_renders_ignition_through_the_provider_free_modules() {
             i["metadata_options"][0]["http_tokens"], "required",
             "{inst}: IMDSv2"
         );
+        // A new config (agent pin, token) does not replace running nodes.
+        assert!(
+            i["lifecycle"][0]["ignore_changes"]
+                .to_string()
+                .contains("user_data"),
+            "{inst}: no lifecycle.ignore_changes = [user_data]: {}",
+            i["lifecycle"]
+        );
     }
     // The same modules, rendered and validated: ignition/render renders a
     // bootkube master in pull mode and its pointer exactly like this example
