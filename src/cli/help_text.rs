@@ -1,5 +1,6 @@
 //! The help an operator reads (`--help` of every command): every argument
-//! described, and no term of the project's own history ("seed 003") in it.
+//! described, the exit codes at the end, and no term of the project's own
+//! history ("seed 003") in it.
 
 use super::Cli;
 use clap::CommandFactory;
@@ -55,5 +56,27 @@ fn every_argument_is_described_in_plain_words() {
     assert!(
         internal.is_empty(),
         "help that names the project's seed documents: {internal:?}"
+    );
+}
+
+#[test]
+fn every_command_says_its_exit_codes() {
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        let long = cmd
+            .get_after_long_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        if !long.contains("Exit codes") || !long.contains("4   configuration error") {
+            missing.push(path.to_string());
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&super::command(), "node-bootstrap", &mut missing);
+    assert!(
+        missing.is_empty(),
+        "--help without the exit codes: {missing:?}"
     );
 }

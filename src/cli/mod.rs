@@ -156,9 +156,18 @@ pub fn main() -> u8 {
     }
 }
 
+/// The command line's definition, every subcommand's `--help` ending
+/// with the exit codes as the top level's does.
+fn command() -> clap::Command {
+    fn with_exit_codes(cmd: clap::Command) -> clap::Command {
+        cmd.mut_subcommands(|sub| with_exit_codes(sub.after_long_help(EXIT_CODES_HELP)))
+    }
+    with_exit_codes(Cli::command())
+}
+
 /// The command line, noting whether the config file was named.
 fn parse() -> std::result::Result<Cli, clap::Error> {
-    let matches = Cli::command().try_get_matches()?;
+    let matches = command().try_get_matches()?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.config_named =
         matches.value_source("config") != Some(clap::parser::ValueSource::DefaultValue);

@@ -49,7 +49,9 @@ impl KubeVersion {
             Some((c, pre)) => (c, Some(pre)),
             None => (body, None),
         };
-        let bad = || format!("{s:?} is not a Kubernetes version (expected e.g. v1.31.4 or v1.9.6+coreos.0)");
+        let bad = || {
+            format!("{s:?} is not a Kubernetes version (expected e.g. v1.31.4 or v1.9.6+coreos.0)")
+        };
         let nums: Vec<&str> = core.split('.').collect();
         if nums.len() != 3 {
             return Err(bad());
