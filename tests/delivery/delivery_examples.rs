@@ -292,4 +292,51 @@ fn each_mistake_in_the_metal_example_is_reported_once_whatever_the_number_of_nod
     }
     assert_eq!(errors, 4, "four mistakes, {errors} errors:\n{text}");
     assert!(!flat.contains("s3cr3t"), "the secret was printed:\n{text}");
+
+    // A kubeconfig whose CA is a path (which the nodes would not have):
+    // one error naming the variable, not an index error from where it is
+    // read.
+    let kubeconfig = fs::read_to_string(inputs().join("kubeconfig")).unwrap();
+    let ca_path: String = kubeconfig
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("certificate-authority-data:") {
+                "    certificate-authority: /etc/kubernetes/ca.crt".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    let kc = dir.join("kubeconfig-ca-path");
+    fs::write(&kc, ca_path).unwrap();
+    fs::remove_file(dir.join("token.auto.tfvars.json")).unwrap();
+    fs::write(
+        dir.join("test.auto.tfvars.json"),
+        serde_json::to_string_pretty(&json!({
+            "agent_sha512": "ab".repeat(64),
+            "keyring_path": inputs().join("keyring.asc"),
+            "kubeconfig_path": kc,
+            "ssh_private_key_path": null,
+            "ssh_authorized_keys": [operator_pub()],
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let out = std::process::Command::new("terraform")
+        .args(["plan", "-input=false", "-no-color"])
+        .current_dir(&dir)
+        .env("TF_CLI_CONFIG_FILE", "/dev/null")
+        .env("TF_IN_AUTOMATION", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!out.status.success());
+    assert_eq!(text.matches("Error: ").count(), 1, "{text}");
+    assert!(
+        flat.contains("kubeconfig_path: its first cluster has no certificate-authority-data"),
+        "{text}"
+    );
 }
