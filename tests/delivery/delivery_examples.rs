@@ -238,6 +238,24 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     );
 }
 
+/// `terraform plan` in `dir` as an operator runs it, which must fail.
+fn failing_plan(dir: &Path) -> std::process::Output {
+    let out = std::process::Command::new("terraform")
+        .args(["plan", "-input=false", "-no-color"])
+        .current_dir(dir)
+        .env("TF_CLI_CONFIG_FILE", "/dev/null")
+        .env("TF_IN_AUTOMATION", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "terraform plan in {} passed",
+        dir.display()
+    );
+    out
+}
+
 /// Four mistakes, five nodes: four errors, each once (each role used to
 /// repeat every module error once per node).
 #[test]
@@ -266,15 +284,7 @@ fn each_mistake_in_the_metal_example_is_reported_once_whatever_the_number_of_nod
     )
     .unwrap();
     operator_shell(&dir, "terraform init");
-    let out = std::process::Command::new("terraform")
-        .args(["plan", "-input=false", "-no-color"])
-        .current_dir(&dir)
-        .env("TF_CLI_CONFIG_FILE", "/dev/null")
-        .env("TF_IN_AUTOMATION", "1")
-        .env("CHECKPOINT_DISABLE", "1")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    let out = failing_plan(&dir);
     let text = String::from_utf8_lossy(&out.stderr);
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let errors = text.matches("Error: ").count();
@@ -323,17 +333,9 @@ fn each_mistake_in_the_metal_example_is_reported_once_whatever_the_number_of_nod
         .unwrap(),
     )
     .unwrap();
-    let out = std::process::Command::new("terraform")
-        .args(["plan", "-input=false", "-no-color"])
-        .current_dir(&dir)
-        .env("TF_CLI_CONFIG_FILE", "/dev/null")
-        .env("TF_IN_AUTOMATION", "1")
-        .env("CHECKPOINT_DISABLE", "1")
-        .output()
-        .unwrap();
+    let out = failing_plan(&dir);
     let text = String::from_utf8_lossy(&out.stderr);
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(!out.status.success());
     assert_eq!(text.matches("Error: ").count(), 1, "{text}");
     assert!(
         flat.contains("kubeconfig_path: its first cluster has no certificate-authority-data"),
