@@ -149,6 +149,21 @@ fn metadata_validate_takes_a_relative_directory_and_names_its_flag() {
         "{}",
         stdout(&out)
     );
+    // `find --dev-dir` (development mode: unsigned allowed) the same way.
+    let out = run(&[
+        "metadata",
+        "find",
+        "--product-id",
+        "com.node-bootstrap:docker-torcx:1632.3.0:amd64-usr",
+        "--dev-dir",
+        "mirror",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("found com.node-bootstrap:docker-torcx:1632.3.0:amd64-usr 17.03.2"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// `preflight` asks the API server the kubeconfig names, over TLS trusted
