@@ -496,8 +496,17 @@ fn follow(
             if let Some(b) = stage_began
                 && b.elapsed() >= c.delay
             {
-                let state = journal_summary(n);
-                n.power_cut()?;
+                let mut state = journal_summary(n);
+                match n.power_cut_racing_own_end()? {
+                    BootEnd::PowerLoss => {}
+                    // The node's own reboot won the race: the cut landed
+                    // at the reboot, which the next boot must survive too.
+                    BootEnd::Reboot => {
+                        reboots.push(t0.elapsed());
+                        state.push_str(" (the node rebooted by itself as the power was cut)");
+                    }
+                    other => bail!("the node went down by itself as the power was cut: {other:?}"),
+                }
                 return Ok(Follow::Cut { state });
             }
         }

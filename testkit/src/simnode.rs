@@ -658,6 +658,18 @@ impl SimNode {
     /// `--kill-child` would kill PID 1 anyway), so the boot ends as
     /// [`BootEnd::PowerLoss`].
     pub fn power_cut(&mut self) -> Result<()> {
+        match self.power_cut_racing_own_end()? {
+            BootEnd::PowerLoss => Ok(()),
+            end => bail!("power cut of node {} ended as {end:?}", self.name),
+        }
+    }
+
+    /// A power cut that may race the node's own end: a node in the middle
+    /// of its own reboot (or poweroff) may be gone before the SIGKILL
+    /// lands. Returns how the boot ended: [`BootEnd::PowerLoss`] when the
+    /// cut did it, [`BootEnd::Reboot`] or [`BootEnd::Poweroff`] when the
+    /// node was down by itself first; anything else is an error.
+    pub fn power_cut_racing_own_end(&mut self) -> Result<BootEnd> {
         if let Some(child) = self.child.as_mut() {
             let _ = child.kill();
         }
@@ -671,16 +683,18 @@ impl SimNode {
         // util-linux 2.38's `unshare --fork` cannot re-raise SIGKILL on
         // itself (its sigprocmask "unblock" fails with EINVAL, console:
         // "unshare: sigprocmask unblock failed") and exits 1 instead.
-        if end != BootEnd::PowerLoss && end != BootEnd::Other(Some(1), None) {
-            bail!("power cut of node {} ended as {end:?}", self.name);
-        }
+        let end = match end {
+            BootEnd::Other(Some(1), None) => BootEnd::PowerLoss,
+            BootEnd::PowerLoss | BootEnd::Reboot | BootEnd::Poweroff => end,
+            other => bail!("power cut of node {} ended as {other:?}", self.name),
+        };
         // PID 1 may outlive its parent by a moment; the next boot needs the
         // overlay free.
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.pid1_alive() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(())
+        Ok(end)
     }
 
     fn pid1_alive(&self) -> bool {
