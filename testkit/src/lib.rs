@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod conformance;
 pub mod containerd;
+pub mod containerd2;
 pub mod containerd_sysext;
 pub mod demo;
 pub mod docker;
