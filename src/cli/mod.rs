@@ -109,6 +109,7 @@ pub enum Command {
 
 /// Parses the process arguments, runs the command, returns the exit code.
 pub fn main() -> u8 {
+    crate::panic_hook::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
