@@ -198,9 +198,9 @@ impl ExtensionMirror {
 /// "sysext"`: the mirror's public key at [`KEYRING_PATH`], kubelet.service's
 /// drop-in `units/kubelet-sysext.conf` (the kubelet is `/usr/bin/kubelet`
 /// of the merged extension), and, for the simulated node only, a shared
-/// root mount for the units that merge extensions (`systemd-sysext
-/// refresh` in k8s-node-bootstrap.service, `systemd-sysext merge` at later
-/// boots): a real PID 1's root is shared, the simulated node's is private,
+/// root mount for the units that merge extensions (the `systemd-sysext
+/// refresh` k8s-node-bootstrap.service asks systemd for, `systemd-sysext
+/// merge` at later boots): a real PID 1's root is shared, the simulated node's is private,
 /// and a merge then stays in systemd-sysext's own mount namespace.
 pub fn prepare_node(n: &SimNode, mirror: &KubeletMirror) -> Result<()> {
     n.write(KEYRING_PATH, mirror.key.public_armored(), 0o644)?;
@@ -210,13 +210,16 @@ pub fn prepare_node(n: &SimNode, mirror: &KubeletMirror) -> Result<()> {
 }
 
 /// The simulated node's part of [`prepare_node`]: a shared root for the
-/// units that merge extensions (before boot).
+/// units that merge extensions (before boot). The agent asks systemd for
+/// its merge (a transient unit) once k8s-node-bootstrap.service has
+/// started, whose `ExecStartPre=+` runs outside the unit's sandbox, in the
+/// node's own mount namespace.
 pub fn share_root_for_merges(n: &SimNode) -> Result<()> {
     for unit in ["k8s-node-bootstrap.service", "systemd-sysext.service"] {
         n.drop_in(
             unit,
             "simnode-shared-root",
-            "[Service]\nExecStartPre=/bin/mount --make-rshared /\n",
+            "[Service]\nExecStartPre=+/bin/mount --make-rshared /\n",
         )?;
     }
     Ok(())
@@ -307,8 +310,10 @@ impl DirNode {
         crate::torcx_fixtures::write(&self.config_path(), config.to_string())
     }
 
-    /// The agent with `args`, this node's config, text logs and the
-    /// `systemd-sysext` guard first on its `PATH`.
+    /// The agent with `args`, this node's config, text logs, the
+    /// `systemd-sysext` guard first on its `PATH`, and a system bus that
+    /// does not exist (the agent asks systemd for a merge: never this
+    /// host's).
     pub fn agent(&self, args: &[&str]) -> std::process::Output {
         let path = format!(
             "{}:{}",
@@ -321,8 +326,15 @@ impl DirNode {
             .args(["--log-format", "text"])
             .args(args)
             .env("PATH", path)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", self.no_system_bus())
             .output()
             .expect("running the agent")
+    }
+
+    /// The system bus address [`DirNode::agent`] gives the agent: a socket
+    /// nobody listens on.
+    pub fn no_system_bus(&self) -> String {
+        format!("unix:path={}", self.path("/guard/no-system-bus").display())
     }
 
     /// `node-bootstrap kubelet ensure --cluster-version <v> --json`.
