@@ -45,6 +45,8 @@ mod kubelet_sysext_node;
 mod metrics_node;
 // The units of `units/` with the agent stub: ordering, restarts, conditions.
 mod node_units;
+// A panic in `run`: its journal entry (MESSAGE_ID, location), exit 1, the unit's restart.
+mod panic_node;
 // Power cuts at every stage of a full first boot; the node converges.
 mod reliability_power_loss;
 // `node-bootstrap run` end to end: API server, update_engine, reboots.
