@@ -26,4 +26,5 @@ fi
 echo "deny: RustSec advisory database snapshot $(git -C "$db" log -1 --format='%H of %cs' HEAD)"
 cd "$root"
 "$deny" --version
-"$deny" --locked check --disable-fetch --show-stats "$@"
+# --frozen: Cargo.lock as it is, and nothing fetched (the database included).
+"$deny" --frozen check --show-stats "$@"

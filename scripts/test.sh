@@ -41,6 +41,9 @@ step() {
 step build cargo build --workspace --all-targets
 # The module graph of src/ stays one-way (docs/DEVELOPING.md, Layers).
 step layers python3 scripts/check-layers.py
+# The crates the agent is built from: RustSec advisories (a dated snapshot),
+# licenses, bans, sources (deny.toml; cargo-deny built once by setup).
+step deny ./scripts/deny.sh
 step unit cargo test --workspace --lib --no-fail-fast
 for tier in inprocess host node delivery vm; do
   step "$tier" cargo test --test "$tier" --no-fail-fast -- --include-ignored
