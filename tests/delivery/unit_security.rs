@@ -80,7 +80,9 @@ fn exposure(unit: &std::path::Path) -> f64 {
         .lines()
         .find(|l| l.contains("Overall exposure level for"))
         .unwrap_or_else(|| panic!("no overall score for {}:\n{text}", unit.display()));
-    let (_, score) = line.rsplit_once(": ").expect("a score after the unit's name");
+    let (_, score) = line
+        .rsplit_once(": ")
+        .expect("a score after the unit's name");
     score
         .split_whitespace()
         .next()
@@ -98,7 +100,8 @@ fn documented_scores() -> BTreeMap<String, f64> {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
             let unit = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
             let after = cells.get(3)?.parse().ok()?;
-            unit.ends_with(".service").then(|| (unit.to_string(), after))
+            unit.ends_with(".service")
+                .then(|| (unit.to_string(), after))
         })
         .collect()
 }
@@ -142,7 +145,9 @@ fn every_shipped_service_scores_what_the_review_says_and_stays_under_its_ceiling
         }
         report.push(format!("{unit}: {score:.1} (ceiling {ceiling:.1})"));
         if score > ceiling + 1e-9 {
-            wrong.push(format!("{unit} scores {score:.1}, above its ceiling {ceiling:.1}"));
+            wrong.push(format!(
+                "{unit} scores {score:.1}, above its ceiling {ceiling:.1}"
+            ));
         }
         match documented.get(&unit) {
             None => wrong.push(format!("{unit}: no row in docs/security-review.md")),
@@ -153,5 +158,10 @@ fn every_shipped_service_scores_what_the_review_says_and_stays_under_its_ceiling
         }
     }
     println!("{}", report.join("\n"));
-    assert!(wrong.is_empty(), "{}\n\n{}", wrong.join("\n"), report.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{}\n\n{}",
+        wrong.join("\n"),
+        report.join("\n")
+    );
 }
