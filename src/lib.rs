@@ -24,8 +24,8 @@ pub mod journal;
 pub(crate) mod logging;
 pub mod message_ids;
 pub(crate) mod openpgp;
-pub mod panic_hook;
 pub mod osrelease;
+pub mod panic_hook;
 pub(crate) mod retry;
 pub mod settings;
 

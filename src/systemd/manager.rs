@@ -122,7 +122,12 @@ impl Systemd {
     /// not only this process's mount namespace. Its output is in
     /// `journalctl -u <name>`; a non-zero exit is a retryable error
     /// saying so.
-    pub async fn run_transient(&self, name: &str, argv: &[String], timeout: Duration) -> Result<()> {
+    pub async fn run_transient(
+        &self,
+        name: &str,
+        argv: &[String],
+        timeout: Duration,
+    ) -> Result<()> {
         let program = argv
             .first()
             .ok_or_else(|| Error::internal(format!("transient unit {name}: no program")))?;
@@ -231,9 +236,7 @@ impl Systemd {
 
 /// systemd's `JobRemoved` signals, subscribed before a job is queued so its
 /// end cannot be missed (systemd sends them only while a client subscribed).
-async fn job_removals(
-    manager: &systemd1::ManagerProxy<'_>,
-) -> Result<systemd1::JobRemovedStream> {
+async fn job_removals(manager: &systemd1::ManagerProxy<'_>) -> Result<systemd1::JobRemovedStream> {
     let removed = manager
         .receive_job_removed()
         .await

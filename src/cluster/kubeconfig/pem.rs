@@ -5,7 +5,9 @@ use rustls_pki_types::pem::{PemObject as _, SectionKind};
 
 /// The PEM sections of `pem` that PEM readers know (others are skipped, as
 /// rustls reads them), with their DER bodies.
-fn sections(pem: &[u8]) -> impl Iterator<Item = Result<(SectionKind, Vec<u8>), rustls_pki_types::pem::Error>> + '_ {
+fn sections(
+    pem: &[u8],
+) -> impl Iterator<Item = Result<(SectionKind, Vec<u8>), rustls_pki_types::pem::Error>> + '_ {
     <(SectionKind, Vec<u8>)>::pem_slice_iter(pem)
 }
 
