@@ -143,6 +143,33 @@ pub async fn refresh(timeout: Duration, setting: &str, step: &'static str) -> Re
     Ok(())
 }
 
+/// What `program --version` prints on stdout when systemd runs it (a
+/// transient unit, in the node's mount namespace: where the node's units
+/// see merged extensions), bounded by `timeout`; its output goes to a file
+/// in `scratch` (the run dir, which this process's sandbox shares), read
+/// and removed.
+pub async fn version_in_node(program: &Path, scratch: &Path, timeout: Duration) -> Result<String> {
+    let id = format!("{}-{:08x}", std::process::id(), fastrand::u32(..));
+    std::fs::create_dir_all(scratch)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", scratch.display())))?;
+    let out = scratch.join(format!(".version-{id}.out"));
+    let unit = format!("node-bootstrap-version-{id}.service");
+    let bus = crate::systemd::agent_bus().await?;
+    let ran = crate::systemd::manager::Systemd::new(bus)
+        .run_transient_to(
+            &unit,
+            &[program.display().to_string(), "--version".to_string()],
+            Some(&out),
+            timeout,
+        )
+        .await;
+    let said = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_file(&out);
+    ran?;
+    said.map(|s| s.trim().to_string())
+        .map_err(|e| Error::internal(format!("cannot read what {} said: {e}", program.display())))
+}
+
 /// The program systemd-sysext is.
 const SYSEXT_PROGRAM: &str = "systemd-sysext";
 

@@ -128,6 +128,18 @@ impl Systemd {
         argv: &[String],
         timeout: Duration,
     ) -> Result<()> {
+        self.run_transient_to(name, argv, None, timeout).await
+    }
+
+    /// [`Systemd::run_transient`], with the program's stdout written to the
+    /// file `stdout` (`StandardOutput=file:`) when given.
+    pub async fn run_transient_to(
+        &self,
+        name: &str,
+        argv: &[String],
+        stdout: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<()> {
         let program = argv
             .first()
             .ok_or_else(|| Error::internal(format!("transient unit {name}: no program")))?;
@@ -136,7 +148,7 @@ impl Systemd {
                 .map_err(|e| Error::internal(format!("transient unit {name}: {key}: {e}")))?;
             Ok((key.to_string(), owned))
         };
-        let properties = vec![
+        let mut properties = vec![
             property(
                 "Description",
                 zbus::Variant::from(format!("node-bootstrap: {}", argv.join(" "))),
@@ -148,6 +160,12 @@ impl Systemd {
                 zbus::Variant::from(vec![(program.clone(), argv.to_vec(), false)]),
             )?,
         ];
+        if let Some(file) = stdout {
+            properties.push(property(
+                "StandardOutputFile",
+                zbus::Variant::from(file.display().to_string()),
+            )?);
+        }
         let manager = self.manager().await?;
         let removed = job_removals(&manager).await?;
         let job = manager
