@@ -168,7 +168,7 @@ fn expectations(all: u64) -> Vec<Expect> {
             private_devices: false,
             proc_invisible: true,
             proc_subset: false,
-            own_uts: true,
+            own_uts: false,
         },
         Expect {
             unit: "init-assets.service",
