@@ -523,8 +523,8 @@ pub(crate) fn a_pod_with_its_own_address_runs_and_kubectl_reaches_it(
 }
 
 /// k8s-node-bootstrap.service's sandbox as a real kernel and PID 1 apply it
-/// (tests/node/sandbox_node.rs checks every option on a simulated node,
-/// which leaves /run writable under ProtectSystem=strict): a copy of the
+/// (tests/node/sandbox_node.rs checks every option on a simulated node; both
+/// see /run left writable by systemd 252's ProtectSystem=strict): a copy of the
 /// unit the Ignition config installed, its program replaced by `sleep`
 /// and its condition dropped, started; then its process's bounding set,
 /// no-new-privileges and seccomp filter, and what it may write, read from
@@ -554,7 +554,7 @@ systemctl daemon-reload
         .unwrap();
     let got = out.stdout_str();
     let want = "CapBnd:000000000020000e\nNoNewPrivs:1\nSeccomp:2\n\
-                ro /\nro /run\nro /etc\nro /usr\nro /var/lib\n\
+                ro /\nrw /run\nro /etc\nro /usr\nro /var/lib\n\
                 rw /etc/kubernetes\nrw /run/node-bootstrap\nrw /run/systemd/system\n\
                 rw /var/lib/node-bootstrap\nrw /opt/bin\n";
     assert_eq!(got, want, "{}\n{}", out.stderr_str(), vm.diagnostics());
