@@ -161,6 +161,8 @@ fn expectations(all: u64) -> Vec<Expect> {
                 "/var/lib",
                 "/opt",
                 "/etc/node-bootstrap",
+                "/run",
+                "/run/systemd",
             ],
             private_tmp: true,
             hidden_home: true,
@@ -188,6 +190,8 @@ fn expectations(all: u64) -> Vec<Expect> {
                 "/var/lib",
                 "/opt/bin",
                 "/etc/kubernetes",
+                "/run",
+                "/run/systemd",
             ],
             private_tmp: true,
             hidden_home: true,
@@ -202,7 +206,15 @@ fn expectations(all: u64) -> Vec<Expect> {
             cap_bnd: 0,
             no_new_privs: true,
             writable: &["/var/lib/systemd/catalog", "/tmp"],
-            read_only: &["/", "/etc", "/usr", "/var/lib", "/var/lib/systemd"],
+            read_only: &[
+                "/",
+                "/etc",
+                "/usr",
+                "/var/lib",
+                "/var/lib/systemd",
+                "/run",
+                "/run/systemd",
+            ],
             private_tmp: true,
             hidden_home: true,
             private_network: true,
@@ -314,19 +326,6 @@ fn every_sandbox_option_of_the_shipped_units_is_applied_on_a_simulated_node() {
         for path in e.read_only {
             let ok = in_ns(&n, &pid, &["test", "-w", path]).status.success();
             check(!ok, format!("{path} is writable"));
-        }
-        // /run stays writable under ProtectSystem=strict: systemd 252 leaves
-        // that tmpfs as it is, here and on a real machine alike
-        // (tests/vm/checks.rs sees the same on a VM); only the unit's
-        // grants there are meant to be written. Held here so that a change
-        // of that (a systemd that applies it, or ReadOnlyPaths=/run in the
-        // units) is seen and docs/security-review.md updated.
-        if e.unit == "k8s-node-bootstrap.service" || e.unit == "init-assets.service" {
-            let ok = in_ns(&n, &pid, &["test", "-w", "/run"]).status.success();
-            check(
-                ok,
-                "/run is read-only now: update this test and docs/security-review.md".into(),
-            );
         }
         let tmp = in_ns(
             &n,
