@@ -133,12 +133,24 @@ impl ExtensionMirror {
     /// `metadata generate --sign-key` writes and signs the metadata, and
     /// everything is served under `/mirror/`.
     pub fn publish(&self, images: &[(&str, &[u8])]) -> Result<()> {
+        let all: Vec<(&str, &str, &[u8])> = images
+            .iter()
+            .map(|(version, image)| (self.product.as_str(), *version, *image))
+            .collect();
+        self.publish_products(&all)
+    }
+
+    /// [`publish`](Self::publish) of images of any products
+    /// (`(product, version, image)`) in this one mirror, as an operator's
+    /// mirror serves the kubelet and containerd side by side: a node whose
+    /// `sources` name it finds each product under `<product>/`.
+    pub fn publish_products(&self, images: &[(&str, &str, &[u8])]) -> Result<()> {
         let m = self.dir.path().join("mirror");
         let _ = std::fs::remove_dir_all(&m);
-        let dir = m.join(&self.product);
-        std::fs::create_dir_all(&dir)?;
-        for (version, image) in images {
-            std::fs::write(dir.join(artifact_name_of(&self.product, version)), image)?;
+        for (product, version, image) in images {
+            let dir = m.join(product);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(artifact_name_of(product, version)), image)?;
         }
         crate::cli::publish_mirror(
             &self.server,

@@ -23,6 +23,11 @@
 //!   the real runc (the VM's kernel lets it set the sandbox's
 //!   `oom_score_adj`), and `kubectl logs` and `exec` reach it through the
 //!   API server, which dials the VM's kubelet through a QEMU forward;
+//! - a worker of today's Flatcar with neither containerd nor a kubelet in
+//!   its OS: the sandboxed agent has the real PID 1 merge both as system
+//!   extensions from one signed mirror (a transient `systemd-sysext
+//!   refresh` each), and containerd.service and kubelet.service run the
+//!   merged programs, without a reboot;
 //! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
 //!   of that flow, right after the agent's unsynced journal writes, right
 //!   after its durable record before the reboot, right after kubelet.env:
@@ -42,6 +47,7 @@ mod rig;
 
 mod bootkube_master_push;
 mod power_cuts;
+mod sysext_worker;
 mod worker_first_boot;
 mod worker_joins_a_control_plane;
 
