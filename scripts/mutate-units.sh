@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Checks that the unit tests on the simulated node (the node tier's
-# tests/node/node_units.rs) guard the settings they are about: for each
-# setting, remove it from a copy of units/, run the test that checks it
-# (`cargo test --test node node_units::<test>`, with NODE_BOOTSTRAP_UNITS_DIR
-# pointing at the copy), and require that test to FAIL. Prints one line per
+# tests/node/node_units.rs, and tests/node/sandbox_node.rs for the
+# sandboxes' grants) guard the settings they are about: for each setting,
+# remove it from a copy of units/, run the test that checks it (`cargo test
+# --test node node_units::<test>`, or `<file>::<test>` as the list names it,
+# with NODE_BOOTSTRAP_UNITS_DIR pointing at the copy), and require that
+# test to FAIL. Prints one line per
 # mutation and exits non-zero if any mutation survives.
 #
 # What counts: first every covering test runs once on the unmutated units
@@ -15,13 +17,24 @@
 # simulated node that would not boot, is not a verdict); a build error, a
 # run of no test, a timeout (TEST_TIMEOUT seconds) or a SKIPPED line is an
 # error of the check (exit 2), not a kill.
+#
+# The sandbox settings of each service (the block from its "# --- Sandbox"
+# line on, issue 35) are checked first, without a node: each one removed
+# must change the unit's `systemd-analyze security` score, which
+# tests/delivery/unit_security.rs pins to docs/security-review.md (so that
+# test fails without it); a setting the analyzer does not weigh (a grant,
+# such as ReadWritePaths=, or ReadOnlyPaths=/run, which only a node test
+# can miss) is either in the node mutations below or listed in `unscored`
+# with the reason it is not checked here. A setting in neither that changes no score SURVIVES.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --tests -q
 
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+SANDBOX=sandbox_node::every_sandbox_option_of_the_shipped_units_is_applied_on_a_simulated_node
 
-# unit | line to delete (exact) | test that must fail
+# unit | line to delete (exact) | test that must fail (of node_units, or
+# <file>::<test>)
 mutations=(
   "k8s-node-bootstrap.service|Before=kubelet.service|master_first_boot"
   "k8s-node-bootstrap.service|Type=notify|master_first_boot"
@@ -37,10 +50,103 @@ mutations=(
   "tectonic.service|After=bootkube.service|master_first_boot"
   "tectonic.service|ConditionPathExists=!/opt/tectonic/init_tectonic.done|failed_tectonic_is_retried"
   "tectonic.service|StartLimitBurst=3|failed_tectonic_is_retried"
+  # Sandbox grants the agent stub needs as the agent does: kubelet.env in
+  # /etc/kubernetes (made if missing), its own state in the state dir.
+  "k8s-node-bootstrap.service|ReadWritePaths=-/etc/kubernetes -/etc/torcx -/etc/extensions -/opt/extensions -/etc/containerd|master_first_boot"
+  "k8s-node-bootstrap.service|StateDirectory=node-bootstrap torcx/store node_exporter/textfile_collector|master_first_boot"
+  "k8s-node-bootstrap.service|ExecStartPre=+/usr/bin/mkdir -p /etc/kubernetes /etc/torcx /etc/extensions /opt/extensions /etc/containerd|master_first_boot"
+  # Every grant and the read-only /run, read from the sandboxed processes
+  # (a few seconds each): each line removed makes a path that must be
+  # writable read-only, or one that must be read-only writable, or leaves
+  # a device off the cgroup's list.
+  "k8s-node-bootstrap.service|ReadOnlyPaths=/run|$SANDBOX"
+  "k8s-node-bootstrap.service|ReadWritePaths=-/etc/systemd/system -/run/systemd/system -/opt/bin -/var/lib/docker|$SANDBOX"
+  "k8s-node-bootstrap.service|RuntimeDirectory=node-bootstrap|$SANDBOX"
+  "k8s-node-bootstrap.service|DeviceAllow=/dev/loop-control rw|$SANDBOX"
+  "k8s-node-bootstrap.service|DeviceAllow=block-loop rw|$SANDBOX"
+  "init-assets.service|ReadOnlyPaths=/run|$SANDBOX"
+  "init-assets.service|ReadWritePaths=/opt|$SANDBOX"
+  "init-assets.service|ReadOnlyPaths=-/opt/bin|$SANDBOX"
+  "init-assets.service|StateDirectory=node-bootstrap node_exporter/textfile_collector|$SANDBOX"
+  "init-assets.service|RuntimeDirectory=node-bootstrap|$SANDBOX"
+  "node-bootstrap-catalog.service|ReadOnlyPaths=/run|$SANDBOX"
+  "node-bootstrap-catalog.service|StateDirectory=systemd/catalog|$SANDBOX"
+)
+
+# Sandbox settings the analyzer does not score and no node_units test
+# checks: unit | line | why.
+unscored=(
+  "*|SystemCallErrorNumber=EPERM|how a denied system call fails (EPERM, not a kill): the node and VM tiers would see a kill"
+  "*|RuntimeDirectoryPreserve=yes|keeps this boot's id across restarts: the real agent's node tests (a restart mid-flow resumes in the same boot), minutes per mutation"
+  "bootkube.service|ProtectSystem=yes|flagged either way (only strict passes), its 0.1 lost in the score's rounding; read in the unit"
+  "bootkube.service|ProtectHome=read-only|flagged either way (only yes passes), its 0.1 lost in the score's rounding; read in the unit"
+  "tectonic.service|ProtectSystem=yes|flagged either way (only strict passes), its 0.1 lost in the score's rounding; read in the unit"
+  "tectonic.service|ProtectHome=read-only|flagged either way (only yes passes), its 0.1 lost in the score's rounding; read in the unit"
 )
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# seen FILE: what systemd-analyze security sees of the unit file: its
+# overall exposure, and the options it flags (what the unit's "Left off,
+# and why" must name).
+seen() {
+  local score flags
+  score=$(systemd-analyze security --offline=true --no-pager "$1" 2>/dev/null |
+    sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) .*/\1/p')
+  flags=$(systemd-analyze security --offline=true --no-pager --json=short "$1" 2>/dev/null |
+    python3 -c 'import json, sys; print(" ".join(sorted({c["name"].split("=")[0] for c in json.load(sys.stdin) if not c["set"] and c.get("exposure") is not None})))')
+  [ -n "$score" ] && echo "$score, flags: $flags"
+}
+
+# why_unscored UNIT LINE: the reason listed in `unscored`, if any.
+why_unscored() {
+  local u l why
+  for e in "${unscored[@]}"; do
+    IFS='|' read -r u l why <<<"$e"
+    if { [ "$u" = '*' ] || [ "$u" = "$1" ]; } && [ "$l" = "$2" ]; then
+      echo "$why"
+      return
+    fi
+  done
+}
+
+echo "=== sandbox settings: each one removed changes the unit's score or what the analyzer flags (tests/delivery/unit_security.rs holds both)"
+sandbox_survived=0
+mkdir "$work/sec"
+for file in units/*.service; do
+  unit=$(basename "$file")
+  base=$(seen "$file") || { echo "mutation check: no score for $unit" >&2; exit 2; }
+  while IFS= read -r line; do
+    if printf '%s\n' "${mutations[@]}" | cut -d'|' -f1,2 | grep -qxF "$unit|$line"; then
+      echo "node      $unit: '$line' (a node test below)"
+      continue
+    fi
+    why=$(why_unscored "$unit" "$line")
+    if [ -n "$why" ]; then
+      echo "unscored  $unit: '$line': $why"
+      continue
+    fi
+    grep -vxF "$line" "$file" >"$work/sec/$unit"
+    now=$(seen "$work/sec/$unit") || now=
+    if [ "$now" != "$base" ]; then
+      echo "killed    $unit without '$line': score ${base%%,*} -> ${now%%,*}$(diff <(tr ' ' '\n' <<<"${base#*flags: }") <(tr ' ' '\n' <<<"${now#*flags: }") | sed -n 's/^> / flags /p' | tr -d '\n')"
+    else
+      echo "SURVIVED  $unit without '$line': the analyzer sees no change and nothing else checks it"
+      sandbox_survived=$((sandbox_survived + 1))
+    fi
+  done < <(sed -n '/^# --- Sandbox/,/^\[/p' "$file" | grep -E '^[A-Za-z]+=')
+done
+echo "$sandbox_survived sandbox setting(s) survived"
+
+# qualified TEST: the test's name in the node tier (node_units:: unless
+# the list names its file).
+qualified() {
+  case $1 in
+  *::*) echo "$1" ;;
+  *) echo "node_units::$1" ;;
+  esac
+}
 
 # run_tests LOG FILTER...: the node tier's tests matching the filters
 # (units from $NODE_BOOTSTRAP_UNITS_DIR if set); skips go to LOG.skips.
@@ -51,7 +157,7 @@ run_tests() {
   local log=$1
   shift
   local filters=()
-  for t in "$@"; do filters+=("node_units::$t"); done
+  for t in "$@"; do filters+=("$(qualified "$t")"); done
   NODE_BOOTSTRAP_SKIP_LOG="$log.skips" setsid \
     cargo test --test node -- "${filters[@]}" >"$log" 2>&1 &
   local run=$!
@@ -86,10 +192,18 @@ why_not_a_verdict() {
   fi
 }
 
+# file_of TEST: the file of tests/node/ the test is in.
+file_of() {
+  local q
+  q=$(qualified "$1")
+  echo "${q%%::*}"
+}
+
 # The test's own panic in LOG: `<location>: <first line of its message>`.
 panic_of() {
-  local log=$1 test=$2
-  grep -A 1 -m 1 -E "^thread 'node_units::$test[a-z_]*'( \([0-9]+\))? panicked at " "$log" |
+  local log=$1 test
+  test=$(qualified "$2")
+  grep -A 1 -m 1 -E "^thread '$test[a-z_]*'( \([0-9]+\))? panicked at " "$log" |
     sed -E "1s/^thread '[^']*'( \([0-9]+\))? panicked at ([^ ]+):$/\2:/" | paste -sd ' ' -
 }
 
@@ -100,12 +214,12 @@ run_tests "$work/baseline" "${tests[@]}" || rc=$?
 why=$(why_not_a_verdict "$work/baseline" "$rc" "${#tests[@]}")
 if [ -n "$why" ] || [ "$rc" -ne 0 ]; then
   echo "mutation check: the baseline run is no baseline (exit $rc): ${why:-a covering test fails without any mutation}" >&2
-  grep -E '^test node_units::' "$work/baseline" >&2 || true
+  grep -E '^test [a-z_]+::' "$work/baseline" >&2 || true
   grep -A 1 -E "^thread '[^']*'( \([0-9]+\))? panicked at " "$work/baseline" >&2 ||
     tail -n 40 "$work/baseline" >&2
   exit 2
 fi
-grep -E '^test node_units::' "$work/baseline"
+grep -E '^test [a-z_]+::' "$work/baseline"
 
 survived=0
 errors=0
@@ -128,15 +242,15 @@ for m in "${mutations[@]}"; do
   elif [ "$rc" -eq 0 ]; then
     echo "SURVIVED  $unit without '$line': $test still passes"
     survived=$((survived + 1))
-  elif grep -qE "^test node_units::$test[a-z_]* \.\.\. FAILED$" "$work/log" &&
-    panic=$(panic_of "$work/log" "$test") && [[ "$panic" == tests/node/node_units.rs:* ]]; then
+  elif grep -qE "^test $(qualified "$test")[a-z_]* \.\.\. FAILED$" "$work/log" &&
+    panic=$(panic_of "$work/log" "$test") && [[ "$panic" == "tests/node/$(file_of "$test").rs:"* ]]; then
     echo "killed    $unit without '$line': $test fails at $panic"
   else
-    echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own in tests/node/node_units.rs${panic:+ (it panicked at $panic)}"
+    echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own in tests/node/$(file_of "$test").rs${panic:+ (it panicked at $panic)}"
     tail -n 20 "$work/log" | sed 's/^/    /'
     errors=$((errors + 1))
   fi
 done
 echo "$survived mutation(s) survived of ${#mutations[@]}; $errors could not be judged"
 [ "$errors" -eq 0 ] || exit 2
-[ "$survived" -eq 0 ]
+[ "$survived" -eq 0 ] && [ "$sandbox_survived" -eq 0 ]

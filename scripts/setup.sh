@@ -276,6 +276,13 @@ case $mode in
                --bin node-bootstrap --bin simnode-demo --bin fake-update-engine ;;
 esac
 
+if [ "$mode" = t ]; then
+    # cargo-deny, the supply-chain check of the test command (crates.io,
+    # `cargo install --locked`, cached by its version; see the script).
+    step cargo-deny "cargo-deny from crates.io (the crates' advisories, licenses, bans, sources)" \
+        "once: a release build of about 300 crates (33 minutes measured on 2 cores beside other builds), then cached" \
+        "$root/scripts/build-cargo-deny.sh"
+fi
 # The real torcx / torcx-generator (cached; see the script).
 step torcx "torcx, the real torcx-generator, from its sources (Go)" \
     "about a minute the first time, then cached" "$root/scripts/build-torcx.sh"

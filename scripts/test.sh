@@ -45,6 +45,9 @@ step build cargo build --workspace --all-targets
 step static ./scripts/build-static.sh
 # The module graph of src/ stays one-way (docs/DEVELOPING.md, Layers).
 step layers python3 scripts/check-layers.py
+# The crates the agent is built from: RustSec advisories (a dated snapshot),
+# licenses, bans, sources (deny.toml; cargo-deny built once by setup).
+step deny ./scripts/deny.sh
 step unit cargo test --workspace --lib --no-fail-fast
 for tier in inprocess host node conformance delivery vm; do
   step "$tier" cargo test --test "$tier" --no-fail-fast -- --include-ignored

@@ -26,6 +26,7 @@ pub(crate) mod logging;
 pub mod message_ids;
 pub(crate) mod openpgp;
 pub mod osrelease;
+pub mod panic_hook;
 pub(crate) mod retry;
 pub mod settings;
 

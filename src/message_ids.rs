@@ -39,9 +39,13 @@ pub const NODE_NOT_READY: &str = "7d7acba420d5423798c943775f5d9f73";
 /// approved and not signed (`NODE`, `CSR`, `JOIN_STATE`, `DETAIL`).
 pub const CERTIFICATE_REQUEST_REFUSED: &str = "23e88cde729a4182999362fcf9121055";
 
+/// The agent panicked: a bug (`PANIC_LOCATION`, `PANIC_THREAD`,
+/// `ERROR_CLASS`, `EXIT_CODE`; [`crate::panic_hook`]).
+pub const PANICKED: &str = "30c4968befe84d13978d2ab7930081fe";
+
 /// Every id with its name, for the catalog check.
 #[cfg(test)]
-pub const ALL: [(&str, &str); 12] = [
+pub const ALL: [(&str, &str); 13] = [
     ("RUN_STARTED", RUN_STARTED),
     ("STEP_DONE", STEP_DONE),
     ("STEP_FAILED", STEP_FAILED),
@@ -54,6 +58,7 @@ pub const ALL: [(&str, &str); 12] = [
     ("NODE_READY", NODE_READY),
     ("NODE_NOT_READY", NODE_NOT_READY),
     ("CERTIFICATE_REQUEST_REFUSED", CERTIFICATE_REQUEST_REFUSED),
+    ("PANICKED", PANICKED),
 ];
 
 #[cfg(test)]

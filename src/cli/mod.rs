@@ -123,6 +123,7 @@ pub enum Command {
 
 /// Parses the process arguments, runs the command, returns the exit code.
 pub fn main() -> u8 {
+    crate::panic_hook::install();
     let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -35,6 +35,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<Ran> {
         version = crate::agent_upgrade::identity::version(),
         "node-bootstrap run started"
     );
+    crate::panic_hook::panic_if_asked();
     if config.paths.kubelet_env.exists() {
         info!(step = "run", path = %config.paths.kubelet_env.display(), "kubelet.env is in place; nothing to do");
         notifier.ready(READY_STATUS);

@@ -136,7 +136,7 @@ pub async fn finish_pending_wipe(config: &Inputs<'_>, boot_id: &str) -> Result<b
     warn!(step = "reboot", path = %datadir.display(),
         "the docker datadir wipe did not run at shutdown (power loss?); wiping it now");
     stop_docker().await?;
-    match std::fs::remove_dir_all(datadir) {
+    match remove_contents(datadir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
@@ -152,6 +152,23 @@ pub async fn finish_pending_wipe(config: &Inputs<'_>, boot_id: &str) -> Result<b
         let _ = crate::fsutil::fsync_dir(dir);
     }
     Ok(true)
+}
+
+/// Removes everything inside `dir`, not `dir` itself: in the agent's
+/// sandbox (units/k8s-node-bootstrap.service) the datadir is a mount point
+/// of its own (`ReadWritePaths=`) in a read-only /var/lib, which it may
+/// empty but not remove. An empty datadir is what docker makes of a
+/// missing one.
+fn remove_contents(dir: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Docker must not run on the datadir being wiped: stop it if it runs.
@@ -246,7 +263,14 @@ mod tests {
         assert!(data.exists());
         // A later boot finds the wipe still owed (power lost before the shutdown).
         assert!(finish_pending_wipe(&config, "b2").await.unwrap());
-        assert!(!config.paths.docker_datadir.exists());
+        assert!(!data.exists());
+        assert_eq!(
+            std::fs::read_dir(&config.paths.docker_datadir)
+                .unwrap()
+                .count(),
+            0,
+            "emptied, the directory itself kept"
+        );
         assert!(!marker.exists());
         assert!(!finish_pending_wipe(&config, "b3").await.unwrap());
     }

@@ -230,8 +230,10 @@ fn inspect_in_own_namespace(image: &Path, expect: &Expect, scratch: &Path) -> Re
     ));
     std::fs::create_dir(&dir)
         .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+    // -n: nothing to record in /run/mount/utab for a mount no other
+    // process sees (and /run is read-only in the agent's sandbox).
     let out = Command::new("mount")
-        .args(["-o", "ro,nodev,nosuid,loop"])
+        .args(["-n", "-o", "ro,nodev,nosuid,loop"])
         .arg(image)
         .arg(&dir)
         .stdin(Stdio::null())

@@ -114,37 +114,77 @@ impl Extension<'_> {
 }
 
 /// Runs `systemd-sysext refresh`, bounded by `timeout` (`setting` names
-/// where that bound is configured).
+/// where that bound is configured), as a transient unit of systemd
+/// ([`crate::systemd::manager::Systemd::run_transient`]), never as this
+/// process's child: the agent runs in a sandbox with a mount namespace of
+/// its own (units/k8s-node-bootstrap.service), and a merge made in there
+/// would reach no other process. systemd runs it in the node's mount
+/// namespace, from which the merge reaches every process, the agent's
+/// sandbox included (its mounts follow the node's).
 pub async fn refresh(timeout: Duration, setting: &str, step: &'static str) -> Result<()> {
     let started = std::time::Instant::now();
-    let mut cmd = tokio::process::Command::new("systemd-sysext");
-    cmd.arg("refresh")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = match tokio::time::timeout(timeout, cmd.output()).await {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => {
-            return Err(Error::internal(format!(
-                "cannot run systemd-sysext refresh: {e}"
-            )));
-        }
-        Err(_) => {
-            return Err(Error::retryable(format!(
-                "systemd-sysext refresh did not finish within {}s ({setting})",
-                timeout.as_secs()
-            )));
-        }
-    };
-    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    if !out.status.success() {
-        return Err(Error::retryable(format!(
-            "systemd-sysext refresh failed ({}): {said}",
-            out.status
-        )));
-    }
-    info!(step, elapsed_ms = started.elapsed().as_millis() as u64, output = %said,
+    let program = find_program(SYSEXT_PROGRAM)?;
+    let unit = format!(
+        "node-bootstrap-sysext-refresh-{}-{:08x}.service",
+        std::process::id(),
+        fastrand::u32(..)
+    );
+    let bus = crate::systemd::agent_bus().await?;
+    crate::systemd::manager::Systemd::new(bus)
+        .run_transient(
+            &unit,
+            &[program.display().to_string(), "refresh".to_string()],
+            timeout,
+        )
+        .await
+        .map_err(|e| e.context(format!("merging system extensions ({setting} bounds it)")))?;
+    info!(step, unit = %unit, elapsed_ms = started.elapsed().as_millis() as u64,
         "systemd-sysext refresh merged the extensions");
     Ok(())
+}
+
+/// What `program --version` prints on stdout when systemd runs it (a
+/// transient unit, in the node's mount namespace: where the node's units
+/// see merged extensions), bounded by `timeout`; its output goes to a file
+/// in `scratch` (the run dir, which this process's sandbox shares), read
+/// and removed.
+pub async fn version_in_node(program: &Path, scratch: &Path, timeout: Duration) -> Result<String> {
+    let id = format!("{}-{:08x}", std::process::id(), fastrand::u32(..));
+    std::fs::create_dir_all(scratch)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", scratch.display())))?;
+    let out = scratch.join(format!(".version-{id}.out"));
+    let unit = format!("node-bootstrap-version-{id}.service");
+    let bus = crate::systemd::agent_bus().await?;
+    let ran = crate::systemd::manager::Systemd::new(bus)
+        .run_transient_to(
+            &unit,
+            &[program.display().to_string(), "--version".to_string()],
+            Some(&out),
+            timeout,
+        )
+        .await;
+    let said = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_file(&out);
+    ran?;
+    said.map(|s| s.trim().to_string())
+        .map_err(|e| Error::internal(format!("cannot read what {} said: {e}", program.display())))
+}
+
+/// The program systemd-sysext is.
+const SYSEXT_PROGRAM: &str = "systemd-sysext";
+
+/// `name` on this process's `PATH`, as a shell would find it (systemd
+/// takes only an absolute path).
+fn find_program(name: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt as _;
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| Error::internal(format!("cannot find {name} on PATH")))
 }
 
 #[cfg(test)]

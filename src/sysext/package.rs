@@ -169,7 +169,12 @@ pub async fn install(
         install::refresh(timeout, setting, spec.step).await?;
     }
     let link = ext.link_path();
-    let merged_says = merged().map_err(|why| {
+    let merged_says = if merged_already {
+        merged()
+    } else {
+        merged_in_node(&merged_program, says_version, spec.scratch).await
+    };
+    let merged_says = merged_says.map_err(|why| {
         Error::refused(format!(
             "{} {} is installed at {} but did not take effect: {why}; check `systemd-sysext status` and `journalctl -u systemd-sysext`",
             spec.what,
@@ -271,6 +276,26 @@ async fn check(
 }
 
 /// What the merged program's `--version` says, when it is the version.
+/// [`merged_answer`] where the node's units see the merge: the program's
+/// `--version` run by systemd (a transient unit, its output in a file of
+/// `scratch`, the run dir), not by this process, whose sandbox has a mount
+/// namespace of its own (units/k8s-node-bootstrap.service). kubelet.service
+/// and containerd.service run in the node's.
+async fn merged_in_node(
+    program: &Path,
+    says_version: SaysVersion<'_>,
+    scratch: &Path,
+) -> std::result::Result<String, String> {
+    let says = install::version_in_node(program, scratch, image::VERSION_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if says_version(&says) {
+        Ok(says)
+    } else {
+        Err(format!("{} --version says {says:?}", program.display()))
+    }
+}
+
 fn merged_answer(
     program: &Path,
     says_version: SaysVersion<'_>,

@@ -8,6 +8,7 @@ use crate::error::{Context as _, Error, ErrorClass, Result};
 use std::path::Path;
 use std::time::Duration;
 use tracing::{info, warn};
+use zbus::OwnedVariant;
 use zbus_systemd::{login1, systemd1};
 
 fn dbus_err(what: &str) -> impl FnOnce(zbus::Error) -> Error + '_ {
@@ -83,19 +84,9 @@ impl Systemd {
     /// (failed, timeout, dependency, canceled) is an error naming the unit
     /// and the result: retryable, since systemd may start it next time.
     pub async fn start_and_wait(&self, name: &str, restart: bool, timeout: Duration) -> Result<()> {
-        use futures_util::StreamExt as _;
         let verb = if restart { "restart" } else { "start" };
         let manager = self.manager().await?;
-        // The stream exists before the job does, so its end cannot be missed.
-        let mut removed = manager
-            .receive_job_removed()
-            .await
-            .map_err(dbus_err("cannot follow systemd's jobs"))?;
-        // systemd sends job signals only while some client subscribed.
-        manager
-            .subscribe()
-            .await
-            .map_err(dbus_err("systemd Subscribe failed"))?;
+        let removed = job_removals(&manager).await?;
         let queued = if restart {
             manager
                 .restart_unit(name.to_string(), "replace".into())
@@ -105,16 +96,7 @@ impl Systemd {
         };
         let job = queued
             .map_err(|e| Error::retryable(format!("systemd refused to {verb} {name}: {e}")))?;
-        let wait = async {
-            while let Some(signal) = removed.next().await {
-                let Ok(args) = signal.args() else { continue };
-                if args.job.as_str() == job.as_str() {
-                    return Some(args.result.to_string());
-                }
-            }
-            None
-        };
-        match tokio::time::timeout(timeout, wait).await {
+        match wait_for_job(removed, &job, timeout).await {
             Ok(Some(result)) if result == "done" => {
                 info!(unit = name, verb, "unit job done");
                 Ok(())
@@ -129,6 +111,89 @@ impl Systemd {
                 "the {verb} job of {name} did not end within {}s",
                 timeout.as_secs()
             ))),
+        }
+    }
+
+    /// Runs `argv` (an absolute program path first) as systemd's transient
+    /// oneshot service `name`, as `systemd-run --wait --collect` does, and
+    /// waits until it exits, within `timeout` (then the unit is stopped).
+    /// The program runs as systemd's child, outside this process's sandbox
+    /// (units/k8s-node-bootstrap.service): what it mounts is the node's,
+    /// not only this process's mount namespace. Its output is in
+    /// `journalctl -u <name>`; a non-zero exit is a retryable error
+    /// saying so.
+    pub async fn run_transient(
+        &self,
+        name: &str,
+        argv: &[String],
+        timeout: Duration,
+    ) -> Result<()> {
+        self.run_transient_to(name, argv, None, timeout).await
+    }
+
+    /// [`Systemd::run_transient`], with the program's stdout written to the
+    /// file `stdout` (`StandardOutput=file:`) when given.
+    pub async fn run_transient_to(
+        &self,
+        name: &str,
+        argv: &[String],
+        stdout: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<()> {
+        let program = argv
+            .first()
+            .ok_or_else(|| Error::internal(format!("transient unit {name}: no program")))?;
+        let property = |key: &str, value: zbus::Variant<'_>| -> Result<(String, OwnedVariant)> {
+            let owned = OwnedVariant::try_from(value)
+                .map_err(|e| Error::internal(format!("transient unit {name}: {key}: {e}")))?;
+            Ok((key.to_string(), owned))
+        };
+        let mut properties = vec![
+            property(
+                "Description",
+                zbus::Variant::from(format!("node-bootstrap: {}", argv.join(" "))),
+            )?,
+            property("Type", zbus::Variant::from("oneshot"))?,
+            property("CollectMode", zbus::Variant::from("inactive-or-failed"))?,
+            property(
+                "ExecStart",
+                zbus::Variant::from(vec![(program.clone(), argv.to_vec(), false)]),
+            )?,
+        ];
+        if let Some(file) = stdout {
+            properties.push(property(
+                "StandardOutputFile",
+                zbus::Variant::from(file.display().to_string()),
+            )?);
+        }
+        let manager = self.manager().await?;
+        let removed = job_removals(&manager).await?;
+        let job = manager
+            .start_transient_unit(name.to_string(), "fail".into(), properties, vec![])
+            .await
+            .map_err(|e| {
+                Error::retryable(format!("systemd refused to run {program} as {name}: {e}"))
+            })?;
+        match wait_for_job(removed, &job, timeout).await {
+            Ok(Some(result)) if result == "done" => {
+                info!(unit = name, program = %program, "transient unit done");
+                Ok(())
+            }
+            Ok(Some(result)) => Err(Error::retryable(format!(
+                "{} failed (its unit {name} ended with result {result:?}; journalctl -u {name})",
+                argv.join(" ")
+            ))),
+            Ok(None) => Err(Error::retryable(format!(
+                "lost systemd's signals while waiting for {name}"
+            ))),
+            Err(_) => {
+                let _ = self.stop_unit(name).await;
+                Err(Error::retryable(format!(
+                    "{} did not finish within {}s (its unit {name} was stopped)",
+                    argv.join(" "),
+                    timeout.as_secs()
+                )))
+            }
         }
     }
 
@@ -185,6 +250,40 @@ impl Systemd {
             .map_err(dbus_err("systemd refused to start reboot.target"))?;
         Ok(RebootMethod::RebootTarget)
     }
+}
+
+/// systemd's `JobRemoved` signals, subscribed before a job is queued so its
+/// end cannot be missed (systemd sends them only while a client subscribed).
+async fn job_removals(manager: &systemd1::ManagerProxy<'_>) -> Result<systemd1::JobRemovedStream> {
+    let removed = manager
+        .receive_job_removed()
+        .await
+        .map_err(dbus_err("cannot follow systemd's jobs"))?;
+    manager
+        .subscribe()
+        .await
+        .map_err(dbus_err("systemd Subscribe failed"))?;
+    Ok(removed)
+}
+
+/// The result of `job` once it is removed (`None`: the signals ended),
+/// or `Err` when `timeout` passed first.
+async fn wait_for_job(
+    mut removed: systemd1::JobRemovedStream,
+    job: &zbus::OwnedObjectPath,
+    timeout: Duration,
+) -> std::result::Result<Option<String>, tokio::time::error::Elapsed> {
+    use futures_util::StreamExt as _;
+    let wait = async {
+        while let Some(signal) = removed.next().await {
+            let Ok(args) = signal.args() else { continue };
+            if args.job.as_str() == job.as_str() {
+                return Some(args.result.to_string());
+            }
+        }
+        None
+    };
+    tokio::time::timeout(timeout, wait).await
 }
 
 /// The D-Bus error name of a failed call, if it was an error reply.

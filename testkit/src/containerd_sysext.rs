@@ -106,10 +106,21 @@ pub fn fake_image(version: &str, release: &str) -> Result<Vec<u8>> {
 /// containerd, as Container Linux before Flatcar 2765 had none outside the
 /// docker torcx image.
 pub fn hide_os_containerd(n: &SimNode) -> Result<()> {
-    for (host, _) in DEBIAN_FILES {
-        n.hide(host)?;
+    for path in os_containerd_files() {
+        n.hide(path)?;
     }
-    n.hide("/etc/containerd/config.toml")
+    Ok(())
+}
+
+/// Every file of Debian's containerd package a node would run or read,
+/// its config included: what [`hide_os_containerd`] hides, and what a VM
+/// test removes from a disk for an OS without containerd.
+pub fn os_containerd_files() -> Vec<&'static str> {
+    DEBIAN_FILES
+        .iter()
+        .map(|(host, _)| *host)
+        .chain(["/etc/containerd/config.toml"])
+        .collect()
 }
 
 /// Flatcar's `ensure-sysext.service`, as Flatcar ships it: once

@@ -133,12 +133,24 @@ impl ExtensionMirror {
     /// `metadata generate --sign-key` writes and signs the metadata, and
     /// everything is served under `/mirror/`.
     pub fn publish(&self, images: &[(&str, &[u8])]) -> Result<()> {
+        let all: Vec<(&str, &str, &[u8])> = images
+            .iter()
+            .map(|(version, image)| (self.product.as_str(), *version, *image))
+            .collect();
+        self.publish_products(&all)
+    }
+
+    /// [`publish`](Self::publish) of images of any products
+    /// (`(product, version, image)`) in this one mirror, as an operator's
+    /// mirror serves the kubelet and containerd side by side: a node whose
+    /// `sources` name it finds each product under `<product>/`.
+    pub fn publish_products(&self, images: &[(&str, &str, &[u8])]) -> Result<()> {
         let m = self.dir.path().join("mirror");
         let _ = std::fs::remove_dir_all(&m);
-        let dir = m.join(&self.product);
-        std::fs::create_dir_all(&dir)?;
-        for (version, image) in images {
-            std::fs::write(dir.join(artifact_name_of(&self.product, version)), image)?;
+        for (product, version, image) in images {
+            let dir = m.join(product);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(artifact_name_of(product, version)), image)?;
         }
         crate::cli::publish_mirror(
             &self.server,
@@ -198,10 +210,9 @@ impl ExtensionMirror {
 /// "sysext"`: the mirror's public key at [`KEYRING_PATH`], kubelet.service's
 /// drop-in `units/kubelet-sysext.conf` (the kubelet is `/usr/bin/kubelet`
 /// of the merged extension), and, for the simulated node only, a shared
-/// root mount for the units that merge extensions (`systemd-sysext
-/// refresh` in k8s-node-bootstrap.service, `systemd-sysext merge` at later
-/// boots): a real PID 1's root is shared, the simulated node's is private,
-/// and a merge then stays in systemd-sysext's own mount namespace.
+/// root mount ([`share_root_for_merges`]): a real PID 1's root is shared,
+/// the simulated node's is private, and a merge would then stay in
+/// systemd-sysext's own mount namespace.
 pub fn prepare_node(n: &SimNode, mirror: &KubeletMirror) -> Result<()> {
     n.write(KEYRING_PATH, mirror.key.public_armored(), 0o644)?;
     let drop_in = std::fs::read_to_string(crate::unit_file("kubelet-sysext.conf"))?;
@@ -209,18 +220,50 @@ pub fn prepare_node(n: &SimNode, mirror: &KubeletMirror) -> Result<()> {
     share_root_for_merges(n)
 }
 
-/// The simulated node's part of [`prepare_node`]: a shared root for the
-/// units that merge extensions (before boot).
+/// The simulated node's part of [`prepare_node`] (before boot): the
+/// node's root mount shared, as a real PID 1 makes it at boot (systemd's
+/// `mount_setup()` does `mount --make-rshared /` unless it runs in a
+/// container, which the simulated node says it is). Only then does a merge
+/// by `systemd-sysext` (which mounts from a mount namespace of its own)
+/// reach PID 1's namespace, and from there every service's, the agent's
+/// sandbox included (systemd makes a service's namespace a slave of the
+/// node's, which propagates nothing when the node's root is private).
+///
+/// A unit of its own, with no sandbox, ordered before every service that
+/// matters: a drop-in `ExecStartPre=+mount --make-rshared /` of a
+/// sandboxed unit (k8s-node-bootstrap.service) does not do it, since `+`
+/// drops the sandbox's restrictions but still runs the command in the
+/// unit's own mount namespace (systemd 252, `exec_needs_mount_namespace`).
 pub fn share_root_for_merges(n: &SimNode) -> Result<()> {
-    for unit in ["k8s-node-bootstrap.service", "systemd-sysext.service"] {
-        n.drop_in(
-            unit,
-            "simnode-shared-root",
-            "[Service]\nExecStartPre=/bin/mount --make-rshared /\n",
-        )?;
+    n.write(
+        &format!("/etc/systemd/system/{SHARED_ROOT_UNIT}"),
+        SHARED_ROOT_UNIT_TEXT,
+        0o644,
+    )?;
+    let wants = n.path("/etc/systemd/system/sysinit.target.wants");
+    std::fs::create_dir_all(&wants).with_context(|| format!("creating {}", wants.display()))?;
+    let link = wants.join(SHARED_ROOT_UNIT);
+    if link.symlink_metadata().is_err() {
+        std::os::unix::fs::symlink(format!("../{SHARED_ROOT_UNIT}"), &link)
+            .with_context(|| format!("enabling {SHARED_ROOT_UNIT} on node {}", n.name()))?;
     }
     Ok(())
 }
+
+/// The simulated node's unit of [`share_root_for_merges`].
+pub const SHARED_ROOT_UNIT: &str = "simnode-shared-root.service";
+const SHARED_ROOT_UNIT_TEXT: &str = "\
+# Simulated node only: what a real PID 1 does at boot outside a container.
+[Unit]
+Description=Simulated node: the root mount shared, as a real PID 1 makes it
+DefaultDependencies=no
+Before=sysinit.target systemd-sysext.service k8s-node-bootstrap.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/mount --make-rshared /
+";
 
 /// What [`fake_kubelet`] recorded of its starts on a node.
 pub fn fake_kubelet_starts(n: &SimNode) -> Vec<String> {
@@ -307,8 +350,10 @@ impl DirNode {
         crate::torcx_fixtures::write(&self.config_path(), config.to_string())
     }
 
-    /// The agent with `args`, this node's config, text logs and the
-    /// `systemd-sysext` guard first on its `PATH`.
+    /// The agent with `args`, this node's config, text logs, the
+    /// `systemd-sysext` guard first on its `PATH`, and a system bus that
+    /// does not exist (the agent asks systemd for a merge: never this
+    /// host's).
     pub fn agent(&self, args: &[&str]) -> std::process::Output {
         let path = format!(
             "{}:{}",
@@ -321,8 +366,15 @@ impl DirNode {
             .args(["--log-format", "text"])
             .args(args)
             .env("PATH", path)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", self.no_system_bus())
             .output()
             .expect("running the agent")
+    }
+
+    /// The system bus address [`DirNode::agent`] gives the agent: a socket
+    /// nobody listens on.
+    pub fn no_system_bus(&self) -> String {
+        format!("unix:path={}", self.path("/guard/no-system-bus").display())
     }
 
     /// `node-bootstrap kubelet ensure --cluster-version <v> --json`.

@@ -33,3 +33,5 @@ mod delivery_push_e2e;
 mod delivery_terraform;
 // Running terraform in a private dir, the real tools, reading Ignition configs.
 mod support;
+// Every shipped service's `systemd-analyze security` score: its ceiling, the review's number.
+mod unit_security;

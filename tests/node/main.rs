@@ -48,6 +48,10 @@ mod kubelet_sysext_node;
 mod metrics_node;
 // The units of `units/` with the agent stub: ordering, restarts, conditions.
 mod node_units;
+// A panic in `run`: its journal entry (MESSAGE_ID, location), exit 1, the unit's restart.
+mod panic_node;
+// Every sandbox option of the shipped units, as the kernel applied it to their processes.
+mod sandbox_node;
 // Power cuts at every stage of a full first boot; the node converges.
 mod reliability_power_loss;
 // `node-bootstrap run` end to end: API server, update_engine, reboots.

@@ -22,6 +22,9 @@ use testkit::agentnode::{
 use testkit::simnode::{BootEnd, SimNode, skip_unless_possible};
 
 const T: Duration = Duration::from_secs(60);
+/// How many times the stub's `run` started (its state is in the agent's
+/// state dir, which the unit's sandbox lets it write).
+const STUB_RUN_COUNT: &str = "/var/lib/node-bootstrap/stub/run-count";
 
 /// A node with the project's units, the agent stub and kubelet-wrapper
 /// stand-in; `master` also enables the bootkube/tectonic path units.
@@ -185,7 +188,7 @@ fn master_first_boot_orders_bootstrap_kubelet_bootkube_tectonic_and_next_boot_sk
         );
     }
     assert_eq!(
-        n.read("/var/lib/stub/run-count").unwrap().trim(),
+        n.read(STUB_RUN_COUNT).unwrap().trim(),
         "1",
         "the bootstrap ran again"
     );
@@ -274,7 +277,7 @@ fn configuration_error_does_not_crash_loop() {
         n.prop("k8s-node-bootstrap.service", "NRestarts").unwrap(),
         "0"
     );
-    assert_eq!(n.read("/var/lib/stub/run-count").unwrap().trim(), "1");
+    assert_eq!(n.read(STUB_RUN_COUNT).unwrap().trim(), "1");
     assert!(!n.exists("/etc/kubernetes/kubelet.env"));
     assert_ne!(n.prop("kubelet.service", "ActiveState").unwrap(), "active");
     n.shutdown().unwrap();
@@ -301,7 +304,7 @@ fn reboot_from_bootstrap_leads_to_a_boot_that_skips_it() {
             .unwrap(),
         "no"
     );
-    assert_eq!(n.read("/var/lib/stub/run-count").unwrap().trim(), "1");
+    assert_eq!(n.read(STUB_RUN_COUNT).unwrap().trim(), "1");
     assert_eq!(wait_kubelet_starts(&n, 1).len(), 1);
     n.shutdown().unwrap();
 }

@@ -521,3 +521,40 @@ pub(crate) fn a_pod_with_its_own_address_runs_and_kubectl_reaches_it(
         .stdout_str();
     assert_eq!(adj.trim(), "-998", "the pod sandbox's oom_score_adj");
 }
+
+/// k8s-node-bootstrap.service's sandbox as a real kernel and PID 1 apply it
+/// (tests/node/sandbox_node.rs checks every option on a simulated node): a
+/// copy of the unit the Ignition config installed, its program replaced by
+/// `sleep` and its condition dropped, started; then its process's bounding set,
+/// no-new-privileges and seccomp filter, and what it may write, read from
+/// outside (`test -w` in its mount namespace: EROFS on a read-only mount).
+pub(crate) fn assert_sandbox_applied(vm: &VmNode) {
+    let out = vm
+        .sh(r#"set -e
+u=/run/systemd/system/nb-sandbox-probe.service
+sed -e '/^ConditionPathExists=/d' -e 's/^Type=notify$/Type=simple/' -e '/^ExecStart=/d' \
+    -e '/^\[Service\]$/a ExecStart=/bin/sleep 300' /etc/systemd/system/k8s-node-bootstrap.service > $u
+systemctl daemon-reload
+systemctl start nb-sandbox-probe.service
+pid=0
+for _ in $(seq 200); do
+    pid=$(systemctl show -p MainPID --value nb-sandbox-probe.service)
+    [ "$pid" != 0 ] && tr '\0' ' ' < /proc/$pid/cmdline | grep -q '^/bin/sleep' && break
+    sleep 0.1
+done
+grep -E '^(CapBnd|NoNewPrivs|Seccomp):' /proc/$pid/status | tr -d '\t'
+for p in / /run /run/systemd /etc /usr /var/lib /etc/kubernetes /run/node-bootstrap /run/systemd/system /var/lib/node-bootstrap /opt/bin; do
+    if nsenter -t $pid -m test -w $p; then echo "rw $p"; else echo "ro $p"; fi
+done
+systemctl stop nb-sandbox-probe.service
+rm $u
+systemctl daemon-reload
+"#)
+        .unwrap();
+    let got = out.stdout_str();
+    let want = "CapBnd:000000000020000e\nNoNewPrivs:1\nSeccomp:2\n\
+                ro /\nro /run\nro /run/systemd\nro /etc\nro /usr\nro /var/lib\n\
+                rw /etc/kubernetes\nrw /run/node-bootstrap\nrw /run/systemd/system\n\
+                rw /var/lib/node-bootstrap\nrw /opt/bin\n";
+    assert_eq!(got, want, "{}\n{}", out.stderr_str(), vm.diagnostics());
+}

@@ -27,6 +27,11 @@
 //!   39, among them what a simulated node cannot host: a privileged pod
 //!   making a dummy network device; image pulls from the host's
 //!   registries; the whole suite with `NB_VM_CONFORMANCE=all`);
+//! - a worker of today's Flatcar with neither containerd nor a kubelet in
+//!   its OS: the sandboxed agent has the real PID 1 merge both as system
+//!   extensions from one signed mirror (a transient `systemd-sysext
+//!   refresh` each), and containerd.service and kubelet.service run the
+//!   merged programs, without a reboot;
 //! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
 //!   of that flow, right after the agent's unsynced journal writes, right
 //!   after its durable record before the reboot, right after kubelet.env:
@@ -48,6 +53,7 @@ mod bootkube_master_push;
 // Kubernetes' node conformance suite on the worker VM (called by worker_joins_a_control_plane).
 mod conformance_vm;
 mod power_cuts;
+mod sysext_worker;
 mod worker_first_boot;
 mod worker_joins_a_control_plane;
 

@@ -53,6 +53,11 @@ impl ServedAgent {
 /// The API server stand-in, with a certificate also valid for the address
 /// at which the VM reaches the host.
 pub(crate) fn cluster() -> Cluster {
+    cluster_of(CLUSTER_VERSION)
+}
+
+/// [`cluster`] running `version`.
+pub(crate) fn cluster_of(version: &str) -> Cluster {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -63,7 +68,7 @@ pub(crate) fn cluster() -> Cluster {
         .block_on(FakeApiServer::start(
             &pki,
             ApiServerOptions {
-                git_version: CLUSTER_VERSION.into(),
+                git_version: version.into(),
                 ..Default::default()
             },
         ))
@@ -176,8 +181,16 @@ pub(crate) struct Delivery {
 
 impl Delivery {
     pub(crate) fn new() -> Delivery {
+        Self::with_cluster(cluster())
+    }
+
+    /// [`new`](Self::new) with an API server that runs `version`.
+    pub(crate) fn of_cluster_version(version: &str) -> Delivery {
+        Self::with_cluster(cluster_of(version))
+    }
+
+    fn with_cluster(cluster: Cluster) -> Delivery {
         let work = tempfile::tempdir().unwrap();
-        let cluster = cluster();
         let agent = ServedAgent::new(work.path());
         let mirror = PkgServer::start().unwrap();
         mirror.put(AGENT_PATH, agent.bytes.clone());

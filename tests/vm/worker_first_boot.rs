@@ -104,6 +104,7 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     );
     // The first boot is over: the next one will not run Ignition again.
     assert!(!vm.exists(testkit::vm::FIRSTBOOT_FLAG));
+    assert_sandbox_applied(&vm);
     vm.shutdown().unwrap();
     report(&vm, t0);
 }

@@ -1,6 +1,15 @@
 //! PEM and base64 checks of the kubeconfig's certificates and keys.
 
 use base64::Engine as _;
+use rustls_pki_types::pem::{PemObject as _, SectionKind};
+
+/// The PEM sections of `pem` that PEM readers know (others are skipped, as
+/// rustls reads them), with their DER bodies.
+fn sections(
+    pem: &[u8],
+) -> impl Iterator<Item = Result<(SectionKind, Vec<u8>), rustls_pki_types::pem::Error>> + '_ {
+    <(SectionKind, Vec<u8>)>::pem_slice_iter(pem)
+}
 
 pub(super) fn decode_b64(s: &str) -> std::result::Result<Vec<u8>, String> {
     let compact: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
@@ -13,9 +22,9 @@ pub(super) fn decode_b64(s: &str) -> std::result::Result<Vec<u8>, String> {
 /// that is not a certificate.
 pub(super) fn check_certs(pem: &[u8]) -> std::result::Result<(), String> {
     let mut n = 0;
-    for item in rustls_pemfile::read_all(&mut &pem[..]) {
+    for item in sections(pem) {
         match item.map_err(|e| format!("not valid PEM: {e}"))? {
-            rustls_pemfile::Item::X509Certificate(der) => {
+            (SectionKind::Certificate, der) => {
                 x509_parser::parse_x509_certificate(&der)
                     .map_err(|e| format!("certificate {} does not parse: {e}", n + 1))?;
                 n += 1;
@@ -32,11 +41,12 @@ pub(super) fn check_certs(pem: &[u8]) -> std::result::Result<(), String> {
 /// Exactly one PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC).
 pub(super) fn check_key(pem: &[u8]) -> std::result::Result<(), String> {
     let mut n = 0;
-    for item in rustls_pemfile::read_all(&mut &pem[..]) {
+    for item in sections(pem) {
         match item.map_err(|_| "not valid PEM".to_string())? {
-            rustls_pemfile::Item::Pkcs1Key(_)
-            | rustls_pemfile::Item::Pkcs8Key(_)
-            | rustls_pemfile::Item::Sec1Key(_) => n += 1,
+            (
+                SectionKind::RsaPrivateKey | SectionKind::PrivateKey | SectionKind::EcPrivateKey,
+                _,
+            ) => n += 1,
             _ => return Err("contains a PEM block that is not a private key".into()),
         }
     }
