@@ -25,6 +25,10 @@ if [ "$(cat "$db/.nb-bundle" 2>/dev/null)" != "$key" ]; then
 fi
 echo "deny: RustSec advisory database snapshot $(git -C "$db" log -1 --format='%H of %cs' HEAD)"
 cd "$root"
+# cargo-deny reads `cargo metadata` of every platform, so the crates only
+# other platforms use (core-foundation for macOS, ...) must be in cargo's
+# cache too; the build fetched only Linux's.
+cargo fetch --locked --quiet
 "$deny" --version
 # --frozen: Cargo.lock as it is, and nothing fetched (the database included).
 "$deny" --frozen check --show-stats "$@"
