@@ -68,11 +68,12 @@ fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_f
         )
     );
 
-    // The push: terraform apply over SSH, as core through sudo. bootkube
+    // The push: `terraform apply -var push_assets=true` over SSH, as core
+    // through sudo. bootkube
     // starts at once (bootkube.path); the test holds it and cuts the power
     // in the middle of its run.
     vm.sh("touch /run/e2e-hold-bootkube").unwrap();
-    let out = metal.apply();
+    let out = metal.push();
     assert!(
         out.contains("Apply complete! Resources: 1 added, 0 changed, 0 destroyed."),
         "{out}"
@@ -132,7 +133,7 @@ fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_f
     );
 
     // Apply again: nothing to do, nothing happens on the node.
-    let out = metal.apply();
+    let out = metal.push();
     assert!(
         out.contains("Apply complete! Resources: 0 added, 0 changed, 0 destroyed."),
         "{out}"

@@ -152,8 +152,11 @@ impl Metal {
             .collect()
     }
 
-    pub(crate) fn apply(&self) -> String {
-        self.tf.apply_ok(&[&self.var_file])
+    /// `terraform apply -var push_assets=true`: the push, once the nodes
+    /// boot from their configs (the example renders without pushing).
+    pub(crate) fn push(&self) -> String {
+        self.tf
+            .apply_ok(&[&self.var_file, "-var", "push_assets=true"])
     }
 }
 
@@ -245,6 +248,9 @@ impl Delivery {
             "kubelet_image_tag": SEED_TAG,
             "runtime_mappings_path": self.runtime_mappings,
             "kubeconfig_path": kubeconfig,
+            // The configs come from the plan (`ignition_configs`); nothing
+            // is written into the checkout.
+            "ignition_dir": null,
         });
         if let Some(t) = &self.bootstrap_token {
             vars["bootstrap_token"] = t.clone();
