@@ -41,9 +41,9 @@ impl ServedAgent {
     }
 }
 
-/// The API server stand-in, with a certificate also valid for the address
-/// at which the VM reaches the host.
-pub(crate) fn cluster() -> Cluster {
+/// The API server stand-in saying `version`, with a certificate also valid
+/// for the address at which the VM reaches the host.
+pub(crate) fn cluster_at(version: &str) -> Cluster {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -54,7 +54,7 @@ pub(crate) fn cluster() -> Cluster {
         .block_on(FakeApiServer::start(
             &pki,
             ApiServerOptions {
-                git_version: CLUSTER_VERSION.into(),
+                git_version: version.into(),
                 ..Default::default()
             },
         ))
@@ -167,8 +167,13 @@ pub(crate) struct Delivery {
 
 impl Delivery {
     pub(crate) fn new() -> Delivery {
+        Delivery::at(CLUSTER_VERSION)
+    }
+
+    /// [`new`](Self::new) with an API server saying `cluster_version`.
+    pub(crate) fn at(cluster_version: &str) -> Delivery {
         let work = tempfile::tempdir().unwrap();
-        let cluster = cluster();
+        let cluster = cluster_at(cluster_version);
         let agent = ServedAgent::new(work.path());
         let mirror = PkgServer::start().unwrap();
         mirror.put(AGENT_PATH, agent.bytes.clone());
