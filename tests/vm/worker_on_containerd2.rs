@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use std::fs;
 use std::time::{Duration, Instant};
 use testkit::containerd_sysext::{PRODUCT, flatcar_release};
+use testkit::containerd2::{POD_MARKER, POD_MARKER_TEXT};
 use testkit::kubelet_sysext::{ExtensionMirror, flatcar_os_release};
 use testkit::vm::VmNode;
 
@@ -108,9 +109,21 @@ fn worker_on_the_bakerys_containerd_2_1_sysext_runs_a_crictl_1_32_pod() {
         json!(["sandbox image"]),
         "{rec:#}"
     );
-    // The guest runs cgroup v2: systemd, from the agent's file and
-    // containerd's RuntimeConfig alike.
+    assert!(
+        rec["verified"]["checked"]
+            .as_array()
+            .is_some_and(|c| c.contains(&json!("config file (its command line)"))),
+        "{rec:#}"
+    );
+    // The guest's own cgroup version (v2): the systemd driver, from the
+    // agent's file and containerd's RuntimeConfig alike; the real runc.
+    let cgroupfs = vm
+        .exec(&["stat", "-fc", "%T", "/sys/fs/cgroup"])
+        .unwrap()
+        .stdout_str();
+    assert_eq!(cgroupfs.trim(), "cgroup2fs");
     assert_eq!(rec["cgroup_driver"], "systemd", "{rec:#}");
+    assert!(!vm.exists(testkit::pods::RUNC_SHIM), "no runc shim in a VM");
     let merged = vm.exec(&["systemd-sysext", "status"]).unwrap().stdout_str();
     assert!(merged.contains("containerd"), "{merged}");
     let version = vm
@@ -140,7 +153,7 @@ fn worker_on_the_bakerys_containerd_2_1_sysext_runs_a_crictl_1_32_pod() {
     let ctr = json!({
         "metadata": {"name": "main"},
         "image": {"image": busybox.tag},
-        "command": ["/bin/sh", "-c", "echo hello-from-the-vm; echo inside > /tmp/marker; exec sleep 3600"],
+        "command": ["/bin/sh", "-c", format!("echo hello-from-the-vm; echo {POD_MARKER_TEXT} > {POD_MARKER}; exec sleep 3600")],
         "log_path": "main.log",
         "linux": {}
     });
@@ -197,10 +210,12 @@ fn worker_on_the_bakerys_containerd_2_1_sysext_runs_a_crictl_1_32_pod() {
         "the sandbox of the configured image"
     );
     assert_eq!(crictl(&vm, &["logs", &cid]), "hello-from-the-vm");
-    // In a real machine the exec sees the container's own root.
+    // The exec sees the container's own root: the file it wrote there,
+    // which the machine's root has not.
+    assert!(!vm.exists(POD_MARKER), "the guest's own {POD_MARKER}");
     assert_eq!(
-        crictl(&vm, &["exec", "-s", &cid, "cat", "/tmp/marker"]),
-        "inside"
+        crictl(&vm, &["exec", "-s", &cid, "cat", POD_MARKER]),
+        POD_MARKER_TEXT
     );
     eprintln!(
         "vm {}: crictl's pod ran, its log and exec read, {:.1}s after runp",
