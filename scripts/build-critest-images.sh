@@ -13,10 +13,12 @@
 #                                     tars and images.txt (TAG TAR, a
 #                                     line per image)
 #
-# The images (each on a root of Debian's busybox-static with every applet,
+# The images (each on a root of Debian's busybox-static with every applet
+# as a hard link,
 # /etc/passwd and /etc/group, /tmp):
 #   registry.k8s.io/e2e-test-images/busybox:1.29-2   critest's default
-#       test image: busybox, command sh
+#       test image: busybox, command sh, with Debian's pgrep (procps) and
+#       ipcs (util-linux), applets busybox-static lacks
 #   registry.k8s.io/e2e-test-images/nonewprivs:1.3   test/images/nonewprivs
 #       of Debian's kubernetes source (scripts/build-e2e.sh), setuid
 #       /usr/local/bin/nnp, command nnp (prints "Effective uid: N")
@@ -59,8 +61,10 @@ if [ ! -s "$out/images.txt" ]; then
         "$base/root" "$base/var/run"
     chmod 1777 "$base/tmp"
     cp "$busybox" "$base/bin/busybox"
+    # Hard links, as in busybox's own image (a masked /bin/ls must not mask
+    # the shell too, as a symbolic link's target would be).
     for a in $("$busybox" --list); do
-        [ "$a" = busybox ] || ln -sf busybox "$base/bin/$a"
+        [ "$a" = busybox ] || ln -f "$base/bin/busybox" "$base/bin/$a"
     done
     printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$base/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' > "$base/etc/group"
@@ -90,7 +94,23 @@ EOF
         chmod 755 "$r/usr/sbin/$name"
     }
 
+    # Debian's busybox-static has no pgrep and no ipcs applets, which
+    # busybox's own image has (the execSync-timeout and HostIPC specs run
+    # them): procps' pgrep and util-linux's ipcs, with their libraries.
+    with_libs() { # ROOT BINARY
+        local r=$1 bin=$2 f
+        [ -x "$bin" ] || die "$bin is missing (Debian's procps, util-linux)"
+        for f in $(ldd "$bin" | grep -oE '/[^ ]+'); do
+            mkdir -p "$r$(dirname "$f")"
+            cp -L "$f" "$r$f"
+        done
+        mkdir -p "$r/usr/bin"
+        cp -L "$bin" "$r/usr/bin/$(basename "$bin")"
+    }
     r=$(root_of busybox)
+    rm -f "$r/bin/pgrep" "$r/bin/ipcs"
+    with_libs "$r" /usr/bin/pgrep
+    with_libs "$r" /usr/bin/ipcs
     DOCKER_ARCHIVE_CMD='["sh"]' image busybox registry.k8s.io/e2e-test-images/busybox:1.29-2
 
     r=$(root_of nonewprivs)
