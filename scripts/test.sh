@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs every test (needs root): the layering check of src/ (no
 # import circle between its top modules), the crates' unit tests, then the
-# tiers of tests/ (README "Two commands"): inprocess (any user: temp
+# tiers of tests/ (docs/testing.md, "Tests in tiers"): inprocess (any user: temp
 # dirs, loopback servers, property tests, the real simplestreams tools),
 # host (root: private system bus, private dockerd), node (simulated nodes),
 # conformance (Kubernetes' node conformance suite on simulated nodes),
@@ -40,6 +40,9 @@ step() {
 }
 
 step build cargo build --workspace --all-targets
+# The binary nodes run, static-pie (README "Does it fit your cluster?"):
+# the VM tier boots it, the static_binary tests read and run it.
+step static ./scripts/build-static.sh
 # The module graph of src/ stays one-way (docs/DEVELOPING.md, Layers).
 step layers python3 scripts/check-layers.py
 step unit cargo test --workspace --lib --no-fail-fast

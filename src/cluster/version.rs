@@ -54,7 +54,7 @@ impl KubeVersion {
         let t = s.trim();
         if t != s || t.is_empty() {
             return Err(format!(
-                "{s:?} is not a Kubernetes version (expected e.g. v1.9.6+coreos.0)"
+                "{s:?} is not a Kubernetes version (expected e.g. v1.31.4 or v1.9.6+coreos.0)"
             ));
         }
         let body = t.strip_prefix('v').unwrap_or(t);
@@ -66,7 +66,9 @@ impl KubeVersion {
             Some((c, pre)) => (c, Some(pre)),
             None => (body, None),
         };
-        let bad = || format!("{s:?} is not a Kubernetes version (expected e.g. v1.9.6+coreos.0)");
+        let bad = || {
+            format!("{s:?} is not a Kubernetes version (expected e.g. v1.31.4 or v1.9.6+coreos.0)")
+        };
         let nums: Vec<&str> = core.split('.').collect();
         if nums.len() != 3 {
             return Err(bad());

@@ -18,6 +18,10 @@ use crate::settings::{FieldResult, Paths, RawPaths, Role};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub mod checks;
+#[cfg(test)]
+mod field_names;
+
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
 

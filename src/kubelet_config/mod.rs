@@ -246,7 +246,7 @@ pub fn check_known(v: Minor, allow_newer: bool) -> Result<Minor> {
             return Err(Error::refused(format!(
                 "Kubernetes {v} is newer than the newest this agent knows ({NEWEST}): its kubelet \
                  may have removed a flag the agent would pass; set \
-                 kubelet.allow_newer_kubernetes to proceed with {NEWEST}'s rules"
+                 kubelet_config.allow_newer_kubernetes to proceed with {NEWEST}'s rules"
             )));
         }
         return Ok(NEWEST);

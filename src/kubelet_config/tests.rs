@@ -261,7 +261,8 @@ fn versions_outside_the_table_are_refused_unless_asked() {
         "{err}"
     );
     assert!(
-        err.to_string().contains("kubelet.allow_newer_kubernetes"),
+        err.to_string()
+            .contains("set kubelet_config.allow_newer_kubernetes"),
         "{err}"
     );
     assert_eq!(check_known(Minor(1, 37), true).unwrap(), NEWEST);

@@ -54,6 +54,8 @@ mod fleet_retries;
 mod kubelet_sysext_checks;
 // `helper bootkube|tectonic` in docker mode against a private dockerd.
 mod helper_docker;
+// The static binary in a chroot with no library and no NSS: names from /etc/hosts and DNS.
+mod static_binary_dns;
 // `status` probes: update_engine's `GetStatus`, Docker's version.
 mod status_probes;
 // What the TLS bootstrapping tests share: HTTPS as a node, CSRs as a kubelet.
