@@ -317,6 +317,11 @@ if [ "$mode" = t ]; then
         "building: runs once, about 10 minutes on 2 cores" "$root/scripts/build-e2e.sh"
     step e2e-images "the node conformance suite's images (agnhost, nonewprivs, nonroot, busybox, stand-ins)" \
         "seconds" "$root/scripts/build-e2e-images.sh"
+    # critest 1.32's images under its own names (busybox, nonewprivs from
+    # the e2e build, web server stand-ins), loaded into the node before it
+    # runs (cached; seconds).
+    step critest-images "critest's images (busybox, nonewprivs, predefined group, web server stand-ins)" \
+        "seconds" "$root/scripts/build-critest-images.sh"
 fi
 if [ "$mode" = t ]; then
     # The VM tier's OS image, built from Debian packages (cached by its

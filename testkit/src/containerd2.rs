@@ -204,8 +204,8 @@ pub fn cgroup_parent(driver: &str) -> &'static str {
 }
 
 impl CrictlPod {
-    /// Runs it; the container writes `MARKER` to its log and to
-    /// `/tmp/marker` in its own root, then sleeps.
+    /// Runs it; the container writes `MARKER` to its log and
+    /// [`POD_MARKER_TEXT`] to [`POD_MARKER`] in its own root, then sleeps.
     pub fn run(
         n: &SimNode,
         endpoint: &str,
@@ -224,7 +224,7 @@ impl CrictlPod {
         let ctr = json!({
             "metadata": {"name": "main"},
             "image": {"image": image},
-            "command": ["/bin/sh", "-c", format!("echo {MARKER}; echo inside > /tmp/marker; exec sleep 3600")],
+            "command": ["/bin/sh", "-c", format!("echo {MARKER}; echo {POD_MARKER_TEXT} > {POD_MARKER}; exec sleep 3600")],
             "log_path": "main.log",
             "linux": {}
         });
@@ -267,3 +267,91 @@ impl CrictlPod {
 
 /// What the pod's container prints first.
 pub const MARKER: &str = "hello-from-crictl-pod";
+/// The file the pod's container writes in its own root, and what.
+pub const POD_MARKER: &str = "/tmp/nb-crictl-pod-marker";
+pub const POD_MARKER_TEXT: &str = "written-inside-the-container";
+
+/// The images critest 1.32 runs its containers from, under critest's own
+/// names (`scripts/build-critest-images.sh`: busybox, nonewprivs, the
+/// predefined-group image, and web server STAND-INS), built once per
+/// process; import them into the node's containerd ([`load_critest_images`])
+/// and critest never asks a registry outside its Image Manager specs.
+pub fn critest_images() -> Result<Vec<crate::pods::PodImage>> {
+    static FOUND: std::sync::OnceLock<std::result::Result<Vec<crate::pods::PodImage>, String>> =
+        std::sync::OnceLock::new();
+    crate::once(&FOUND, || {
+        let dir = crate::run_build_script("build-critest-images.sh")?;
+        let list = std::fs::read_to_string(dir.join("images.txt"))
+            .with_context(|| format!("reading {}/images.txt", dir.display()))?;
+        list.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let (tag, tar) = l
+                    .split_once(' ')
+                    .with_context(|| format!("a line of {}/images.txt: {l:?}", dir.display()))?;
+                Ok(crate::pods::PodImage {
+                    archive: dir.join(tar),
+                    tag: tag.to_string(),
+                })
+            })
+            .collect()
+    })
+}
+
+/// Imports [`critest_images`] into a running node's containerd (the CRI
+/// plugin's namespace).
+pub fn load_critest_images(n: &SimNode) -> Result<Vec<String>> {
+    let images = critest_images()?;
+    for image in &images {
+        crate::pods::ctr_import(n, image, None)?;
+    }
+    Ok(images.into_iter().map(|i| i.tag).collect())
+}
+
+/// One spec of a critest run, as its ginkgo JSON report has it.
+#[derive(Debug, Clone)]
+pub struct CritestSpec {
+    /// Its full text: the containers' texts and its own, joined by spaces
+    /// (what `--ginkgo.focus` and `--ginkgo.skip` match).
+    pub name: String,
+    /// `passed`, `failed`, `skipped`, `panicked`, ...
+    pub state: String,
+    /// What ginkgo recorded for a failure or a skip (critest's own skips
+    /// say why: `Skip("AppArmor is disabled on this host")`).
+    pub message: String,
+    pub seconds: f64,
+}
+
+/// The `It` specs of a ginkgo v2 JSON report (`--ginkgo.json-report`).
+pub fn critest_specs(report: &Value) -> Vec<CritestSpec> {
+    let specs = report
+        .get(0)
+        .and_then(|r| r["SpecReports"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    specs
+        .iter()
+        .filter(|s| s["LeafNodeType"] == "It")
+        .map(|s| {
+            let mut parts: Vec<String> = s["ContainerHierarchyTexts"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            parts.push(s["LeafNodeText"].as_str().unwrap_or("").to_string());
+            CritestSpec {
+                name: parts.join(" "),
+                state: s["State"].as_str().unwrap_or("").to_string(),
+                message: s["Failure"]["Message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string(),
+                seconds: s["RunTime"].as_f64().unwrap_or(0.0) / 1e9,
+            }
+        })
+        .collect()
+}

@@ -20,6 +20,11 @@
 //!
 //! - a 1.35 cluster on containerd 2.1.4: below containerd's own support
 //!   matrix (2.1.5+), warned in the journal and the record, not refused.
+//! - critest 1.32, the CRI validation suite runtimes are held to, against
+//!   the OS's containerd 2.1.4 as the agent configured it, the images it
+//!   runs loaded first (`scripts/build-critest-images.sh`): passed,
+//!   failed and skipped reported, every skip named with its reason
+//!   ([`CRITEST_SKIPS`], or critest's own `Skip` message).
 //!
 //! Test parts of this machine kind: the runc shim that clamps
 //! `oomScoreAdj` and a tmpfs for `/var/lib/containerd`
@@ -37,6 +42,7 @@ use testkit::containerd2::{self, CrictlPod};
 use testkit::kubelet_sysext::{
     ExtensionMirror, KEYRING_PATH, flatcar_os_release, share_root_for_merges,
 };
+use testkit::podnet;
 use testkit::pods;
 use testkit::simnode::SimNode;
 
@@ -216,19 +222,34 @@ fn crictl_runs_a_pod_where_the_agent_points(n: &SimNode) -> Value {
     // Its log and an exec.
     let logs = containerd2::crictl(n, &endpoint, &["logs", &pod.container_id]).unwrap();
     assert_eq!(logs.trim(), containerd2::MARKER);
-    // The exec joins the container (its cgroup). Which root it sees is the
-    // rig's: a node entered with a chroot keeps the host's `/` for runc
-    // exec (docs/TEST-RIG, "exec landed in the host's root"); the VM tier
-    // has no such limit.
+    // The exec runs in the container: its cgroup, and its own root, where
+    // the container wrote its marker (the node has none: a node entered
+    // by pivot_root, so runc's exec does not land in the host's `/`).
     let exec = containerd2::crictl(
         n,
         &endpoint,
-        &["exec", "-s", &pod.container_id, "cat", "/proc/self/cgroup"],
+        &[
+            "exec",
+            "-s",
+            &pod.container_id,
+            "cat",
+            "/proc/self/cgroup",
+            containerd2::POD_MARKER,
+        ],
     )
     .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(
         exec.contains(&pod.container_id),
         "exec runs in the container's cgroup: {exec}"
+    );
+    assert!(
+        !n.exists(containerd2::POD_MARKER),
+        "the node has no {}: the check below would prove nothing",
+        containerd2::POD_MARKER
+    );
+    assert!(
+        exec.ends_with(containerd2::POD_MARKER_TEXT),
+        "exec sees the file the container wrote in its own root: {exec}"
     );
     eprintln!("crictl 1.32: the pod's container ran {ran:?} after runp");
     rec
@@ -433,4 +454,194 @@ fn a_1_35_cluster_on_containerd_2_1_4_is_warned_of_containerds_matrix_and_goes_o
     );
     assert!(n.read("/etc/kubernetes/kubelet.env").is_some());
     n.shutdown().unwrap();
+}
+
+/// The critest specs not run here, each with why: a substring of the
+/// spec's full text (what `--ginkgo.skip` is given, alternatives joined
+/// by `|`), the reason. Specs that critest skips itself say why in its
+/// report (`Skip(...)`: AppArmor, user namespaces, ...); every other spec
+/// runs.
+const CRITEST_SKIPS: &[(&str, &str)] = &[
+    (
+        "Image Manager",
+        "tests PullImage itself: pulls cri-tools' test images from gcr.io/k8s-staging-cri-tools \
+         (by tag, by digest, untagged): no registry here (every other spec finds its image loaded)",
+    ),
+    (
+        "runtime should support MaskedPaths",
+        "expects the image's sh to exec /bin/ls, which runc masked (\"/bin/sh: ls: Permission denied\"): \
+         the offline busybox is Debian's busybox-static, whose sh runs its applets in-process \
+         (FEATURE_SH_STANDALONE), so ls is never exec'd",
+    ),
+    (
+        "benchmark",
+        "critest's benchmarks measure, they do not validate (critest skips them itself without --benchmark)",
+    ),
+    (
+        "runtime should support ContainerPID",
+        "waits for nginx's own process title (\"master process\") in the container's /proc/1/cmdline: \
+         the offline nginx image is a stand-in (busybox's httpd)",
+    ),
+];
+
+#[test]
+fn critest_1_32_validates_containerd_2_1_as_the_agent_configured_it() {
+    if skip() {
+        return;
+    }
+    let api = api_at("v1.32.4");
+    let mut n = worker_1_32(
+        "ctr2-critest",
+        &api,
+        json!({
+            "runtime": {"containerd": {"package": "none"}},
+            "paths": {"cni_bin_dir": pods::CNI_BIN_DIR}
+        }),
+    );
+    containerd2::install_os(&n).unwrap();
+    // The pods' network, as an add-on would have written it where the
+    // agent points containerd (critest's pods are not hostNetwork; its
+    // port mapping specs need portmap).
+    let bridge = podnet::bridge_name(&n);
+    let subnet = podnet::claim_cluster_cidr().replace(".0.0/16", ".0.0/24");
+    n.write(podnet::CONFLIST, podnet::conflist(&bridge, &subnet), 0o644)
+        .unwrap();
+    n.remove_host_link_on_drop(&bridge);
+    podnet::enable_ip_forwarding().unwrap();
+    n.boot().unwrap();
+    n.wait_active_state(KNB, "active", T)
+        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", n.journal(KNB), n.journal(CONTAINERD)));
+    let endpoint = yaml_value(&n.read(KUBELET_CONFIG).unwrap(), "containerRuntimeEndpoint");
+    pods::ctr_import(&n, &pods::pause_image().unwrap(), None).unwrap();
+    let loaded = containerd2::load_critest_images(&n).unwrap();
+    let skip = CRITEST_SKIPS
+        .iter()
+        .map(|(s, _)| regex_escape(s))
+        .collect::<Vec<_>>()
+        .join("|");
+    let critest = testkit::containerd::v2_bin()
+        .join("critest")
+        .display()
+        .to_string();
+    let report_path = "/tmp/critest-report.json";
+    // critest's HostIPC specs make shared memory segments in the node's
+    // IPC namespace, the host's, and leave them: removed below.
+    let segments_before = shm_segments();
+    let t0 = Instant::now();
+    // Inside the node: critest reads the containers' logs from the paths
+    // it gave containerd. Bounded by `timeout` (the suite takes minutes).
+    let out = n
+        .spawn(&[
+            "timeout",
+            "1200",
+            &critest,
+            "--runtime-endpoint",
+            &endpoint,
+            "--image-endpoint",
+            &endpoint,
+            "--ginkgo.no-color",
+            "--ginkgo.json-report",
+            report_path,
+            &format!("--ginkgo.skip={skip}"),
+        ])
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    let took = t0.elapsed();
+    for id in shm_segments().difference(&segments_before) {
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-m", id])
+            .status();
+    }
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(
+        &n.read(report_path)
+            .unwrap_or_else(|| panic!("critest wrote no report: {output}")),
+    )
+    .unwrap();
+    let specs = containerd2::critest_specs(&report);
+    let with = |state: &str| {
+        specs
+            .iter()
+            .filter(|s| s.state == state)
+            .collect::<Vec<_>>()
+    };
+    let (passed, failed, skipped) = (with("passed"), with("failed"), with("skipped"));
+    eprintln!(
+        "critest 1.32 against containerd {} (images loaded: {}): {} passed, {} failed, {} skipped of {} in {took:.0?}",
+        containerd2::VERSION,
+        loaded.join(", "),
+        passed.len(),
+        failed.len(),
+        skipped.len(),
+        specs.len()
+    );
+    let mut unexplained = Vec::new();
+    for s in &skipped {
+        let why = CRITEST_SKIPS
+            .iter()
+            .find(|(sub, _)| s.name.contains(sub))
+            .map(|(_, why)| format!("skipped here: {why}"))
+            .or_else(|| {
+                (!s.message.is_empty()).then(|| format!("critest skipped it: {}", s.message))
+            });
+        match why {
+            Some(why) => eprintln!("  skipped: {}: {why}", s.name),
+            None => unexplained.push(s.name.clone()),
+        }
+    }
+    let mut slowest: Vec<_> = passed.iter().collect();
+    slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    for s in slowest.iter().take(8) {
+        eprintln!("  slowest: {:.1}s {}", s.seconds, s.name);
+    }
+    for s in specs
+        .iter()
+        .filter(|s| !["passed", "skipped"].contains(&s.state.as_str()))
+    {
+        eprintln!("  {}: {}: {}", s.state.to_uppercase(), s.name, s.message);
+    }
+    let others: Vec<_> = specs
+        .iter()
+        .filter(|s| !["passed", "skipped"].contains(&s.state.as_str()))
+        .map(|s| format!("{} ({}): {}", s.name, s.state, s.message))
+        .collect();
+    assert!(others.is_empty(), "critest failures: {others:#?}\n{output}");
+    assert!(failed.is_empty());
+    assert!(
+        unexplained.is_empty(),
+        "skipped without a reason: {unexplained:#?}"
+    );
+    assert!(
+        out.status.success(),
+        "critest exited {:?}: {output}",
+        out.status
+    );
+    // The suite ran: every spec not skipped by name passed.
+    assert!(passed.len() >= 60, "too few specs ran: {passed:#?}");
+    n.shutdown().unwrap();
+}
+
+/// `s` as a regular expression matching itself.
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// The ids of the shared memory segments of this IPC namespace.
+fn shm_segments() -> std::collections::BTreeSet<String> {
+    std::fs::read_to_string("/proc/sysvipc/shm")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect()
 }

@@ -32,6 +32,11 @@
 //!   extensions from one signed mirror (a transient `systemd-sysext
 //!   refresh` each), and containerd.service and kubelet.service run the
 //!   merged programs, without a reboot;
+//! - a worker of today's Flatcar for a v1.32 API server: the agent takes
+//!   the sysext-bakery's containerd 2.1.4 image (built from its source)
+//!   from its signed mirror, the guest's real systemd-sysext merges it, the
+//!   agent's step proves it (no test part: the real runc, cgroup v2), and
+//!   crictl 1.32 runs a pod there, its log and an exec in its own root;
 //! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
 //!   of that flow, right after the agent's unsynced journal writes, right
 //!   after its durable record before the reboot, right after kubelet.env:
@@ -56,6 +61,7 @@ mod power_cuts;
 mod sysext_worker;
 mod worker_first_boot;
 mod worker_joins_a_control_plane;
+mod worker_on_containerd2;
 
 use std::time::Duration;
 
