@@ -51,14 +51,17 @@ mutations=(
   "tectonic.service|ConditionPathExists=!/opt/tectonic/init_tectonic.done|failed_tectonic_is_retried"
   "tectonic.service|StartLimitBurst=3|failed_tectonic_is_retried"
   # Sandbox grants the agent stub needs as the agent does: kubelet.env in
-  # /etc/kubernetes (made if missing), its own state in the state dir.
+  # /etc/kubernetes, its own state in the state dir.
   "k8s-node-bootstrap.service|ReadWritePaths=-/etc/kubernetes -/etc/torcx -/etc/extensions -/opt/extensions -/etc/containerd|master_first_boot"
   "k8s-node-bootstrap.service|StateDirectory=node-bootstrap torcx/store node_exporter/textfile_collector|master_first_boot"
-  "k8s-node-bootstrap.service|ExecStartPre=+/usr/bin/mkdir -p /etc/kubernetes /etc/torcx /etc/extensions /opt/extensions /etc/containerd|master_first_boot"
   # Every grant and the read-only /run, read from the sandboxed processes
   # (a few seconds each): each line removed makes a path that must be
   # writable read-only, or one that must be read-only writable, or leaves
   # a device off the cgroup's list.
+  # The mkdir for grants under read-only parents: the rig's nodes have
+  # /etc/kubernetes already (master_first_boot passes without it), but not
+  # /etc/torcx, /etc/extensions or /opt/extensions.
+  "k8s-node-bootstrap.service|ExecStartPre=+/usr/bin/mkdir -p /etc/kubernetes /etc/torcx /etc/extensions /opt/extensions /etc/containerd|$SANDBOX"
   "k8s-node-bootstrap.service|ReadOnlyPaths=/run|$SANDBOX"
   "k8s-node-bootstrap.service|ReadWritePaths=-/etc/systemd/system -/run/systemd/system -/opt/bin -/var/lib/docker|$SANDBOX"
   "k8s-node-bootstrap.service|RuntimeDirectory=node-bootstrap|$SANDBOX"
