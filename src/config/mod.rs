@@ -53,6 +53,8 @@ pub struct RawConfig {
     pub kubelet_config: crate::kubelet_config::config::RawKubeletConfig,
     #[serde(default)]
     pub runtime: crate::container_runtime::config::RawRuntime,
+    #[serde(default)]
+    pub follow: crate::follow::config::RawFollow,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -74,6 +76,7 @@ pub struct Config {
     pub kubelet: crate::kubelet_sysext::config::KubeletSettings,
     pub kubelet_config: crate::kubelet_config::config::KubeletConfigSettings,
     pub runtime: crate::container_runtime::config::RuntimeSettings,
+    pub follow: crate::follow::config::FollowSettings,
 }
 
 impl RawConfig {
@@ -95,6 +98,7 @@ impl RawConfig {
             kubelet: self.kubelet.validate()?,
             kubelet_config: self.kubelet_config.validate()?,
             runtime: self.runtime.validate()?,
+            follow: self.follow.validate()?,
         })
     }
 }
@@ -158,6 +162,7 @@ impl Config {
             kubelet: self.kubelet.to_raw(),
             kubelet_config: self.kubelet_config.to_raw(),
             runtime: self.runtime.to_raw(),
+            follow: self.follow.to_raw(),
         }
     }
 

@@ -1,0 +1,85 @@
+//! `node-bootstrap follow`: one run ([`super::driver`]), the ExecStart of
+//! `node-bootstrap-follow.service`, which `node-bootstrap-follow.timer`
+//! starts; and `node-bootstrap follow --converge`, the ExecStart of
+//! `node-bootstrap-follow-converge.service`, at boot before the kubelet
+//! (only while a change's record is there).
+
+use super::driver::{Driver, Ran, Settings};
+use super::node::{Local, NodeSeams};
+use super::record::{Files, Standing};
+use crate::config::Config;
+use crate::error::Result;
+use crate::fsutil::RunLock;
+use tracing::{info, warn};
+
+/// `follow`: one look, and a change when one is due (module docs of
+/// [`super`]).
+pub async fn follow(config: &Config) -> Result<Ran> {
+    let files = Files::new(&config.paths.state_dir);
+    if !config.follow.enabled {
+        info!(
+            step = "follow",
+            "following the cluster's version is off (follow.enabled); nothing to do"
+        );
+        return Ok(Ran::Looked(Standing::Unknown));
+    }
+    if !config.paths.kubelet_env.exists() && files.load_change()?.is_none() {
+        info!(step = "follow", path = %config.paths.kubelet_env.display(), "the node is not bootstrapped yet (no kubelet.env); nothing to follow");
+        return Ok(Ran::Looked(Standing::Unknown));
+    }
+    let _lock = RunLock::acquire(&config.paths.run_lock(), crate::flow::command::LOCK_WAIT)?;
+    let outcome = run(config, files.clone()).await;
+    if let Some(dir) = &config.metrics.textfile_dir {
+        match files.load_state() {
+            Ok(s) => {
+                if let Err(e) = super::metrics::publish(dir, &s) {
+                    warn!(step = "follow", path = %dir.display(), error = %e, "cannot publish the follow metrics");
+                }
+            }
+            Err(e) => {
+                warn!(step = "follow", error = %e, "cannot read the follow state for the metrics")
+            }
+        }
+    }
+    outcome
+}
+
+async fn run(config: &Config, files: Files) -> Result<Ran> {
+    let (kc, cert_name) = super::api::identity(&config.paths, &config.cluster)?;
+    let bus = crate::systemd::agent_bus().await?;
+    let node = match cert_name {
+        Some(n) => n,
+        None => crate::join::node_name::of_this_node(&config.paths, Some(&bus)).await,
+    };
+    let cluster = super::api::Cluster::new(&kc, config.cluster.api_timeout, node, &config.follow)?;
+    let seams = NodeSeams {
+        local: Local {
+            config,
+            files: files.clone(),
+        },
+        follow: &config.follow,
+        cluster,
+        bus,
+    };
+    let driver = Driver {
+        seams: &seams,
+        files,
+        settings: Settings {
+            stable_checks: config.follow.stable_checks,
+            ready_timeout: config.follow.ready_timeout,
+            poll: config.follow.poll,
+            backend: super::node::backend(config),
+        },
+    };
+    driver.run().await
+}
+
+/// `follow --converge` (module docs).
+pub async fn converge(config: &Config) -> Result<super::plan::Converge> {
+    let _lock = RunLock::acquire(&config.paths.run_lock(), crate::flow::command::LOCK_WAIT)?;
+    let local = Local {
+        config,
+        files: Files::new(&config.paths.state_dir),
+    };
+    super::node::converge(&local).await
+}

@@ -1,0 +1,339 @@
+//! The real seams: the API server ([`super::api::Cluster`]), this node's
+//! files (kubelet.env, the KubeletConfiguration, the sysext's images and
+//! link, saved under `<state_dir>/follow/`), and systemd over D-Bus.
+//!
+//! The kubelet's files for the new version are rendered as `run` renders
+//! them (`crate::flow::node::render_kubelet_files`: the seed kubelet.env,
+//! the runtime the state journal recorded, the KubeletConfiguration of
+//! that version's rules). A minor version that would want another
+//! container runtime than the node runs is refused (the node is
+//! provisioned again for that).
+
+use super::api::Cluster;
+use super::config::FollowSettings;
+use super::lease::{LeaseView, Readiness};
+use super::plan::{Backend, Change, NodeLook};
+use super::policy::Policy;
+use super::record::{ENV, Files, KUBELET_CONFIG, Set};
+use super::seams::{EventKind, Seams};
+use crate::cluster::version::KubeVersion;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::journal::{JournalFile, Step, StepResult};
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// How long systemd's restart job of kubelet.service may take.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// This node's side alone (no API server): what the boot-time converge
+/// needs too.
+pub struct Local<'a> {
+    pub config: &'a Config,
+    pub files: Files,
+}
+
+pub struct NodeSeams<'a> {
+    pub local: Local<'a>,
+    pub follow: &'a FollowSettings,
+    pub cluster: Cluster,
+    pub bus: zbus::Connection,
+}
+
+/// The version kubelet.env's `KUBELET_IMAGE_TAG` names (`+` written `_`).
+pub fn kubelet_env_version(config: &Config) -> Result<KubeVersion> {
+    let path = &config.paths.kubelet_env;
+    let text = fsutil::read_input("kubelet.env", path)?;
+    let env = crate::kubelet_env::EnvFile::parse(&text, path)?;
+    let tag = env.get(crate::kubelet_env::IMAGE_TAG).ok_or_else(|| {
+        Error::bad_input(format!(
+            "{} has no {}",
+            path.display(),
+            crate::kubelet_env::IMAGE_TAG
+        ))
+    })?;
+    KubeVersion::parse(&crate::kubelet_env::version_from_tag(tag)).map_err(|e| {
+        Error::bad_input(format!(
+            "{}: {}: {e}",
+            path.display(),
+            crate::kubelet_env::IMAGE_TAG
+        ))
+    })
+}
+
+/// This node's backend.
+pub fn backend(config: &Config) -> Backend {
+    match config.kubelet.backend {
+        crate::kubelet_sysext::config::Backend::Sysext => Backend::Sysext,
+        crate::kubelet_sysext::config::Backend::Wrapper => Backend::Wrapper,
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Local<'_> {
+    /// Renders the files of `version` (module docs).
+    fn render(&self, version: &str) -> Result<crate::flow::node::KubeletFiles> {
+        let c = self.config;
+        let journal = JournalFile::new(c.paths.state_journal())
+            .load()?
+            .unwrap_or_default();
+        let recorded = |step| journal.step(step).and_then(|r| r.result.as_ref());
+        let now = recorded(Step::Runtime).and_then(StepResult::runtime).ok_or_else(|| {
+            Error::internal("the state journal has no runtime record: was this node bootstrapped by this agent?")
+        })?;
+        let want = crate::container_runtime::choice::decide(
+            version,
+            c.runtime.requested,
+            c.kubelet_config.allow_newer_kubernetes,
+        )?;
+        if want.runtime != now.runtime {
+            return Err(Error::refused(format!(
+                "Kubernetes {version} wants the container runtime {} and this node runs {}: provision the node again for that version",
+                want.runtime.name(),
+                now.runtime.name()
+            )));
+        }
+        let containerd = recorded(Step::Containerd).and_then(StepResult::containerd);
+        crate::flow::node::render_kubelet_files(c, version, &want, containerd)
+    }
+
+    fn write_set(&self, set: Set) -> Result<()> {
+        let paths = &self.config.paths;
+        let env = self.files.saved(set, ENV)?.ok_or_else(|| {
+            Error::internal(format!("the saved {} set has no kubelet.env", set.name()))
+        })?;
+        match self.files.saved(set, KUBELET_CONFIG)? {
+            Some(c) => fsutil::write_file(
+                "the kubelet's configuration",
+                &paths.kubelet_config,
+                &c,
+                fsutil::MODE_PUBLIC,
+            )?,
+            None => {
+                let _ = std::fs::remove_file(&paths.kubelet_config);
+            }
+        }
+        fsutil::write_file("kubelet.env", &paths.kubelet_env, &env, fsutil::MODE_PUBLIC)
+    }
+
+    /// The sysext's image of `change.to`, where the kubelet step puts it.
+    pub fn next_image(&self, change: &Change) -> Result<std::path::PathBuf> {
+        let inputs = self.config.kubelet_sysext_inputs();
+        let (_, arch) = crate::kubelet_sysext::product_id(&inputs)?;
+        let ext = inputs.extension();
+        Ok(ext.images_dir.join(ext.image_file_name(&change.to, arch)))
+    }
+
+    /// Links `image` and merges it unless it is merged already.
+    async fn link_and_merge(&self, image: &std::path::Path) -> Result<()> {
+        let inputs = self.config.kubelet_sysext_inputs();
+        let ext = inputs.extension();
+        let relinked = ext.link_to(image)?;
+        if relinked || ext.merged_release().is_none() {
+            crate::sysext::install::refresh(
+                self.config.kubelet.merge_timeout,
+                "kubelet.merge_timeout_secs",
+                "follow",
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Seams for NodeSeams<'_> {
+    fn now(&self) -> u64 {
+        unix_now()
+    }
+
+    async fn sleep(&self, d: Duration) {
+        tokio::time::sleep(d).await;
+    }
+
+    fn node_name(&self) -> &str {
+        &self.cluster.node
+    }
+
+    async fn apiserver_version(&self) -> Result<KubeVersion> {
+        self.cluster.version().await
+    }
+
+    async fn policy(&self) -> Result<Policy> {
+        self.cluster.policy().await
+    }
+
+    async fn lease(&self) -> Result<LeaseView> {
+        self.cluster.lease().await
+    }
+
+    async fn write_lease(&self, view: &LeaseView) -> Result<bool> {
+        self.cluster.write_lease(view, self.now()).await
+    }
+
+    async fn readiness(&self) -> Result<Readiness> {
+        self.cluster.readiness().await
+    }
+
+    async fn node(&self) -> std::result::Result<NodeLook, String> {
+        self.cluster.node().await
+    }
+
+    async fn set_unschedulable(&self, on: bool) -> Result<()> {
+        self.cluster.set_unschedulable(on).await?;
+        info!(step = "follow", node = %self.cluster.node, "{}", if on { "node cordoned" } else { "node uncordoned" });
+        Ok(())
+    }
+
+    async fn drain(&self, apiserver_minor: u64) -> Result<()> {
+        self.cluster
+            .drain(apiserver_minor, self.follow.drain_timeout, self.follow.poll)
+            .await
+    }
+
+    async fn event(&self, kind: EventKind, reason: &str, message: &str) {
+        if let Err(e) = self
+            .cluster
+            .event(kind == EventKind::Warning, reason, message)
+            .await
+        {
+            warn!(step = "follow", reason, error = %e, "cannot record an Event on the Node");
+        }
+    }
+
+    fn current_version(&self) -> Result<KubeVersion> {
+        kubelet_env_version(self.local.config)
+    }
+
+    async fn offers(&self) -> Result<Option<Vec<KubeVersion>>> {
+        if backend(self.local.config) == Backend::Wrapper {
+            return Ok(None);
+        }
+        let inputs = self.local.config.kubelet_sysext_inputs();
+        let offers = crate::sysext::offers::find(
+            &inputs.metadata,
+            crate::kubelet_sysext::PRODUCT,
+            "kubelet sysext",
+            "follow",
+            KubeVersion::parse,
+        )
+        .await?;
+        Ok(Some(offers.versions()))
+    }
+
+    async fn prepare(&self, change: &mut Change) -> Result<()> {
+        let local = &self.local;
+        let paths = &local.config.paths;
+        let env = std::fs::read(&paths.kubelet_env).map_err(|e| {
+            Error::internal(format!("cannot read {}: {e}", paths.kubelet_env.display()))
+        })?;
+        let config = fsutil::read_optional(&paths.kubelet_config).map_err(|e| {
+            Error::internal(format!(
+                "cannot read {}: {e}",
+                paths.kubelet_config.display()
+            ))
+        })?;
+        // A set saved by an earlier, interrupted Prepare is the truth:
+        // the files may be the new ones by now.
+        if !local.files.has_set(Set::Previous) {
+            local.files.save_set(
+                Set::Previous,
+                &[
+                    (KUBELET_CONFIG, config.as_deref().map(str::as_bytes)),
+                    (ENV, Some(&env)),
+                ],
+            )?;
+        }
+        let next = local.render(&change.to)?;
+        local.files.save_set(
+            Set::Next,
+            &[
+                (KUBELET_CONFIG, next.config.as_deref().map(str::as_bytes)),
+                (ENV, Some(next.env.as_bytes())),
+            ],
+        )?;
+        if change.backend == Backend::Sysext && change.previous_image.is_none() {
+            let inputs = local.config.kubelet_sysext_inputs();
+            change.previous_image = inputs.extension().linked_image();
+        }
+        Ok(())
+    }
+
+    async fn put_in_place(&self, change: &Change, set: Set) -> Result<()> {
+        let local = &self.local;
+        if change.backend == Backend::Sysext {
+            match set {
+                Set::Next => {
+                    let r = crate::kubelet_sysext::ensure(
+                        &local.config.kubelet_sysext_inputs(),
+                        &change.to,
+                    )
+                    .await?;
+                    info!(step = "follow", version = %r.version, image = %r.installed.image.display(), "kubelet image merged");
+                }
+                Set::Previous => {
+                    let image = change.previous_image.as_deref().ok_or_else(|| {
+                        Error::internal(
+                            "the change recorded no previous kubelet image to go back to",
+                        )
+                    })?;
+                    local.link_and_merge(image).await?;
+                }
+            }
+        }
+        local.write_set(set)
+    }
+
+    async fn restart_kubelet(&self) -> Result<()> {
+        let systemd = crate::systemd::manager::Systemd::new(self.bus.clone());
+        systemd
+            .start_and_wait("kubelet.service", true, RESTART_TIMEOUT)
+            .await
+    }
+}
+
+/// At boot, before kubelet.service: an interrupted change's files made
+/// one kubelet's whole set ([`super::plan::converge`]). Returns what it did.
+pub async fn converge(seams: &Local<'_>) -> Result<super::plan::Converge> {
+    use super::plan::{Converge, Phase};
+    let Some(mut change) = seams.files.load_change()? else {
+        return Ok(Converge::Nothing);
+    };
+    let next_complete = seams.files.has_set(Set::Next)
+        && (change.backend == Backend::Wrapper || seams.next_image(&change)?.is_file());
+    let what = super::plan::converge(change.phase, next_complete);
+    match what {
+        Converge::Nothing => {}
+        Converge::Forward => {
+            if change.backend == Backend::Sysext {
+                seams.link_and_merge(&seams.next_image(&change)?).await?;
+            }
+            seams.write_set(Set::Next)?;
+            change.phase = Phase::Switched;
+            change.restarted_at = Some(unix_now());
+        }
+        Converge::Back { to } => {
+            if change.backend == Backend::Sysext
+                && let Some(image) = change.previous_image.clone()
+            {
+                seams.link_and_merge(&image).await?;
+            }
+            if seams.files.has_set(Set::Previous) {
+                seams.write_set(Set::Previous)?;
+            }
+            change.phase = to;
+            change.restarted_at = Some(unix_now());
+        }
+    }
+    if what != Converge::Nothing {
+        seams.files.save_change(&change)?;
+        info!(step = "follow", from = %change.from, to = %change.to, phase = change.phase.name(), converged = ?what,
+            "an interrupted kubelet change converged before the kubelet starts");
+    }
+    Ok(what)
+}

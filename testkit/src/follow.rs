@@ -1,0 +1,433 @@
+//! Day two on the real cluster ([`crate::cluster`]): what the tests and
+//! the benchmark of `node-bootstrap follow` need beside the rig.
+//!
+//! - [`standin_parts`]: kube-apiserver and kubelet built a second time from
+//!   the same Debian source, stamped as the next patch release
+//!   (`scripts/build-kubernetes.sh`, `stand-in-v1.20.3/`): **a stand-in for
+//!   the 1.20.3 release**. What the day-two path reads of a release is
+//!   real: an API server that reports it, a kubelet that reports it, an
+//!   image on the mirror;
+//! - the cluster's side of following: the `follow-rbac` module's manifests
+//!   rendered by real terraform and applied ([`apply_follow_rbac`]), the
+//!   operator's ConfigMap ([`set_policy`]), the control plane moved to
+//!   another release on the bootkube master ([`move_control_plane`]);
+//! - a release published for the workers ([`publish_release`]): its
+//!   kubelet image in each kubelet-wrapper node's store (what rkt would
+//!   fetch) and on the sysext mirror;
+//! - the follow timer of a test's size ([`fast_timer`]) and the agent's
+//!   follow settings of a test's size ([`FOLLOW_CONFIG`]);
+//! - [`Watch`]: the Lease's holders and every Node's Ready, version and
+//!   unschedulable, polled twice a second from the API server while a
+//!   rollout runs, and what a test asks of that history.
+
+use crate::agentnode::{self as an, KubeletImage, SEED_URL};
+use crate::cluster::ClusterRig;
+use crate::kube::{KubeParts, Kubectl};
+use crate::kubelet_sysext::{Kubelet, fake_kubelet, kubelet_image, release};
+use crate::simnode::SimNode;
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex, atomic::AtomicBool, atomic::Ordering};
+use std::time::{Duration, Instant};
+
+/// The Lease and ConfigMap the agent uses by default.
+pub const NAMESPACE: &str = "kube-system";
+pub const NAME: &str = "node-bootstrap-follow";
+/// The annotation with the Lease's holders (src/follow/lease.rs).
+pub const HOLDERS: &str = "node-bootstrap.io/holders";
+
+/// The agent's `follow` section on the tests' nodes: two agreeing looks at
+/// the API server, a kubelet back within 30 s or rolled back (a 1.20
+/// kubelet posts Ready within seconds of its start), looks every second.
+pub fn follow_config() -> Value {
+    json!({"follow": {"stable_checks": 2, "ready_timeout_secs": 30, "drain_timeout_secs": 30, "poll_secs": 1}})
+}
+
+/// kube-apiserver and kubelet stamped as the next patch release of
+/// [`crate::kube::parts`]: the stand-in for that release (module docs).
+pub fn standin_parts() -> Result<KubeParts> {
+    let base = crate::kube::parts()?;
+    let dir = std::fs::read_dir(&base.dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("stand-in-v"))
+        })
+        .with_context(|| {
+            format!(
+                "no stand-in-v* under {} (scripts/build-kubernetes.sh builds it)",
+                base.dir.display()
+            )
+        })?;
+    let version = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("stand-in-"))
+        .unwrap()
+        .to_string();
+    let said = std::process::Command::new(dir.join("kubelet"))
+        .arg("--version")
+        .output()?;
+    let said = String::from_utf8_lossy(&said.stdout);
+    if said.trim() != format!("Kubernetes {version}") {
+        bail!("the stand-in kubelet of {version} says {said:?}");
+    }
+    Ok(KubeParts { dir, version })
+}
+
+/// Shortens node-bootstrap-follow.timer on `n` (before boot): a run two
+/// seconds after boot and two seconds after each run, no jitter.
+pub fn fast_timer(n: &SimNode) -> Result<()> {
+    n.drop_in(
+        "node-bootstrap-follow.timer",
+        "20-test",
+        "# The test: a look every two seconds.\n[Timer]\nOnBootSec=\nOnBootSec=2s\nOnUnitInactiveSec=\nOnUnitInactiveSec=2s\nRandomizedDelaySec=0\nAccuracySec=1s\n",
+    )
+}
+
+/// Renders `terraform/modules/follow-rbac` (real terraform) and applies
+/// its manifest (the Lease, Role, RoleBinding) as the administrator;
+/// returns the ConfigMap it rendered (not applied).
+pub fn apply_follow_rbac(kubectl: &Kubectl) -> Result<String> {
+    let work = tempfile::Builder::new()
+        .prefix("nb-follow-rbac-")
+        .tempdir()?;
+    let module = crate::project_root().join("terraform/modules/follow-rbac");
+    std::fs::write(
+        work.path().join("main.tf"),
+        format!(
+            "module \"follow\" {{\n  source = \"{}\"\n}}\noutput \"out\" {{\n  value = module.follow\n}}\n",
+            module.display()
+        ),
+    )?;
+    let out = crate::terraform::Terraform::new(work.path())
+        .render(&[], "out")
+        .with_context(|| format!("rendering {}", module.display()))?;
+    let manifest = out["manifest"].as_str().context("no manifest output")?;
+    apply_yaml(kubectl, manifest)?;
+    Ok(out["config_map"]
+        .as_str()
+        .context("no config_map output")?
+        .to_string())
+}
+
+/// `kubectl apply -f` of YAML text.
+pub fn apply_yaml(kubectl: &Kubectl, yaml: &str) -> Result<()> {
+    let f = tempfile::Builder::new().suffix(".yaml").tempfile()?;
+    std::fs::write(f.path(), yaml)?;
+    kubectl.run(&["apply", "-f", &f.path().display().to_string()])?;
+    Ok(())
+}
+
+/// Writes the operator's ConfigMap with `data` (replacing it).
+pub fn set_policy(kubectl: &Kubectl, data: Value) -> Result<()> {
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "data": data,
+    });
+    let f = tempfile::Builder::new().suffix(".json").tempfile()?;
+    std::fs::write(f.path(), cm.to_string())?;
+    kubectl.run(&["replace", "--force", "-f", &f.path().display().to_string()])?;
+    Ok(())
+}
+
+/// Clears a halt as the operator does (docs/operators.md).
+pub fn clear_halt(kubectl: &Kubectl) -> Result<()> {
+    kubectl.run(&[
+        "-n",
+        NAMESPACE,
+        "annotate",
+        "--overwrite",
+        "lease",
+        NAME,
+        &format!("{HOLDERS}=[]"),
+    ])?;
+    Ok(())
+}
+
+/// What a node's kubelet-wrapper store and the sysext mirror hold of a
+/// release.
+#[derive(Debug, Clone, Copy)]
+pub enum Release<'a> {
+    /// The real binaries of `parts`.
+    Real(&'a KubeParts),
+    /// A kubelet that answers `--version` and never registers (the
+    /// wrapper's stand-in image; the sysext's fake kubelet): a release
+    /// whose kubelet cannot start.
+    Broken(&'a str),
+}
+
+impl Release<'_> {
+    pub fn version(&self) -> &str {
+        match self {
+            Release::Real(p) => &p.version,
+            Release::Broken(v) => v,
+        }
+    }
+}
+
+/// Publishes `releases` for the workers: each kubelet-wrapper worker's
+/// store gets the image (replacing one of the same tag; a running node
+/// sees it at once, as rkt would fetch it), and the sysext mirror is
+/// published again with the cluster's release, its two neighbours and
+/// these.
+pub fn publish_release(
+    rig: &ClusterRig,
+    wrapper_nodes: &[&SimNode],
+    releases: &[Release],
+) -> Result<()> {
+    for n in wrapper_nodes {
+        for r in releases {
+            let tag = r.version().replace('+', "_");
+            let dir = n.path(&an::image_dir(SEED_URL, &tag));
+            let _ = std::fs::remove_dir_all(&dir);
+            match r {
+                Release::Real(p) => {
+                    an::install_kubelet_image(n, SEED_URL, &tag, KubeletImage::Real(p))?
+                }
+                Release::Broken(_) => {
+                    an::install_kubelet_image(n, SEED_URL, &tag, KubeletImage::StandIn)?
+                }
+            }
+        }
+    }
+    let Some(mirror) = &rig.kubelet_images else {
+        return Ok(());
+    };
+    let rel = release("_any", "1.0");
+    let mut images: Vec<(String, Vec<u8>)> = vec![(
+        rig.parts.version.clone(),
+        kubelet_image(Kubelet::Path(&rig.parts.kubelet()), &rel)?,
+    )];
+    for v in crate::cluster::neighbour_versions(&rig.parts.version)? {
+        images.push((
+            v.clone(),
+            kubelet_image(Kubelet::Bytes(&fake_kubelet(&v)), &rel)?,
+        ));
+    }
+    for r in releases {
+        let bytes = match r {
+            Release::Real(p) => kubelet_image(Kubelet::Path(&p.kubelet()), &rel)?,
+            Release::Broken(v) => kubelet_image(Kubelet::Bytes(&fake_kubelet(v)), &rel)?,
+        };
+        images.retain(|(v, _)| v != r.version());
+        images.push((r.version().to_string(), bytes));
+    }
+    let list: Vec<(&str, &[u8])> = images
+        .iter()
+        .map(|(v, b)| (v.as_str(), b.as_slice()))
+        .collect();
+    mirror.publish(&list)
+}
+
+/// Moves the control plane on the bootkube master to `parts`'s
+/// kube-apiserver, as an operator upgrades it: the release's image in the
+/// master's store, kube-apiserver.service pointed at it, restarted; returns
+/// once `/version` says so.
+pub fn move_control_plane(
+    rig: &ClusterRig,
+    master: &SimNode,
+    parts: &KubeParts,
+) -> Result<Instant> {
+    let tag = parts.version.replace('+', "_");
+    let dir = n_image_dir(master, &tag);
+    std::fs::create_dir_all(&dir)?;
+    let link = dir.join("kube-apiserver");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(parts.kube_apiserver(), &link)?;
+    let unit_path = "/etc/systemd/system/kube-apiserver.service";
+    let unit = master
+        .read(unit_path)
+        .context("no kube-apiserver.service on the master")?;
+    let old = an::image_dir(SEED_URL, &rig.tag());
+    let new = an::image_dir(SEED_URL, &tag);
+    if !unit.contains(&format!("{old}/kube-apiserver")) {
+        bail!("kube-apiserver.service does not run {old}/kube-apiserver:\n{unit}");
+    }
+    master.write(
+        unit_path,
+        unit.replace(
+            &format!("{old}/kube-apiserver"),
+            &format!("{new}/kube-apiserver"),
+        ),
+        0o644,
+    )?;
+    master.systemctl(&["daemon-reload"])?;
+    master.systemctl(&["restart", "kube-apiserver.service"])?;
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(120);
+    loop {
+        let v = rig.kubectl.run(&["get", "--raw", "/version"]).ok();
+        if let Some(v) = v.and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            && v["gitVersion"] == parts.version.as_str()
+        {
+            return Ok(t0);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the API server does not report {} after its restart",
+                parts.version
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn n_image_dir(n: &SimNode, tag: &str) -> std::path::PathBuf {
+    n.path(&an::image_dir(SEED_URL, tag))
+}
+
+/// One look at the cluster.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Since the watch started.
+    pub at: Duration,
+    /// The Lease's holders: (node, halted).
+    pub holders: Vec<(String, bool)>,
+    /// Every node: name -> (Ready, kubeletVersion, unschedulable).
+    pub nodes: std::collections::BTreeMap<String, (bool, String, bool)>,
+}
+
+/// The cluster, looked at twice a second from its own thread until
+/// dropped.
+pub struct Watch {
+    seen: Arc<Mutex<Vec<Snapshot>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn look(kubectl: &Kubectl, t0: Instant) -> Option<Snapshot> {
+    let lease: Value = serde_json::from_str(
+        &kubectl
+            .run(&["-n", NAMESPACE, "get", "lease", NAME, "-o", "json"])
+            .ok()?,
+    )
+    .ok()?;
+    let holders: Vec<Value> = lease["metadata"]["annotations"][HOLDERS]
+        .as_str()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    let nodes: Value =
+        serde_json::from_str(&kubectl.run(&["get", "nodes", "-o", "json"]).ok()?).ok()?;
+    let nodes = nodes["items"]
+        .as_array()?
+        .iter()
+        .map(|n| {
+            let ready = n["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                .is_some_and(|c| c["status"] == "True");
+            (
+                n["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                (
+                    ready,
+                    n["status"]["nodeInfo"]["kubeletVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    n["spec"]["unschedulable"] == true,
+                ),
+            )
+        })
+        .collect();
+    Some(Snapshot {
+        at: t0.elapsed(),
+        holders: holders
+            .iter()
+            .map(|h| {
+                (
+                    h["node"].as_str().unwrap_or_default().to_string(),
+                    h.get("halted").is_some_and(|x| !x.is_null()),
+                )
+            })
+            .collect(),
+        nodes,
+    })
+}
+
+impl Watch {
+    pub fn start(kubectl: &Kubectl) -> Watch {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, st2, k) = (seen.clone(), stop.clone(), kubectl.clone());
+        let thread = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while !st2.load(Ordering::Relaxed) {
+                if let Some(s) = look(&k, t0) {
+                    s2.lock().unwrap().push(s);
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        Watch {
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Everything seen so far.
+    pub fn history(&self) -> Vec<Snapshot> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Each node's windows in `history`: (first, last) look at which it held
+/// the Lease, and at which it was not Ready.
+#[derive(Debug, Clone, Default)]
+pub struct Windows {
+    pub holding: Vec<(Duration, Duration)>,
+    pub not_ready: Vec<(Duration, Duration)>,
+    /// When its kubeletVersion first read `version` (of [`windows`]).
+    pub changed_at: Option<Duration>,
+}
+
+/// The windows of `node` (module docs) and when it first reported `version`.
+pub fn windows(history: &[Snapshot], node: &str, version: &str) -> Windows {
+    let mut w = Windows::default();
+    let spans = |on: &dyn Fn(&Snapshot) -> bool, out: &mut Vec<(Duration, Duration)>| {
+        let mut open: Option<(Duration, Duration)> = None;
+        for s in history {
+            if on(s) {
+                open = Some(open.map_or((s.at, s.at), |(a, _)| (a, s.at)));
+            } else if let Some(o) = open.take() {
+                out.push(o);
+            }
+        }
+        out.extend(open);
+    };
+    spans(
+        &|s: &Snapshot| s.holders.iter().any(|(n, _)| n == node),
+        &mut w.holding,
+    );
+    spans(
+        &|s: &Snapshot| s.nodes.get(node).is_some_and(|x| !x.0),
+        &mut w.not_ready,
+    );
+    w.changed_at = history
+        .iter()
+        .find(|s| s.nodes.get(node).is_some_and(|x| x.1 == version))
+        .map(|s| s.at);
+    w
+}
+
+/// Whether two windows of different nodes overlap.
+pub fn overlap(a: &[(Duration, Duration)], b: &[(Duration, Duration)]) -> bool {
+    a.iter()
+        .any(|(a0, a1)| b.iter().any(|(b0, b1)| a0 <= b1 && b0 <= a1))
+}
