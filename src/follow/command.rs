@@ -45,7 +45,19 @@ pub async fn follow(config: &Config) -> Result<Ran> {
 }
 
 async fn run(config: &Config, files: Files) -> Result<Ran> {
-    let (kc, cert_name) = super::api::identity(&config.paths, &config.cluster)?;
+    let (kc, cert_name) = match super::api::identity(&config.paths, &config.cluster) {
+        Ok(found) => found,
+        Err(e) if e.class().is_retryable() => {
+            // The kubelet is still earning its identity: nothing to do yet.
+            info!(step = "follow", why = %e, "not following yet");
+            let mut state = files.load_state()?;
+            state.standing = Standing::Waiting;
+            state.why = Some(e.to_string());
+            files.save_state(&state, false)?;
+            return Ok(Ran::Looked(Standing::Waiting));
+        }
+        Err(e) => return Err(e),
+    };
     let bus = crate::systemd::agent_bus().await?;
     let node = match cert_name {
         Some(n) => n,

@@ -68,3 +68,61 @@ pub fn join_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Whether `NodeBootstrapFollowHalted` fires on `textfile` (a node's
+/// `node_bootstrap_follow.prom`) as its series, labelled `instance`, stay
+/// for ten minutes: not at once (the rule's `for: 1m`), and at 5 minutes
+/// with the rule's labels and summary. `_seconds` series are left out
+/// (wall-clock values).
+pub fn follow_halted_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let rules = crate::project_root().join("monitoring/node-bootstrap.rules.yml");
+    let mut series = Vec::new();
+    for line in textfile
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (name, value) = line
+            .rsplit_once(' ')
+            .with_context(|| format!("a textfile line without a value: {line}"))?;
+        if name.contains("_seconds") {
+            continue;
+        }
+        let labelled = match name.split_once('{') {
+            Some((n, l)) => format!("{n}{{instance=\"{instance}\",{l}"),
+            None => format!("{name}{{instance=\"{instance}\"}}"),
+        };
+        series.push(json!({"series": labelled, "values": format!("{value}x10")}));
+    }
+    let test = json!({
+        "rule_files": [rules],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "alert_rule_test": [
+                {"eval_time": "0m", "alertname": "NodeBootstrapFollowHalted", "exp_alerts": []},
+                {"eval_time": "5m", "alertname": "NodeBootstrapFollowHalted",
+                 "exp_alerts": [{"exp_labels": {"severity": "critical", "instance": instance, "state": "halted"}, "exp_annotations": {
+                     "summary": format!("{instance}: kubelet change rolled back; the cluster's node rollout is halted here"),
+                     "description": format!("node-bootstrap follow on {instance} changed the kubelet, the Node did not come back Ready with the new version, and the previous kubelet was put back. No other node changes until the halt is cleared. On the node: `node-bootstrap status`, `journalctl -x -u node-bootstrap-follow -u kubelet`; fix the release, then clear the halt (docs/operators.md, \"When a node does not come back\")."),
+                 }}]},
+            ],
+        }],
+    });
+    let file = dir.path().join("test.yml");
+    std::fs::write(&file, serde_json::to_vec_pretty(&test)?)?;
+    let out = Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .context("running promtool")?;
+    if !out.status.success() {
+        bail!(
+            "promtool test rules: NodeBootstrapFollowHalted did not fire as expected on {instance}'s textfile:\n{}{}\n{textfile}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,539 @@
+//! Day two on a real cluster (testkit::cluster, testkit::follow): a
+//! bootkube master and three workers, each of another kind, at v1.20.2:
+//! docker through kubelet-wrapper, containerd (kubelet-wrapper too), and
+//! today's Flatcar (the kubelet a system extension from the signed
+//! mirror, containerd). The workers' Ignition configs have the ignition
+//! module's `follow` switch on (the follow timer, here shortened to a look
+//! every two seconds); the cluster has what terraform/modules/follow-rbac
+//! renders (the Lease, a Role and RoleBinding for system:nodes) and the
+//! operator's ConfigMap. A pod runs on every worker.
+//!
+//! 1. A target newer than the API server (`minor: "1.21"` with the control
+//!    plane at 1.20) is refused by every worker; nothing moves.
+//! 2. The control plane moves to v1.20.3 (a stand-in for the 1.20.3
+//!    release: kube-apiserver and kubelet built from the same source,
+//!    stamped v1.20.3), but the release published for the workers is
+//!    broken: its kubelet answers `--version` and never registers. The
+//!    first worker to take the Lease changes, loses power while it waits
+//!    for its kubelet, boots, converges to one kubelet (the new one's
+//!    files whole), does not come back Ready with v1.20.3, rolls back to
+//!    v1.20.2 (Ready again), and keeps the Lease marked halted: the other
+//!    workers never start. Its status, metrics (the alert fires, promtool),
+//!    journal and an Event say so.
+//! 3. The operator publishes the real release and clears the halt: every
+//!    worker follows to v1.20.3, one at a time (the Lease's history and
+//!    the Nodes' Ready transitions, watched from the API server, show no
+//!    two changing at once), each pod keeps running (same container,
+//!    restart count 0), the master (not following) stays at v1.20.2.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use testkit::cluster::{Auth, ClusterRig, NodeSpec};
+use testkit::follow::{self, Release, Watch};
+use testkit::pods;
+use testkit::simnode::{BootEnd, SimNode};
+
+const BOOT: Duration = Duration::from_secs(240);
+const WORKERS: [&str; 3] = ["w-docker", "w-ctr", "w-sysext"];
+
+fn skip() -> bool {
+    testkit::kube::skip_unless_available()
+        || testkit::torcx::skip_unless_available()
+        || testkit::skip_without(&["terraform", "promtool"])
+}
+
+/// `node-bootstrap status --json` of `n`.
+fn status(n: &SimNode) -> serde_json::Value {
+    let out = n
+        .exec(&["/opt/bin/node-bootstrap", "status", "--json"])
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: status --json: {e}: {}",
+            n.name(),
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn wait_standing(n: &SimNode, standing: &str, timeout: Duration) -> serde_json::Value {
+    n.wait_for(&format!("follow {standing}"), timeout, |n| {
+        let s = status(n);
+        (s["follow"]["standing"] == standing).then(|| s["follow"].clone())
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e:#}\n{}\n{}",
+            status(n)["follow"],
+            n.journal("node-bootstrap-follow.service")
+        )
+    })
+}
+
+/// The Lease's holders: node -> halted.
+fn holders(rig: &ClusterRig) -> BTreeMap<String, bool> {
+    let h = rig
+        .kubectl
+        .run(&[
+            "-n",
+            follow::NAMESPACE,
+            "get",
+            "lease",
+            follow::NAME,
+            "-o",
+            "json",
+        ])
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&h).unwrap();
+    let list: Vec<serde_json::Value> = serde_json::from_str(
+        v["metadata"]["annotations"][follow::HOLDERS]
+            .as_str()
+            .unwrap_or("[]"),
+    )
+    .unwrap();
+    list.iter()
+        .map(|h| {
+            (
+                h["node"].as_str().unwrap().to_string(),
+                h.get("halted").is_some_and(|x| !x.is_null()),
+            )
+        })
+        .collect()
+}
+
+fn kubelet_versions(rig: &ClusterRig) -> BTreeMap<String, String> {
+    rig.kubectl
+        .nodes()
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.name, n.kubelet_version))
+        .collect()
+}
+
+/// The pod on each worker: name -> (container id, restart count, phase).
+fn pod_states(rig: &ClusterRig, names: &[String]) -> BTreeMap<String, (String, u64, String)> {
+    names
+        .iter()
+        .map(|p| {
+            let j: serde_json::Value =
+                serde_json::from_str(&rig.kubectl.run(&["get", "pod", p, "-o", "json"]).unwrap())
+                    .unwrap();
+            let c = &j["status"]["containerStatuses"][0];
+            (
+                p.clone(),
+                (
+                    c["containerID"].as_str().unwrap_or_default().to_string(),
+                    c["restartCount"].as_u64().unwrap_or(99),
+                    j["status"]["phase"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Boots the cluster: the master (its docker reboot, then bootkube), the
+/// workers once the token's Secret is there (the docker worker reboots
+/// once for the addon's docker).
+fn boot(rig: &ClusterRig, nodes: &mut [SimNode]) {
+    std::thread::scope(|s| {
+        let (master, workers) = nodes.split_first_mut().unwrap();
+        s.spawn(move || {
+            rig.push_assets(master).unwrap();
+            master.boot().unwrap();
+            assert_eq!(master.wait_down(BOOT).unwrap(), BootEnd::Reboot);
+            master.boot().unwrap();
+            master
+                .wait_for("bootkube and tectonic", BOOT, |n| {
+                    n.exists("/opt/tectonic/init_tectonic.done").then_some(())
+                })
+                .unwrap();
+        });
+        for w in workers.iter_mut() {
+            s.spawn(move || {
+                let id = &rig.bootstrap_token().unwrap().id;
+                let deadline = Instant::now() + 3 * BOOT;
+                while !rig.kubectl.bootstrap_token_exists(id).unwrap_or(false) {
+                    assert!(
+                        Instant::now() < deadline,
+                        "the bootstrap token's Secret never appeared"
+                    );
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+                w.boot().unwrap();
+                if w.name() == "w-docker" {
+                    assert_eq!(w.wait_down(BOOT).unwrap(), BootEnd::Reboot);
+                    w.boot().unwrap();
+                }
+                w.wait_active_state("kubelet.service", "active", BOOT)
+                    .unwrap();
+            });
+        }
+    });
+}
+
+/// The kubelet-wrapper workers (their kubelet comes from the node's store).
+fn wrappers(nodes: &[SimNode]) -> Vec<&SimNode> {
+    nodes[1..]
+        .iter()
+        .filter(|n| n.name() != "w-sysext")
+        .collect()
+}
+
+/// A pod on each worker (the images loaded into its runtime), Running.
+fn a_pod_on_each(rig: &ClusterRig, workers: &[&SimNode], suffix: &str) -> Vec<String> {
+    let pause = pods::pause_image().unwrap();
+    let busybox = pods::busybox_image().unwrap();
+    let mut names = Vec::new();
+    for n in workers {
+        if n.name() == "w-docker" {
+            pods::docker_load(n, "/run/torcx/bin/docker", &pause).unwrap();
+            pods::docker_load(n, "/run/torcx/bin/docker", &busybox).unwrap();
+        } else {
+            pods::ctr_import(n, &pause, None).unwrap();
+            pods::ctr_import(n, &busybox, None).unwrap();
+        }
+        let name = format!("keep-{}{suffix}", n.name());
+        pods::create_pod(
+            &rig.kubectl,
+            &pods::busybox_pod(&name, n.name(), &busybox.tag, "still-here", true),
+        )
+        .unwrap();
+        names.push(name);
+    }
+    for p in &names {
+        pods::wait_pod_running(&rig.kubectl, p, pods::POD_TIMEOUT).unwrap();
+    }
+    names
+}
+
+#[test]
+fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the_first() {
+    if skip() {
+        return;
+    }
+    let t0 = Instant::now();
+    let standin = follow::standin_parts().unwrap();
+    let rig = ClusterRig::new(&[
+        NodeSpec::master("master-1"),
+        NodeSpec::worker("w-docker", Auth::BootstrapToken).following(),
+        NodeSpec::containerd_worker("w-ctr").following(),
+        NodeSpec::sysext_worker("w-sysext").following(),
+    ])
+    .unwrap();
+    let base = rig.parts.version.clone();
+    let mut nodes = rig.nodes().unwrap();
+    for w in &nodes[1..] {
+        follow::fast_timer(w).unwrap();
+    }
+    boot(&rig, &mut nodes);
+    let mut all = vec!["master-1"];
+    all.extend(WORKERS);
+    rig.kubectl.wait_ready(&all, BOOT).unwrap();
+    let booted = t0.elapsed();
+    eprintln!("cluster Ready after {booted:?}");
+    // The cluster's side: the module's Lease and RBAC, the ConfigMap it
+    // renders (the defaults: one at a time).
+    let config_map = follow::apply_follow_rbac(&rig.kubectl).unwrap();
+    follow::apply_yaml(&rig.kubectl, &config_map).unwrap();
+    let workers: Vec<&SimNode> = nodes[1..].iter().collect();
+    let mut pod_names = a_pod_on_each(&rig, &workers, "");
+    // Every worker follows: up to date with the API server's v1.20.2.
+    for w in &workers {
+        let f = wait_standing(w, "up-to-date", Duration::from_secs(60));
+        assert_eq!(f["current"], base.as_str(), "{f}");
+    }
+    let t1 = Instant::now();
+    a_target_newer_than_the_api_server_is_refused(&rig, &workers, &base);
+    let refused_took = t1.elapsed();
+
+    // 2. The control plane moves; the release the workers find is broken.
+    let t2 = Instant::now();
+    let watch = Watch::start(&rig.kubectl);
+    follow::publish_release(
+        &rig,
+        &wrappers(&nodes),
+        &[Release::Broken(&standin.version)],
+    )
+    .unwrap();
+    follow::move_control_plane(&rig, &nodes[0], &standin).unwrap();
+    let first =
+        a_bad_release_is_rolled_back_on_the_first_node(&rig, &mut nodes, &standin.version, &base);
+    let workers: Vec<&SimNode> = nodes[1..].iter().collect();
+    the_others_never_start(&rig, &workers, &first, &base);
+    let halted_took = t2.elapsed();
+
+    // 3. The real release, the halt cleared: one at a time, pods untouched.
+    // The first node's pod went with its power: a new one there.
+    let n_first = workers.iter().find(|n| n.name() == first).unwrap();
+    pod_names.retain(|p| *p != format!("keep-{first}"));
+    pod_names.extend(a_pod_on_each(&rig, &[n_first], "-2"));
+    let pods_before = pod_states(&rig, &pod_names);
+    let t3 = Instant::now();
+    follow::publish_release(&rig, &wrappers(&nodes), &[Release::Real(&standin)]).unwrap();
+    follow::clear_halt(&rig.kubectl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let v = kubelet_versions(&rig);
+        if WORKERS.iter().all(|w| v[*w] == standin.version) && holders(&rig).is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every worker followed: {v:?}, Lease {:?}",
+            holders(&rig)
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let rollout_took = t3.elapsed();
+    std::thread::sleep(Duration::from_secs(2));
+    let history = watch.history();
+    drop(watch);
+    one_at_a_time(&history, &standin.version);
+    let pods_after = pod_states(&rig, &pod_names);
+    assert_eq!(pods_after, pods_before, "a pod was restarted or replaced");
+    for (p, (_, restarts, phase)) in &pods_after {
+        assert_eq!((*restarts, phase.as_str()), (0, "Running"), "{p}");
+    }
+    every_worker_runs_the_release(&rig, &workers, &standin.version, &base);
+    eprintln!(
+        "follow test: cluster {booted:?}, refusal {refused_took:?}, bad release halted {halted_took:?}, rollout {rollout_took:?}, total {:?}",
+        t0.elapsed()
+    );
+}
+
+/// 1: `minor: "1.21"` while the API server runs 1.20.2.
+fn a_target_newer_than_the_api_server_is_refused(
+    rig: &ClusterRig,
+    workers: &[&SimNode],
+    base: &str,
+) {
+    follow::set_policy(&rig.kubectl, serde_json::json!({"minor": "1.21"})).unwrap();
+    for w in workers {
+        let f = wait_standing(w, "refused", Duration::from_secs(60));
+        let why = f["why"].as_str().unwrap();
+        assert!(
+            why.contains(&format!(
+                "target minor 1.21 is newer than the API server {base}"
+            )),
+            "{}: {why}",
+            w.name()
+        );
+    }
+    assert!(holders(rig).is_empty());
+    assert!(kubelet_versions(rig).values().all(|v| v == base));
+    follow::set_policy(&rig.kubectl, serde_json::json!({})).unwrap();
+    for w in workers {
+        wait_standing(w, "up-to-date", Duration::from_secs(60));
+    }
+}
+
+/// 2: the first node to take the Lease loses power while it waits for the
+/// broken kubelet, converges, rolls back, halts. Returns its name.
+fn a_bad_release_is_rolled_back_on_the_first_node(
+    rig: &ClusterRig,
+    nodes: &mut [SimNode],
+    bad: &str,
+    base: &str,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let first = loop {
+        if let Some((n, _)) = holders(rig).into_iter().next() {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no worker took the Lease after the control plane moved"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let n = nodes.iter_mut().find(|n| n.name() == first).unwrap();
+    // The power goes while the changed kubelet is waited for.
+    n.wait_for("the change switched", Duration::from_secs(60), |n| {
+        n.read("/var/lib/node-bootstrap/follow/change.json")
+            .filter(|c| c.contains("\"phase\": \"switched\""))
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    n.power_cut().unwrap();
+    n.boot().unwrap();
+    // One kubelet's files, whole, at boot: the new one's.
+    let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
+    assert!(
+        env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\"")),
+        "{first}: {env}"
+    );
+    if first == "w-sysext" {
+        let link = n
+            .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&link.stdout).contains(bad),
+            "{first}"
+        );
+    }
+    // Rolled back: halted in the Lease, Ready again with the previous kubelet.
+    let f = wait_standing(n, "halted", Duration::from_secs(120));
+    assert!(
+        f["why"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("not Ready with kubelet {bad} within 30 s")),
+        "{f}"
+    );
+    assert_eq!(f["current"], base, "{f}");
+    assert_eq!(holders(rig), BTreeMap::from([(first.clone(), true)]));
+    rig.kubectl
+        .wait_ready(&[first.as_str()], Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(kubelet_versions(rig)[&first], base);
+    let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
+    assert!(
+        env.contains(&format!("KUBELET_IMAGE_TAG=\"{base}\"")),
+        "{first}: {env}"
+    );
+    // What the operator sees: the journal entry of the catalog, the Event,
+    // the metric and the alert on it.
+    let journal = n.journal("node-bootstrap-follow.service");
+    assert!(journal.contains("rolled back"), "{journal}");
+    let events = rig
+        .kubectl
+        .run(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={first},reason=KubeletChangeRolledBack"),
+            "-o",
+            "json",
+        ])
+        .unwrap();
+    assert!(
+        events.contains("the follow Lease keeps this node"),
+        "{events}"
+    );
+    let prom = n
+        .read("/var/lib/node_exporter/textfile_collector/node_bootstrap_follow.prom")
+        .expect("the follow textfile");
+    assert!(
+        prom.contains("node_bootstrap_follow_state{state=\"halted\"} 1\n"),
+        "{prom}"
+    );
+    testkit::promtool::follow_halted_alert_fires_on(&prom, &first).unwrap();
+    first
+}
+
+/// The workers other than `first` never started the broken change.
+fn the_others_never_start(rig: &ClusterRig, workers: &[&SimNode], first: &str, base: &str) {
+    // Several of their runs (every two seconds).
+    std::thread::sleep(Duration::from_secs(10));
+    for w in workers.iter().filter(|w| w.name() != first) {
+        let f = status(w)["follow"].clone();
+        assert_eq!(f["standing"], "waiting", "{}: {f}", w.name());
+        assert!(
+            f["why"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("the rollout is halted at {first}")),
+            "{f}"
+        );
+        assert_eq!(kubelet_versions(rig)[w.name()], base);
+        let env = w.read("/etc/kubernetes/kubelet.env").unwrap();
+        assert!(
+            env.contains(&format!("KUBELET_IMAGE_TAG=\"{base}\"")),
+            "{}",
+            w.name()
+        );
+        assert!(
+            !w.exists("/var/lib/node-bootstrap/follow/change.json"),
+            "{}",
+            w.name()
+        );
+    }
+    assert_eq!(holders(rig).len(), 1);
+}
+
+/// The Lease never had two holders; the workers' holding windows, and
+/// their not-Ready windows, never overlap; each changed its version while
+/// it held the Lease.
+fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
+    assert!(history.len() > 10, "too few looks: {}", history.len());
+    for s in history {
+        assert!(
+            s.holders.len() <= 1,
+            "two holders at {:?}: {:?}",
+            s.at,
+            s.holders
+        );
+    }
+    let w: Vec<(&str, follow::Windows)> = WORKERS
+        .iter()
+        .map(|n| (*n, follow::windows(history, n, version)))
+        .collect();
+    for (i, (a, wa)) in w.iter().enumerate() {
+        for (b, wb) in &w[i + 1..] {
+            assert!(
+                !follow::overlap(&wa.holding, &wb.holding),
+                "{a} and {b} held the Lease at once: {wa:?} {wb:?}"
+            );
+            assert!(
+                !follow::overlap(&wa.not_ready, &wb.not_ready),
+                "{a} and {b} not Ready at once: {wa:?} {wb:?}"
+            );
+        }
+        let at = wa
+            .changed_at
+            .unwrap_or_else(|| panic!("{a} never reported {version}"));
+        assert!(
+            wa.holding
+                .iter()
+                .any(|(s, e)| *s <= at && at <= *e + Duration::from_secs(1)),
+            "{a} reported {version} at {at:?} outside its holding {:?}",
+            wa.holding
+        );
+    }
+}
+
+/// After the rollout: each worker's files and kubelet are the release's,
+/// the sysext's previous image kept; the master did not follow.
+fn every_worker_runs_the_release(
+    rig: &ClusterRig,
+    workers: &[&SimNode],
+    version: &str,
+    base: &str,
+) {
+    let v = kubelet_versions(rig);
+    assert_eq!(v["master-1"], base, "the master does not follow");
+    for w in workers {
+        let env = w.read("/etc/kubernetes/kubelet.env").unwrap();
+        assert!(
+            env.contains(&format!("KUBELET_IMAGE_TAG=\"{version}\"")),
+            "{}: {env}",
+            w.name()
+        );
+        let f = status(w)["follow"].clone();
+        assert_eq!(
+            (f["standing"].as_str(), f["current"].as_str()),
+            (Some("up-to-date"), Some(version)),
+            "{f}"
+        );
+        assert_eq!(f["last_change"]["result"], "succeeded", "{f}");
+    }
+    let sysext = workers.iter().find(|n| n.name() == "w-sysext").unwrap();
+    let link = sysext
+        .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
+        .unwrap();
+    assert!(String::from_utf8_lossy(&link.stdout).contains(version));
+    let kept = sysext.exec(&["ls", "/opt/extensions/kubernetes"]).unwrap();
+    let kept = String::from_utf8_lossy(&kept.stdout);
+    assert!(
+        kept.contains(&format!("kubernetes-{base}-x86-64.raw")),
+        "the previous image is kept: {kept}"
+    );
+    let merged = sysext.exec(&["/usr/bin/kubelet", "--version"]).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&merged.stdout).trim(),
+        format!("Kubernetes {version}")
+    );
+}
