@@ -18,12 +18,17 @@
 //!   follow settings of a test's size ([`FOLLOW_CONFIG`]);
 //! - [`Watch`]: the Lease's holders and every Node's Ready, version and
 //!   unschedulable, polled twice a second from the API server while a
-//!   rollout runs, and what a test asks of that history.
+//!   rollout runs, and what a test asks of that history;
+//! - the cluster of `tests/node/follow_cluster.rs` and `nb-bench follow`
+//!   ([`rig`], [`boot`], [`pod_on_each`]): a bootkube master and three
+//!   following workers, one of each kind (docker through kubelet-wrapper,
+//!   containerd, today's Flatcar with the kubelet sysext), a pod on each.
 
 use crate::agentnode::{self as an, KubeletImage, SEED_URL};
-use crate::cluster::ClusterRig;
+use crate::cluster::{Auth, ClusterRig, NodeSpec};
 use crate::kube::{KubeParts, Kubectl};
 use crate::kubelet_sysext::{Kubelet, fake_kubelet, kubelet_image, release};
+use crate::simnode::BootEnd;
 use crate::simnode::SimNode;
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
@@ -35,6 +40,133 @@ pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "node-bootstrap-follow";
 /// The annotation with the Lease's holders (src/follow/lease.rs).
 pub const HOLDERS: &str = "node-bootstrap.io/holders";
+
+/// The following workers of [`rig`], in its order after the master.
+pub const WORKERS: [&str; 3] = ["w-docker", "w-ctr", "w-sysext"];
+/// A node's first boot through its reboot to a running kubelet.
+const BOOT: Duration = Duration::from_secs(240);
+
+/// The day-two cluster: a bootkube master (not following) and the three
+/// [`WORKERS`] with the ignition module's `follow` switch on, all joining
+/// with the bootstrap token but the master; `agent` is the agent binary
+/// their Ignition configs deliver.
+pub fn rig(agent: &std::path::Path) -> Result<ClusterRig> {
+    ClusterRig::with_agent(
+        &[
+            NodeSpec::master("master-1"),
+            NodeSpec::worker(WORKERS[0], Auth::BootstrapToken).following(),
+            NodeSpec::containerd_worker(WORKERS[1]).following(),
+            NodeSpec::sysext_worker(WORKERS[2]).following(),
+        ],
+        agent,
+    )
+}
+
+/// Provisions and boots [`rig`]'s nodes (the workers' follow timer
+/// shortened, [`fast_timer`]): the master (its docker reboot, then
+/// bootkube), the workers once the bootstrap token's Secret is there (the
+/// docker worker reboots once for the addon's docker); then, once every
+/// node is Ready, the cluster's side of following: the follow-rbac
+/// module's Lease and RBAC and the ConfigMap it renders (the defaults: one
+/// node at a time). Returns the nodes, master first.
+pub fn boot(rig: &ClusterRig) -> Result<Vec<SimNode>> {
+    let mut nodes = rig.nodes()?;
+    for w in &nodes[1..] {
+        fast_timer(w)?;
+    }
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let (master, workers) = nodes.split_first_mut().unwrap();
+        let mut handles = vec![s.spawn(move || -> Result<()> {
+            rig.push_assets(master)?;
+            master.boot()?;
+            anyhow::ensure!(
+                master.wait_down(BOOT)? == BootEnd::Reboot,
+                "the master's docker reboot"
+            );
+            master.boot()?;
+            master.wait_for("bootkube and tectonic", BOOT, |n| {
+                n.exists("/opt/tectonic/init_tectonic.done").then_some(())
+            })
+        })];
+        for w in workers.iter_mut() {
+            handles.push(s.spawn(move || -> Result<()> {
+                let id = &rig
+                    .bootstrap_token()
+                    .context("the rig's bootstrap token")?
+                    .id;
+                let deadline = Instant::now() + 3 * BOOT;
+                while !rig.kubectl.bootstrap_token_exists(id).unwrap_or(false) {
+                    anyhow::ensure!(
+                        Instant::now() < deadline,
+                        "the bootstrap token's Secret never appeared"
+                    );
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+                w.boot()?;
+                if w.name() == WORKERS[0] {
+                    anyhow::ensure!(
+                        w.wait_down(BOOT)? == BootEnd::Reboot,
+                        "{}: the docker reboot",
+                        w.name()
+                    );
+                    w.boot()?;
+                }
+                w.wait_active_state("kubelet.service", "active", BOOT)
+            }));
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a boot thread panicked"))
+            .collect()
+    });
+    for r in results {
+        r?;
+    }
+    let mut all = vec!["master-1"];
+    all.extend(WORKERS);
+    rig.kubectl.wait_ready(&all, BOOT)?;
+    let config_map = apply_follow_rbac(&rig.kubectl)?;
+    apply_yaml(&rig.kubectl, &config_map)?;
+    Ok(nodes)
+}
+
+/// The kubelet-wrapper workers of `nodes` (their kubelet comes from the
+/// node's store).
+pub fn wrappers(nodes: &[SimNode]) -> Vec<&SimNode> {
+    nodes[1..]
+        .iter()
+        .filter(|n| n.name() != WORKERS[2])
+        .collect()
+}
+
+/// A pod of the busybox image on each of `workers` (the images loaded
+/// into its runtime: there is no registry), named
+/// `keep-<node><suffix>`, Running. Returns their names.
+pub fn pod_on_each(rig: &ClusterRig, workers: &[&SimNode], suffix: &str) -> Result<Vec<String>> {
+    use crate::pods;
+    let pause = pods::pause_image()?;
+    let busybox = pods::busybox_image()?;
+    let mut names = Vec::new();
+    for n in workers {
+        if n.name() == WORKERS[0] {
+            pods::docker_load(n, "/run/torcx/bin/docker", &pause)?;
+            pods::docker_load(n, "/run/torcx/bin/docker", &busybox)?;
+        } else {
+            pods::ctr_import(n, &pause, None)?;
+            pods::ctr_import(n, &busybox, None)?;
+        }
+        let name = format!("keep-{}{suffix}", n.name());
+        pods::create_pod(
+            &rig.kubectl,
+            &pods::busybox_pod(&name, n.name(), &busybox.tag, "still-here", true),
+        )?;
+        names.push(name);
+    }
+    for p in &names {
+        pods::wait_pod_running(&rig.kubectl, p, pods::POD_TIMEOUT)?;
+    }
+    Ok(names)
+}
 
 /// The agent's `follow` section on the tests' nodes: two agreeing looks at
 /// the API server, a kubelet back within 30 s or rolled back (a 1.20
@@ -294,6 +426,8 @@ pub struct Snapshot {
 /// The cluster, looked at twice a second from its own thread until
 /// dropped.
 pub struct Watch {
+    /// When it started: [`Snapshot::at`] counts from here.
+    pub started: Instant,
     seen: Arc<Mutex<Vec<Snapshot>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -356,8 +490,9 @@ impl Watch {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (s2, st2, k) = (seen.clone(), stop.clone(), kubectl.clone());
+        let started = Instant::now();
         let thread = std::thread::spawn(move || {
-            let t0 = Instant::now();
+            let t0 = started;
             while !st2.load(Ordering::Relaxed) {
                 if let Some(s) = look(&k, t0) {
                     s2.lock().unwrap().push(s);
@@ -366,6 +501,7 @@ impl Watch {
             }
         });
         Watch {
+            started,
             seen,
             stop,
             thread: Some(thread),

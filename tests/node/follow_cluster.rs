@@ -28,13 +28,9 @@
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use testkit::cluster::{Auth, ClusterRig, NodeSpec};
-use testkit::follow::{self, Release, Watch};
-use testkit::pods;
-use testkit::simnode::{BootEnd, SimNode};
-
-const BOOT: Duration = Duration::from_secs(240);
-const WORKERS: [&str; 3] = ["w-docker", "w-ctr", "w-sysext"];
+use testkit::cluster::ClusterRig;
+use testkit::follow::{self, Release, WORKERS, Watch};
+use testkit::simnode::SimNode;
 
 fn skip() -> bool {
     testkit::kube::skip_unless_available()
@@ -134,81 +130,6 @@ fn pod_states(rig: &ClusterRig, names: &[String]) -> BTreeMap<String, (String, u
         .collect()
 }
 
-/// Boots the cluster: the master (its docker reboot, then bootkube), the
-/// workers once the token's Secret is there (the docker worker reboots
-/// once for the addon's docker).
-fn boot(rig: &ClusterRig, nodes: &mut [SimNode]) {
-    std::thread::scope(|s| {
-        let (master, workers) = nodes.split_first_mut().unwrap();
-        s.spawn(move || {
-            rig.push_assets(master).unwrap();
-            master.boot().unwrap();
-            assert_eq!(master.wait_down(BOOT).unwrap(), BootEnd::Reboot);
-            master.boot().unwrap();
-            master
-                .wait_for("bootkube and tectonic", BOOT, |n| {
-                    n.exists("/opt/tectonic/init_tectonic.done").then_some(())
-                })
-                .unwrap();
-        });
-        for w in workers.iter_mut() {
-            s.spawn(move || {
-                let id = &rig.bootstrap_token().unwrap().id;
-                let deadline = Instant::now() + 3 * BOOT;
-                while !rig.kubectl.bootstrap_token_exists(id).unwrap_or(false) {
-                    assert!(
-                        Instant::now() < deadline,
-                        "the bootstrap token's Secret never appeared"
-                    );
-                    std::thread::sleep(Duration::from_secs(2));
-                }
-                w.boot().unwrap();
-                if w.name() == "w-docker" {
-                    assert_eq!(w.wait_down(BOOT).unwrap(), BootEnd::Reboot);
-                    w.boot().unwrap();
-                }
-                w.wait_active_state("kubelet.service", "active", BOOT)
-                    .unwrap();
-            });
-        }
-    });
-}
-
-/// The kubelet-wrapper workers (their kubelet comes from the node's store).
-fn wrappers(nodes: &[SimNode]) -> Vec<&SimNode> {
-    nodes[1..]
-        .iter()
-        .filter(|n| n.name() != "w-sysext")
-        .collect()
-}
-
-/// A pod on each worker (the images loaded into its runtime), Running.
-fn a_pod_on_each(rig: &ClusterRig, workers: &[&SimNode], suffix: &str) -> Vec<String> {
-    let pause = pods::pause_image().unwrap();
-    let busybox = pods::busybox_image().unwrap();
-    let mut names = Vec::new();
-    for n in workers {
-        if n.name() == "w-docker" {
-            pods::docker_load(n, "/run/torcx/bin/docker", &pause).unwrap();
-            pods::docker_load(n, "/run/torcx/bin/docker", &busybox).unwrap();
-        } else {
-            pods::ctr_import(n, &pause, None).unwrap();
-            pods::ctr_import(n, &busybox, None).unwrap();
-        }
-        let name = format!("keep-{}{suffix}", n.name());
-        pods::create_pod(
-            &rig.kubectl,
-            &pods::busybox_pod(&name, n.name(), &busybox.tag, "still-here", true),
-        )
-        .unwrap();
-        names.push(name);
-    }
-    for p in &names {
-        pods::wait_pod_running(&rig.kubectl, p, pods::POD_TIMEOUT).unwrap();
-    }
-    names
-}
-
 #[test]
 fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the_first() {
     if skip() {
@@ -216,30 +137,13 @@ fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the
     }
     let t0 = Instant::now();
     let standin = follow::standin_parts().unwrap();
-    let rig = ClusterRig::new(&[
-        NodeSpec::master("master-1"),
-        NodeSpec::worker("w-docker", Auth::BootstrapToken).following(),
-        NodeSpec::containerd_worker("w-ctr").following(),
-        NodeSpec::sysext_worker("w-sysext").following(),
-    ])
-    .unwrap();
+    let rig = follow::rig(&testkit::cli::agent_binary()).unwrap();
     let base = rig.parts.version.clone();
-    let mut nodes = rig.nodes().unwrap();
-    for w in &nodes[1..] {
-        follow::fast_timer(w).unwrap();
-    }
-    boot(&rig, &mut nodes);
-    let mut all = vec!["master-1"];
-    all.extend(WORKERS);
-    rig.kubectl.wait_ready(&all, BOOT).unwrap();
+    let mut nodes = follow::boot(&rig).unwrap();
     let booted = t0.elapsed();
     eprintln!("cluster Ready after {booted:?}");
-    // The cluster's side: the module's Lease and RBAC, the ConfigMap it
-    // renders (the defaults: one at a time).
-    let config_map = follow::apply_follow_rbac(&rig.kubectl).unwrap();
-    follow::apply_yaml(&rig.kubectl, &config_map).unwrap();
     let workers: Vec<&SimNode> = nodes[1..].iter().collect();
-    let mut pod_names = a_pod_on_each(&rig, &workers, "");
+    let mut pod_names = follow::pod_on_each(&rig, &workers, "").unwrap();
     // Every worker follows: up to date with the API server's v1.20.2.
     for w in &workers {
         let f = wait_standing(w, "up-to-date", Duration::from_secs(60));
@@ -254,7 +158,7 @@ fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the
     let watch = Watch::start(&rig.kubectl);
     follow::publish_release(
         &rig,
-        &wrappers(&nodes),
+        &follow::wrappers(&nodes),
         &[Release::Broken(&standin.version)],
     )
     .unwrap();
@@ -269,10 +173,10 @@ fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the
     // The first node's pod went with its power: a new one there.
     let n_first = workers.iter().find(|n| n.name() == first).unwrap();
     pod_names.retain(|p| *p != format!("keep-{first}"));
-    pod_names.extend(a_pod_on_each(&rig, &[n_first], "-2"));
+    pod_names.extend(follow::pod_on_each(&rig, &[n_first], "-2").unwrap());
     let pods_before = pod_states(&rig, &pod_names);
     let t3 = Instant::now();
-    follow::publish_release(&rig, &wrappers(&nodes), &[Release::Real(&standin)]).unwrap();
+    follow::publish_release(&rig, &follow::wrappers(&nodes), &[Release::Real(&standin)]).unwrap();
     follow::clear_halt(&rig.kubectl).unwrap();
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
