@@ -337,3 +337,158 @@ pub async fn converge(seams: &Local<'_>) -> Result<super::plan::Converge> {
     }
     Ok(what)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::follow::plan::{Converge, Phase};
+    use crate::follow::target::Kind;
+
+    /// A wrapper node's files under a temp dir, a change recorded in
+    /// `phase`, the sets saved as `sets` says.
+    fn node(phase: Phase, next_saved: bool) -> (tempfile::TempDir, Config) {
+        let d = tempfile::tempdir().unwrap();
+        let p = |rel: &str| d.path().join(rel).display().to_string();
+        let config = Config::from_json(
+            &serde_json::json!({"paths": {
+                "kubelet_env": p("etc/kubernetes/kubelet.env"),
+                "kubelet_config": p("etc/kubernetes/kubelet-config.yaml"),
+                "state_dir": p("var/lib/node-bootstrap"),
+            }})
+            .to_string(),
+            std::path::Path::new("/test/config.json"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(d.path().join("etc/kubernetes")).unwrap();
+        // The cut came in the middle: kubelet.env already the new one's,
+        // the KubeletConfiguration still the old one's.
+        std::fs::write(&config.paths.kubelet_env, "KUBELET_IMAGE_TAG=\"v1.20.3\"\n").unwrap();
+        std::fs::write(&config.paths.kubelet_config, "old: config\n").unwrap();
+        let files = Files::new(&config.paths.state_dir);
+        files
+            .save_set(
+                Set::Previous,
+                &[
+                    (ENV, Some(b"KUBELET_IMAGE_TAG=\"v1.20.2\"\n")),
+                    (KUBELET_CONFIG, Some(b"old: config\n")),
+                ],
+            )
+            .unwrap();
+        if next_saved {
+            files
+                .save_set(
+                    Set::Next,
+                    &[
+                        (ENV, Some(b"KUBELET_IMAGE_TAG=\"v1.20.3\"\n")),
+                        (KUBELET_CONFIG, Some(b"new: config\n")),
+                    ],
+                )
+                .unwrap();
+        }
+        files
+            .save_change(&Change {
+                node: "w1".into(),
+                from: "v1.20.2".into(),
+                to: "v1.20.3".into(),
+                kind: Kind::Patch,
+                backend: Backend::Wrapper,
+                phase,
+                started_at: 1,
+                restarted_at: None,
+                cordoned: false,
+                previous_image: None,
+                why: None,
+            })
+            .unwrap();
+        (d, config)
+    }
+
+    fn converge_on(config: &Config) -> Converge {
+        let local = Local {
+            config,
+            files: Files::new(&config.paths.state_dir),
+        };
+        crate::async_runtime::current_thread()
+            .unwrap()
+            .block_on(converge(&local))
+            .unwrap()
+    }
+
+    fn on_disk(config: &Config) -> (String, String, Phase) {
+        let phase = Files::new(&config.paths.state_dir)
+            .load_change()
+            .unwrap()
+            .unwrap()
+            .phase;
+        (
+            std::fs::read_to_string(&config.paths.kubelet_env).unwrap(),
+            std::fs::read_to_string(&config.paths.kubelet_config).unwrap(),
+            phase,
+        )
+    }
+
+    #[test]
+    fn a_cut_while_switching_goes_forward_when_the_new_set_is_whole() {
+        let (_d, config) = node(Phase::Switching, true);
+        assert_eq!(converge_on(&config), Converge::Forward);
+        assert_eq!(
+            on_disk(&config),
+            (
+                "KUBELET_IMAGE_TAG=\"v1.20.3\"\n".into(),
+                "new: config\n".into(),
+                Phase::Switched
+            )
+        );
+        // Again (a cut during the converge itself): nothing more to do.
+        assert_eq!(converge_on(&config), Converge::Nothing);
+    }
+
+    #[test]
+    fn a_cut_before_the_new_set_was_whole_goes_back_to_the_previous_kubelet() {
+        let (_d, config) = node(Phase::Switching, false);
+        assert_eq!(
+            converge_on(&config),
+            Converge::Back {
+                to: Phase::Prepared
+            }
+        );
+        assert_eq!(
+            on_disk(&config),
+            (
+                "KUBELET_IMAGE_TAG=\"v1.20.2\"\n".into(),
+                "old: config\n".into(),
+                Phase::Prepared
+            )
+        );
+    }
+
+    #[test]
+    fn a_cut_while_rolling_back_finishes_the_rollback() {
+        let (_d, config) = node(Phase::RollingBack, true);
+        assert_eq!(
+            converge_on(&config),
+            Converge::Back {
+                to: Phase::RolledBack
+            }
+        );
+        let (env, cfg, phase) = on_disk(&config);
+        assert_eq!(
+            (env.as_str(), cfg.as_str(), phase),
+            (
+                "KUBELET_IMAGE_TAG=\"v1.20.2\"\n",
+                "old: config\n",
+                Phase::RolledBack
+            )
+        );
+    }
+
+    #[test]
+    fn no_change_nothing_to_converge() {
+        let (_d, config) = node(Phase::Switched, true);
+        assert_eq!(converge_on(&config), Converge::Nothing);
+        let (env, _, _) = on_disk(&config);
+        assert_eq!(env, "KUBELET_IMAGE_TAG=\"v1.20.3\"\n");
+        Files::new(&config.paths.state_dir).end_change().unwrap();
+        assert_eq!(converge_on(&config), Converge::Nothing);
+    }
+}
