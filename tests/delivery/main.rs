@@ -20,6 +20,8 @@
 
 // Bootstrap tokens: the module's exact output and refusals; a worker with no client credential.
 mod delivery_bootstrap_token;
+// Day two: the ignition module's follow switch, the follow-rbac module.
+mod delivery_follow;
 // The Ignition configs: fresh, valid, each role's units and files.
 mod delivery_ignition;
 // `terraform apply` of the metal example pushing assets to a simulated node over SSH.
