@@ -17,12 +17,18 @@ pub struct FollowArgs {
 
 pub(super) fn command(config: &Config, args: &FollowArgs) -> Result<u8> {
     let rt = runtime()?;
+    let inputs = config.follow_inputs();
     if args.converge {
-        let done = rt.block_on(crate::follow::command::converge(config))?;
+        let done = rt.block_on(crate::follow::command::converge(&inputs))?;
         tracing::info!(step = "follow", converged = ?done, "converge done");
         return Ok(exit::SUCCESS);
     }
-    let ran = rt.block_on(crate::follow::command::follow(config))?;
+    // The kubelet's files of a version, as `run` renders them.
+    let render = |version: &str, runtime: &_, containerd: Option<&_>| {
+        crate::flow::node::render_kubelet_files(config, version, runtime, containerd)
+            .map(|f| (f.config, f.env))
+    };
+    let ran = rt.block_on(crate::follow::command::follow(&inputs, &render))?;
     tracing::info!(step = "follow", outcome = ?ran, "follow run done");
     Ok(exit::SUCCESS)
 }

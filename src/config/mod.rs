@@ -288,6 +288,18 @@ impl Config {
         }
     }
 
+    pub fn follow_inputs(&self) -> crate::follow::Inputs<'_> {
+        crate::follow::Inputs {
+            paths: &self.paths,
+            cluster: &self.cluster,
+            follow: &self.follow,
+            kubelet: self.kubelet_sysext_inputs(),
+            runtime_requested: self.runtime.requested,
+            allow_newer_kubernetes: self.kubelet_config.allow_newer_kubernetes,
+            textfile_dir: self.metrics.textfile_dir.as_deref(),
+        }
+    }
+
     pub fn reboot_inputs(&self) -> crate::reboot::Inputs<'_> {
         crate::reboot::Inputs {
             paths: &self.paths,

@@ -51,3 +51,31 @@ pub(crate) mod seams;
 pub mod target;
 
 pub use driver::Ran;
+
+use crate::container_runtime::choice::RuntimeRecord;
+use crate::container_runtime::ensure::ContainerdRecord;
+
+/// What `follow` reads of the agent's config: its own section, the
+/// node's paths, the cluster section (the credential, the API timeout),
+/// the kubelet's (the backend, the sysext's inputs), what decides the
+/// runtime for a version, and where the metrics go. Built by `config/`.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub paths: &'a crate::settings::Paths,
+    pub cluster: &'a crate::cluster::config::ClusterSettings,
+    pub follow: &'a config::FollowSettings,
+    pub kubelet: crate::kubelet_sysext::Inputs<'a>,
+    pub runtime_requested: crate::container_runtime::choice::Requested,
+    pub allow_newer_kubernetes: bool,
+    pub textfile_dir: Option<&'a std::path::Path>,
+}
+
+/// The kubelet's files for a version on this node, rendered (the
+/// KubeletConfiguration when the version takes one, kubelet.env), as `run`
+/// renders them: given by the caller, which knows the whole config
+/// (`crate::flow::node::render_kubelet_files`).
+pub type RenderKubelet<'a> = &'a dyn Fn(
+    &str,
+    &RuntimeRecord,
+    Option<&ContainerdRecord>,
+) -> crate::error::Result<(Option<String>, String)>;

@@ -16,8 +16,8 @@ use super::plan::{Backend, Change, NodeLook};
 use super::policy::Policy;
 use super::record::{ENV, Files, KUBELET_CONFIG, Set};
 use super::seams::{EventKind, Seams};
+use super::{Inputs, RenderKubelet};
 use crate::cluster::version::KubeVersion;
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::journal::{JournalFile, Step, StepResult};
@@ -30,7 +30,7 @@ const RESTART_TIMEOUT: Duration = Duration::from_secs(90);
 /// This node's side alone (no API server): what the boot-time converge
 /// needs too.
 pub struct Local<'a> {
-    pub config: &'a Config,
+    pub inputs: Inputs<'a>,
     pub files: Files,
 }
 
@@ -39,11 +39,12 @@ pub struct NodeSeams<'a> {
     pub follow: &'a FollowSettings,
     pub cluster: Cluster,
     pub bus: zbus::Connection,
+    pub render: RenderKubelet<'a>,
 }
 
 /// The version kubelet.env's `KUBELET_IMAGE_TAG` names (`+` written `_`).
-pub fn kubelet_env_version(config: &Config) -> Result<KubeVersion> {
-    let path = &config.paths.kubelet_env;
+pub fn kubelet_env_version(paths: &crate::settings::Paths) -> Result<KubeVersion> {
+    let path = &paths.kubelet_env;
     let text = fsutil::read_input("kubelet.env", path)?;
     let env = crate::kubelet_env::EnvFile::parse(&text, path)?;
     let tag = env.get(crate::kubelet_env::IMAGE_TAG).ok_or_else(|| {
@@ -63,8 +64,8 @@ pub fn kubelet_env_version(config: &Config) -> Result<KubeVersion> {
 }
 
 /// This node's backend.
-pub fn backend(config: &Config) -> Backend {
-    match config.kubelet.backend {
+pub fn backend(kubelet: &crate::kubelet_sysext::config::KubeletSettings) -> Backend {
+    match kubelet.backend {
         crate::kubelet_sysext::config::Backend::Sysext => Backend::Sysext,
         crate::kubelet_sysext::config::Backend::Wrapper => Backend::Wrapper,
     }
@@ -77,34 +78,8 @@ fn unix_now() -> u64 {
 }
 
 impl Local<'_> {
-    /// Renders the files of `version` (module docs).
-    fn render(&self, version: &str) -> Result<crate::flow::node::KubeletFiles> {
-        let c = self.config;
-        let journal = JournalFile::new(c.paths.state_journal())
-            .load()?
-            .unwrap_or_default();
-        let recorded = |step| journal.step(step).and_then(|r| r.result.as_ref());
-        let now = recorded(Step::Runtime).and_then(StepResult::runtime).ok_or_else(|| {
-            Error::internal("the state journal has no runtime record: was this node bootstrapped by this agent?")
-        })?;
-        let want = crate::container_runtime::choice::decide(
-            version,
-            c.runtime.requested,
-            c.kubelet_config.allow_newer_kubernetes,
-        )?;
-        if want.runtime != now.runtime {
-            return Err(Error::refused(format!(
-                "Kubernetes {version} wants the container runtime {} and this node runs {}: provision the node again for that version",
-                want.runtime.name(),
-                now.runtime.name()
-            )));
-        }
-        let containerd = recorded(Step::Containerd).and_then(StepResult::containerd);
-        crate::flow::node::render_kubelet_files(c, version, &want, containerd)
-    }
-
     fn write_set(&self, set: Set) -> Result<()> {
-        let paths = &self.config.paths;
+        let paths = self.inputs.paths;
         let env = self.files.saved(set, ENV)?.ok_or_else(|| {
             Error::internal(format!("the saved {} set has no kubelet.env", set.name()))
         })?;
@@ -124,7 +99,7 @@ impl Local<'_> {
 
     /// The sysext's image of `change.to`, where the kubelet step puts it.
     pub fn next_image(&self, change: &Change) -> Result<std::path::PathBuf> {
-        let inputs = self.config.kubelet_sysext_inputs();
+        let inputs = self.inputs.kubelet;
         let (_, arch) = crate::kubelet_sysext::product_id(&inputs)?;
         let ext = inputs.extension();
         Ok(ext.images_dir.join(ext.image_file_name(&change.to, arch)))
@@ -132,18 +107,46 @@ impl Local<'_> {
 
     /// Links `image` and merges it unless it is merged already.
     async fn link_and_merge(&self, image: &std::path::Path) -> Result<()> {
-        let inputs = self.config.kubelet_sysext_inputs();
+        let inputs = self.inputs.kubelet;
         let ext = inputs.extension();
         let relinked = ext.link_to(image)?;
         if relinked || ext.merged_release().is_none() {
             crate::sysext::install::refresh(
-                self.config.kubelet.merge_timeout,
+                inputs.kubelet.merge_timeout,
                 "kubelet.merge_timeout_secs",
                 "follow",
             )
             .await?;
         }
         Ok(())
+    }
+}
+
+impl NodeSeams<'_> {
+    /// Renders the files of `version` (module docs).
+    fn render(&self, version: &str) -> Result<(Option<String>, String)> {
+        let c = &self.local.inputs;
+        let journal = JournalFile::new(c.paths.state_journal())
+            .load()?
+            .unwrap_or_default();
+        let recorded = |step| journal.step(step).and_then(|r| r.result.as_ref());
+        let now = recorded(Step::Runtime).and_then(StepResult::runtime).ok_or_else(|| {
+            Error::internal("the state journal has no runtime record: was this node bootstrapped by this agent?")
+        })?;
+        let want = crate::container_runtime::choice::decide(
+            version,
+            c.runtime_requested,
+            c.allow_newer_kubernetes,
+        )?;
+        if want.runtime != now.runtime {
+            return Err(Error::refused(format!(
+                "Kubernetes {version} wants the container runtime {} and this node runs {}: provision the node again for that version",
+                want.runtime.name(),
+                now.runtime.name()
+            )));
+        }
+        let containerd = recorded(Step::Containerd).and_then(StepResult::containerd);
+        (self.render)(version, &want, containerd)
     }
 }
 
@@ -207,14 +210,14 @@ impl Seams for NodeSeams<'_> {
     }
 
     fn current_version(&self) -> Result<KubeVersion> {
-        kubelet_env_version(self.local.config)
+        kubelet_env_version(self.local.inputs.paths)
     }
 
     async fn offers(&self) -> Result<Option<Vec<KubeVersion>>> {
-        if backend(self.local.config) == Backend::Wrapper {
+        if backend(self.local.inputs.kubelet.kubelet) == Backend::Wrapper {
             return Ok(None);
         }
-        let inputs = self.local.config.kubelet_sysext_inputs();
+        let inputs = self.local.inputs.kubelet;
         let offers = crate::sysext::offers::find(
             &inputs.metadata,
             crate::kubelet_sysext::PRODUCT,
@@ -228,7 +231,7 @@ impl Seams for NodeSeams<'_> {
 
     async fn prepare(&self, change: &mut Change) -> Result<()> {
         let local = &self.local;
-        let paths = &local.config.paths;
+        let paths = local.inputs.paths;
         let env = std::fs::read(&paths.kubelet_env).map_err(|e| {
             Error::internal(format!("cannot read {}: {e}", paths.kubelet_env.display()))
         })?;
@@ -249,17 +252,16 @@ impl Seams for NodeSeams<'_> {
                 ],
             )?;
         }
-        let next = local.render(&change.to)?;
+        let (next_config, next_env) = self.render(&change.to)?;
         local.files.save_set(
             Set::Next,
             &[
-                (KUBELET_CONFIG, next.config.as_deref().map(str::as_bytes)),
-                (ENV, Some(next.env.as_bytes())),
+                (KUBELET_CONFIG, next_config.as_deref().map(str::as_bytes)),
+                (ENV, Some(next_env.as_bytes())),
             ],
         )?;
         if change.backend == Backend::Sysext && change.previous_image.is_none() {
-            let inputs = local.config.kubelet_sysext_inputs();
-            change.previous_image = inputs.extension().linked_image();
+            change.previous_image = local.inputs.kubelet.extension().linked_image();
         }
         Ok(())
     }
@@ -269,11 +271,8 @@ impl Seams for NodeSeams<'_> {
         if change.backend == Backend::Sysext {
             match set {
                 Set::Next => {
-                    let r = crate::kubelet_sysext::ensure(
-                        &local.config.kubelet_sysext_inputs(),
-                        &change.to,
-                    )
-                    .await?;
+                    let r =
+                        crate::kubelet_sysext::ensure(&local.inputs.kubelet, &change.to).await?;
                     info!(step = "follow", version = %r.version, image = %r.installed.image.display(), "kubelet image merged");
                 }
                 Set::Previous => {
@@ -344,27 +343,42 @@ mod tests {
     use crate::follow::plan::{Converge, Phase};
     use crate::follow::target::Kind;
 
-    /// A wrapper node's files under a temp dir, a change recorded in
-    /// `phase`, the sets saved as `sets` says.
-    fn node(phase: Phase, next_saved: bool) -> (tempfile::TempDir, Config) {
-        let d = tempfile::tempdir().unwrap();
-        let p = |rel: &str| d.path().join(rel).display().to_string();
-        let config = Config::from_json(
-            &serde_json::json!({"paths": {
-                "kubelet_env": p("etc/kubernetes/kubelet.env"),
-                "kubelet_config": p("etc/kubernetes/kubelet-config.yaml"),
-                "state_dir": p("var/lib/node-bootstrap"),
-            }})
-            .to_string(),
-            std::path::Path::new("/test/config.json"),
-        )
-        .unwrap();
-        std::fs::create_dir_all(d.path().join("etc/kubernetes")).unwrap();
-        // The cut came in the middle: kubelet.env already the new one's,
-        // the KubeletConfiguration still the old one's.
-        std::fs::write(&config.paths.kubelet_env, "KUBELET_IMAGE_TAG=\"v1.20.3\"\n").unwrap();
-        std::fs::write(&config.paths.kubelet_config, "old: config\n").unwrap();
-        let files = Files::new(&config.paths.state_dir);
+    /// A wrapper node's settings, its files under a temp dir.
+    struct Node {
+        dir: tempfile::TempDir,
+        paths: crate::settings::Paths,
+        cluster: crate::cluster::config::ClusterSettings,
+        follow: FollowSettings,
+        kubelet: crate::kubelet_sysext::OwnedInputs,
+    }
+
+    impl Node {
+        fn inputs(&self) -> Inputs<'_> {
+            Inputs {
+                paths: &self.paths,
+                cluster: &self.cluster,
+                follow: &self.follow,
+                kubelet: self.kubelet.inputs(),
+                runtime_requested: crate::container_runtime::choice::Requested::Auto,
+                allow_newer_kubernetes: false,
+                textfile_dir: None,
+            }
+        }
+    }
+
+    /// A wrapper node with a change recorded in `phase`, cut in the
+    /// middle: kubelet.env already the new one's, the KubeletConfiguration
+    /// still the old one's; the new set saved when `next_saved`.
+    fn node(phase: Phase, next_saved: bool) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = crate::settings::Paths::defaults();
+        paths.kubelet_env = dir.path().join("etc/kubernetes/kubelet.env");
+        paths.kubelet_config = dir.path().join("etc/kubernetes/kubelet-config.yaml");
+        paths.state_dir = dir.path().join("var/lib/node-bootstrap");
+        std::fs::create_dir_all(dir.path().join("etc/kubernetes")).unwrap();
+        std::fs::write(&paths.kubelet_env, "KUBELET_IMAGE_TAG=\"v1.20.3\"\n").unwrap();
+        std::fs::write(&paths.kubelet_config, "old: config\n").unwrap();
+        let files = Files::new(&paths.state_dir);
         files
             .save_set(
                 Set::Previous,
@@ -400,13 +414,21 @@ mod tests {
                 why: None,
             })
             .unwrap();
-        (d, config)
+        Node {
+            dir,
+            paths,
+            cluster: crate::cluster::config::RawCluster::default()
+                .validate()
+                .unwrap(),
+            follow: FollowSettings::default(),
+            kubelet: crate::kubelet_sysext::OwnedInputs::defaults(),
+        }
     }
 
-    fn converge_on(config: &Config) -> Converge {
+    fn converge_on(n: &Node) -> Converge {
         let local = Local {
-            config,
-            files: Files::new(&config.paths.state_dir),
+            inputs: n.inputs(),
+            files: Files::new(&n.paths.state_dir),
         };
         crate::async_runtime::current_thread()
             .unwrap()
@@ -414,22 +436,23 @@ mod tests {
             .unwrap()
     }
 
-    fn on_disk(config: &Config) -> (String, String, Phase) {
-        let phase = Files::new(&config.paths.state_dir)
+    fn on_disk(n: &Node) -> (String, String, Phase) {
+        let _ = n.dir.path();
+        let phase = Files::new(&n.paths.state_dir)
             .load_change()
             .unwrap()
             .unwrap()
             .phase;
         (
-            std::fs::read_to_string(&config.paths.kubelet_env).unwrap(),
-            std::fs::read_to_string(&config.paths.kubelet_config).unwrap(),
+            std::fs::read_to_string(&n.paths.kubelet_env).unwrap(),
+            std::fs::read_to_string(&n.paths.kubelet_config).unwrap(),
             phase,
         )
     }
 
     #[test]
     fn a_cut_while_switching_goes_forward_when_the_new_set_is_whole() {
-        let (_d, config) = node(Phase::Switching, true);
+        let config = node(Phase::Switching, true);
         assert_eq!(converge_on(&config), Converge::Forward);
         assert_eq!(
             on_disk(&config),
@@ -445,7 +468,7 @@ mod tests {
 
     #[test]
     fn a_cut_before_the_new_set_was_whole_goes_back_to_the_previous_kubelet() {
-        let (_d, config) = node(Phase::Switching, false);
+        let config = node(Phase::Switching, false);
         assert_eq!(
             converge_on(&config),
             Converge::Back {
@@ -464,7 +487,7 @@ mod tests {
 
     #[test]
     fn a_cut_while_rolling_back_finishes_the_rollback() {
-        let (_d, config) = node(Phase::RollingBack, true);
+        let config = node(Phase::RollingBack, true);
         assert_eq!(
             converge_on(&config),
             Converge::Back {
@@ -484,7 +507,7 @@ mod tests {
 
     #[test]
     fn no_change_nothing_to_converge() {
-        let (_d, config) = node(Phase::Switched, true);
+        let config = node(Phase::Switched, true);
         assert_eq!(converge_on(&config), Converge::Nothing);
         let (env, _, _) = on_disk(&config);
         assert_eq!(env, "KUBELET_IMAGE_TAG=\"v1.20.3\"\n");
