@@ -27,7 +27,7 @@ use testkit::follow::{self, Release, WORKERS, Watch};
 
 /// One rollout: the table's rows and a per-node breakdown (`STEPS\t…`).
 pub fn bench(agent: &Path) -> Result<Vec<String>> {
-    let standin = follow::standin_parts()?;
+    let standin = follow::next_patch_parts()?;
     let rig = follow::rig(agent)?;
     let t_boot = Instant::now();
     let nodes = follow::boot(&rig)?;

@@ -1,10 +1,11 @@
 //! Day two on the real cluster ([`crate::cluster`]): what the tests and
 //! the benchmark of `node-bootstrap follow` need beside the rig.
 //!
-//! - [`standin_parts`]: kube-apiserver and kubelet built a second time from
-//!   the same Debian source, stamped as the next patch release
-//!   (`scripts/build-kubernetes.sh`, `stand-in-v1.20.3/`): **a stand-in for
-//!   the 1.20.3 release**. What the day-two path reads of a release is
+//! - [`next_patch_parts`], [`next_minor_parts`]: kube-apiserver and kubelet
+//!   built again from the same Debian source, stamped as the next patch
+//!   and the next minor release (`scripts/build-kubernetes.sh`,
+//!   `stand-in-v1.20.3/`, `stand-in-v1.21.0/`): **stand-ins for the 1.20.3
+//!   and 1.21.0 releases**. What the day-two path reads of a release is
 //!   real: an API server that reports it, a kubelet that reports it, an
 //!   image on the mirror;
 //! - the cluster's side of following: the `follow-rbac` module's manifests
@@ -176,37 +177,71 @@ pub fn follow_config() -> Value {
 }
 
 /// kube-apiserver and kubelet stamped as the next patch release of
-/// [`crate::kube::parts`]: the stand-in for that release (module docs).
-pub fn standin_parts() -> Result<KubeParts> {
+/// [`crate::kube::parts`] (v1.20.3): the stand-in for that release (module
+/// docs).
+pub fn next_patch_parts() -> Result<KubeParts> {
+    standin(|base, v| v.minor == base.minor && v.patch == base.patch + 1)
+}
+
+/// kube-apiserver and kubelet stamped as the next minor release (v1.21.0):
+/// the stand-in for that release. The agent configures a 1.21 kubelet as a
+/// 1.20 one (its tables change at 1.23, 1.24 and 1.27), so the 1.20 code
+/// runs as it would.
+pub fn next_minor_parts() -> Result<KubeParts> {
+    standin(|base, v| v.minor == base.minor + 1 && v.patch == 0)
+}
+
+/// The stand-in under the release's directory whose version `pick`s.
+fn standin(pick: impl Fn(&Version, &Version) -> bool) -> Result<KubeParts> {
     let base = crate::kube::parts()?;
-    let dir = std::fs::read_dir(&base.dir)?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("stand-in-v"))
-        })
-        .with_context(|| {
-            format!(
-                "no stand-in-v* under {} (scripts/build-kubernetes.sh builds it)",
-                base.dir.display()
-            )
-        })?;
-    let version = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("stand-in-"))
-        .unwrap()
-        .to_string();
-    let said = std::process::Command::new(dir.join("kubelet"))
-        .arg("--version")
-        .output()?;
-    let said = String::from_utf8_lossy(&said.stdout);
-    if said.trim() != format!("Kubernetes {version}") {
-        bail!("the stand-in kubelet of {version} says {said:?}");
+    let base_v = Version::parse(&base.version)?;
+    for e in std::fs::read_dir(&base.dir)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(version) = name.strip_prefix("stand-in-") else {
+            continue;
+        };
+        if !pick(&base_v, &Version::parse(version)?) {
+            continue;
+        }
+        let dir = e.path();
+        let said = std::process::Command::new(dir.join("kubelet"))
+            .arg("--version")
+            .output()?;
+        let said = String::from_utf8_lossy(&said.stdout);
+        if said.trim() != format!("Kubernetes {version}") {
+            bail!("the stand-in kubelet of {version} says {said:?}");
+        }
+        return Ok(KubeParts {
+            dir,
+            version: version.to_string(),
+        });
     }
-    Ok(KubeParts { dir, version })
+    bail!(
+        "no such stand-in under {} (scripts/build-kubernetes.sh builds them)",
+        base.dir.display()
+    )
+}
+
+/// `vX.Y.Z`.
+struct Version {
+    minor: u64,
+    patch: u64,
+}
+
+impl Version {
+    fn parse(v: &str) -> Result<Version> {
+        let n: Vec<u64> = v
+            .trim_start_matches('v')
+            .split('.')
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
+            .with_context(|| format!("{v} is not vX.Y.Z"))?;
+        anyhow::ensure!(n.len() == 3, "{v} is not vX.Y.Z");
+        Ok(Version {
+            minor: n[1],
+            patch: n[2],
+        })
+    }
 }
 
 /// Shortens node-bootstrap-follow.timer on `n` (before boot): a run two
@@ -215,7 +250,9 @@ pub fn fast_timer(n: &SimNode) -> Result<()> {
     n.drop_in(
         "node-bootstrap-follow.timer",
         "20-test",
-        "# The test: a look every two seconds.\n[Timer]\nOnBootSec=\nOnBootSec=2s\nOnUnitInactiveSec=\nOnUnitInactiveSec=2s\nRandomizedDelaySec=0\nAccuracySec=1s\n",
+        // An empty OnBootSec= resets every monotonic trigger of the timer
+        // (OnUnitInactiveSec= too), so once, before both.
+        "# The test: a look every two seconds.\n[Timer]\nOnBootSec=\nOnBootSec=2s\nOnUnitInactiveSec=2s\nRandomizedDelaySec=0\nAccuracySec=1s\n",
     )
 }
 
@@ -566,4 +603,43 @@ pub fn windows(history: &[Snapshot], node: &str, version: &str) -> Windows {
 pub fn overlap(a: &[(Duration, Duration)], b: &[(Duration, Duration)]) -> bool {
     a.iter()
         .any(|(a0, a1)| b.iter().any(|(b0, b1)| a0 <= b1 && b0 <= a1))
+}
+
+/// A Deployment `name` of `replicas` busybox pods (host network, the
+/// image loaded on every worker, never pulled) and a PodDisruptionBudget
+/// keeping all but one of them available: what a drain must move without
+/// taking the service down (YAML for `kubectl apply`).
+pub fn replicated_workload(name: &str, replicas: u32) -> String {
+    let image = crate::pods::busybox_image()
+        .map(|i| i.tag)
+        .unwrap_or_default();
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      hostNetwork: true\n      terminationGracePeriodSeconds: 1\n      automountServiceAccountToken: false\n      containers:\n      - name: main\n        image: {image}\n        imagePullPolicy: Never\n        command: [/bin/sh, -c, 'exec sleep 3600']\n---\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  minAvailable: {}\n  selector:\n    matchLabels: {{app: {name}}}\n",
+        replicas.saturating_sub(1).max(1)
+    )
+}
+
+/// Waits until Deployment `name` has `n` available replicas.
+pub fn wait_available(kubectl: &Kubectl, name: &str, n: u64, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = kubectl
+            .run(&[
+                "get",
+                "deployment",
+                name,
+                "-o",
+                "jsonpath={.status.availableReplicas}",
+            ])
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if got >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("deployment {name}: {got} of {n} replicas available after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

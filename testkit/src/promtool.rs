@@ -1,7 +1,8 @@
 //! The repository's alert rules (`monitoring/node-bootstrap.rules.yml`)
 //! evaluated by Prometheus's own `promtool test rules` against what a node
 //! published: the host tier's join tests and the real cluster's stuck
-//! worker both ask [`join_alert_fires_on`].
+//! worker both ask [`join_alert_fires_on`]; the day-two test asks
+//! [`follow_halted_alert_fires_on`] of the node whose change was rolled back.
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -13,29 +14,16 @@ use std::process::Command;
 /// at 10 minutes, and at 25 with the rule's labels and annotations. Other
 /// `_seconds` series are left out (their values are wall-clock times).
 pub fn join_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let rules = crate::project_root().join("monitoring/node-bootstrap.rules.yml");
-    let mut series = Vec::new();
-    for line in textfile
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let (name, value) = line
-            .rsplit_once(' ')
-            .with_context(|| format!("a textfile line without a value: {line}"))?;
-        let value = if name.starts_with("node_bootstrap_kubelet_env_timestamp_seconds") {
-            "0"
+    let series = series_of(textfile, instance, "x60", |name, value| {
+        if name.starts_with("node_bootstrap_kubelet_env_timestamp_seconds") {
+            Some("0")
         } else if name.contains("_seconds") {
-            continue;
+            None
         } else {
-            value
-        };
-        let labelled = match name.split_once('{') {
-            Some((n, l)) => format!("{n}{{instance=\"{instance}\",{l}"),
-            None => format!("{name}{{instance=\"{instance}\"}}"),
-        };
-        series.push(json!({"series": labelled, "values": format!("{value}x60")}));
-    }
+            Some(value)
+        }
+    })?;
     let test = json!({
         "rule_files": [rules],
         "evaluation_interval": "1m",
@@ -52,20 +40,7 @@ pub fn join_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
             ],
         }],
     });
-    let file = dir.path().join("test.yml");
-    std::fs::write(&file, serde_json::to_vec_pretty(&test)?)?;
-    let out = Command::new("promtool")
-        .args(["test", "rules"])
-        .arg(&file)
-        .output()
-        .context("running promtool")?;
-    if !out.status.success() {
-        bail!(
-            "promtool test rules: NodeBootstrapNotReadyInCluster did not fire as expected on {instance}'s textfile:\n{}{}\n{textfile}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_test(&test, "NodeBootstrapNotReadyInCluster", instance, textfile)?;
     Ok(())
 }
 
@@ -75,25 +50,10 @@ pub fn join_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
 /// with the rule's labels and summary. `_seconds` series are left out
 /// (wall-clock values).
 pub fn follow_halted_alert_fires_on(textfile: &str, instance: &str) -> Result<()> {
-    let dir = tempfile::tempdir()?;
     let rules = crate::project_root().join("monitoring/node-bootstrap.rules.yml");
-    let mut series = Vec::new();
-    for line in textfile
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let (name, value) = line
-            .rsplit_once(' ')
-            .with_context(|| format!("a textfile line without a value: {line}"))?;
-        if name.contains("_seconds") {
-            continue;
-        }
-        let labelled = match name.split_once('{') {
-            Some((n, l)) => format!("{n}{{instance=\"{instance}\",{l}"),
-            None => format!("{name}{{instance=\"{instance}\"}}"),
-        };
-        series.push(json!({"series": labelled, "values": format!("{value}x10")}));
-    }
+    let series = series_of(textfile, instance, "x10", |name, value| {
+        (!name.contains("_seconds")).then_some(value)
+    })?;
     let test = json!({
         "rule_files": [rules],
         "evaluation_interval": "1m",
@@ -110,8 +70,45 @@ pub fn follow_halted_alert_fires_on(textfile: &str, instance: &str) -> Result<()
             ],
         }],
     });
+    run_test(&test, "NodeBootstrapFollowHalted", instance, textfile)?;
+    Ok(())
+}
+
+/// A node's textfile as promtool's input series, labelled `instance`,
+/// each held `repeat` (`x60`) at the value `value_of(name, value)` gives,
+/// or left out when it gives `None`.
+fn series_of<'a>(
+    textfile: &'a str,
+    instance: &str,
+    repeat: &str,
+    value_of: impl Fn(&str, &'a str) -> Option<&'a str>,
+) -> Result<Vec<serde_json::Value>> {
+    let mut series = Vec::new();
+    for line in textfile
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (name, value) = line
+            .rsplit_once(' ')
+            .with_context(|| format!("a textfile line without a value: {line}"))?;
+        let Some(value) = value_of(name, value) else {
+            continue;
+        };
+        let labelled = match name.split_once('{') {
+            Some((n, l)) => format!("{n}{{instance=\"{instance}\",{l}"),
+            None => format!("{name}{{instance=\"{instance}\"}}"),
+        };
+        series.push(json!({"series": labelled, "values": format!("{value}{repeat}")}));
+    }
+    Ok(series)
+}
+
+/// Runs `promtool test rules` on `test`; an error names the alert that
+/// did not fire as expected on `instance`'s `textfile`.
+fn run_test(test: &serde_json::Value, alert: &str, instance: &str, textfile: &str) -> Result<()> {
+    let dir = tempfile::tempdir()?;
     let file = dir.path().join("test.yml");
-    std::fs::write(&file, serde_json::to_vec_pretty(&test)?)?;
+    std::fs::write(&file, serde_json::to_vec_pretty(test)?)?;
     let out = Command::new("promtool")
         .args(["test", "rules"])
         .arg(&file)
@@ -119,7 +116,7 @@ pub fn follow_halted_alert_fires_on(textfile: &str, instance: &str) -> Result<()
         .context("running promtool")?;
     if !out.status.success() {
         bail!(
-            "promtool test rules: NodeBootstrapFollowHalted did not fire as expected on {instance}'s textfile:\n{}{}\n{textfile}",
+            "promtool test rules: {alert} did not fire as expected on {instance}'s textfile:\n{}{}\n{textfile}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );

@@ -25,6 +25,11 @@
 //!    the Nodes' Ready transitions, watched from the API server, show no
 //!    two changing at once), each pod keeps running (same container,
 //!    restart count 0), the master (not following) stays at v1.20.2.
+//! 4. The control plane moves to v1.21.0 (the stand-in of that release,
+//!    built as the 1.20.3 one): no worker moves without the operator's
+//!    target (`awaiting-operator`); with `minor: "1.21"`, each in turn
+//!    cordons, evicts its pods through the Eviction API (a Deployment of two
+//!    replicas under a PodDisruptionBudget of one), changes, uncordons.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -131,12 +136,14 @@ fn pod_states(rig: &ClusterRig, names: &[String]) -> BTreeMap<String, (String, u
 }
 
 #[test]
-fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the_first() {
+pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the_first()
+{
     if skip() {
         return;
     }
     let t0 = Instant::now();
-    let standin = follow::standin_parts().unwrap();
+    let standin = follow::next_patch_parts().unwrap();
+    let minor = follow::next_minor_parts().unwrap();
     let rig = follow::rig(&testkit::cli::agent_binary()).unwrap();
     let base = rig.parts.version.clone();
     let mut nodes = follow::boot(&rig).unwrap();
@@ -202,8 +209,24 @@ fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_halts_at_the
         assert_eq!((*restarts, phase.as_str()), (0, "Running"), "{p}");
     }
     every_worker_runs_the_release(&rig, &workers, &standin.version, &base);
+
+    // 4. The next minor: only with the operator's target, drained first.
+    let t4 = Instant::now();
+    for p in &pod_names {
+        rig.kubectl
+            .run(&["delete", "pod", p, "--grace-period=1", "--wait=false"])
+            .unwrap();
+    }
+    let history = a_minor_release_waits_for_the_operator_then_drains_each_node(
+        &rig,
+        &nodes,
+        &minor,
+        &standin.version,
+    );
+    one_at_a_time(&history, &minor.version);
+    let minor_took = t4.elapsed();
     eprintln!(
-        "follow test: cluster {booted:?}, refusal {refused_took:?}, bad release halted {halted_took:?}, rollout {rollout_took:?}, total {:?}",
+        "follow test: cluster {booted:?}, refusal {refused_took:?}, bad release halted {halted_took:?}, rollout {rollout_took:?}, minor {minor_took:?}, total {:?}",
         t0.elapsed()
     );
 }
@@ -440,4 +463,87 @@ fn every_worker_runs_the_release(
         String::from_utf8_lossy(&merged.stdout).trim(),
         format!("Kubernetes {version}")
     );
+}
+
+/// 4: the control plane at the next minor (the stand-in of v1.21.0): no
+/// worker moves without the operator's target; with it, each cordons,
+/// evicts its pods through the Eviction API (a PodDisruptionBudget keeps
+/// one of the two replicas available), changes, and uncordons, one at a
+/// time.
+fn a_minor_release_waits_for_the_operator_then_drains_each_node(
+    rig: &ClusterRig,
+    nodes: &[SimNode],
+    minor: &testkit::kube::KubeParts,
+    patch: &str,
+) -> Vec<follow::Snapshot> {
+    let workers: Vec<&SimNode> = nodes[1..].iter().collect();
+    follow::publish_release(rig, &follow::wrappers(nodes), &[Release::Real(minor)]).unwrap();
+    follow::move_control_plane(rig, &nodes[0], minor).unwrap();
+    for w in &workers {
+        let f = wait_standing(w, "awaiting-operator", Duration::from_secs(60));
+        assert!(
+            f["why"]
+                .as_str()
+                .unwrap()
+                .contains("data.minor of the follow ConfigMap"),
+            "{f}"
+        );
+    }
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(holders(rig).is_empty());
+    assert!(
+        WORKERS.iter().all(|w| kubelet_versions(rig)[*w] == patch),
+        "{:?}",
+        kubelet_versions(rig)
+    );
+    // The workload a drain moves: two replicas, at most one away.
+    follow::apply_yaml(&rig.kubectl, &follow::replicated_workload("web", 2)).unwrap();
+    follow::wait_available(&rig.kubectl, "web", 2, Duration::from_secs(90)).unwrap();
+    let watch = Watch::start(&rig.kubectl);
+    follow::set_policy(&rig.kubectl, serde_json::json!({"minor": "1.21"})).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let v = kubelet_versions(rig);
+        if WORKERS.iter().all(|w| v[*w] == minor.version) && holders(rig).is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every worker took the minor: {v:?}, Lease {:?}",
+            holders(rig)
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let history = watch.history();
+    drop(watch);
+    for w in &workers {
+        let f = status(w)["follow"].clone();
+        assert_eq!(f["last_change"]["kind"], "minor", "{f}");
+        assert_eq!(f["last_change"]["result"], "succeeded", "{f}");
+        let journal = w.journal("node-bootstrap-follow.service");
+        assert!(
+            journal.contains("node cordoned") && journal.contains("node uncordoned"),
+            "{}: {journal}",
+            w.name()
+        );
+    }
+    // Cordoned only while holding the Lease, uncordoned at the end.
+    for s in &history {
+        for (n, (_, _, unschedulable)) in &s.nodes {
+            if *unschedulable {
+                assert!(
+                    s.holders.iter().any(|(h, _)| h == n),
+                    "{n} cordoned at {:?} without the Lease",
+                    s.at
+                );
+            }
+        }
+    }
+    assert!(
+        history.last().unwrap().nodes.values().all(|n| !n.2),
+        "a node stayed cordoned"
+    );
+    follow::wait_available(&rig.kubectl, "web", 2, Duration::from_secs(90)).unwrap();
+    history
 }
