@@ -51,6 +51,9 @@ pub struct LeaseView {
     pub resource_version: Option<String>,
     pub holders: Vec<Holder>,
     pub transitions: u64,
+    /// The object as read: a write keeps what others put there (labels,
+    /// other annotations) and changes only the agent's fields.
+    pub object: Option<Value>,
 }
 
 impl LeaseView {
@@ -80,6 +83,7 @@ pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
             .map(str::to_string),
         holders,
         transitions: l["spec"]["leaseTransitions"].as_u64().unwrap_or(0),
+        object: Some(l.clone()),
     })
 }
 
@@ -93,13 +97,25 @@ pub fn render(
     now: u64,
 ) -> Value {
     let holders = serde_json::to_string(&view.holders).expect("holders serialize");
-    let mut metadata = json!({
-        "name": name,
-        "namespace": namespace,
-        "annotations": { HOLDERS: holders },
+    let mut lease = view.object.clone().unwrap_or_else(|| {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+        })
     });
-    if let Some(rv) = &view.resource_version {
-        metadata["resourceVersion"] = json!(rv);
+    let metadata = &mut lease["metadata"];
+    if !metadata["annotations"].is_object() {
+        metadata["annotations"] = json!({});
+    }
+    metadata["annotations"][HOLDERS] = json!(holders);
+    match &view.resource_version {
+        Some(rv) => metadata["resourceVersion"] = json!(rv),
+        None => {
+            if let Some(m) = metadata.as_object_mut() {
+                m.remove("resourceVersion");
+            }
+        }
     }
     let mut spec = json!({
         "leaseDurationSeconds": duration_secs,
@@ -112,12 +128,8 @@ pub fn render(
         let since = view.holders.iter().map(|h| h.since).max().unwrap_or(now);
         spec["acquireTime"] = json!(micro_time(since));
     }
-    json!({
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": metadata,
-        "spec": spec,
-    })
+    lease["spec"] = spec;
+    lease
 }
 
 /// A `MicroTime` as the API server reads it (RFC 3339 with six fractional
@@ -430,6 +442,24 @@ mod tests {
             100,
         );
         assert!(empty["spec"].get("holderIdentity").is_none(), "{empty}");
+        // What others put there stays.
+        let mut labelled = obj.clone();
+        labelled["metadata"]["labels"] = json!({"team": "infra"});
+        labelled["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+            json!("{}");
+        let again = render(
+            "kube-system",
+            "l",
+            &read(Some(&labelled)).unwrap(),
+            300,
+            100,
+        );
+        assert_eq!(again["metadata"]["labels"]["team"], "infra");
+        assert_eq!(
+            again["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+            "{}"
+        );
+        assert_eq!(again["metadata"]["resourceVersion"], "42");
         // Someone else's annotation is refused, not overwritten blindly.
         obj["metadata"]["annotations"][HOLDERS] = json!("w9");
         assert!(

@@ -154,6 +154,7 @@ impl Seams for Node<'_> {
             resource_version: Some(rv.to_string()),
             holders,
             transitions,
+            object: None,
         })
     }
     async fn write_lease(&self, view: &LeaseView) -> Result<bool> {
