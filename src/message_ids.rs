@@ -38,7 +38,7 @@ pub const NODE_NOT_READY: &str = "7d7acba420d5423798c943775f5d9f73";
 /// The kubelet's newest certificate request for this node was denied, or
 /// approved and not signed (`NODE`, `CSR`, `JOIN_STATE`, `DETAIL`).
 pub const CERTIFICATE_REQUEST_REFUSED: &str = "23e88cde729a4182999362fcf9121055";
-/// `follow` took a place in the Lease and starts changing the kubelet
+/// `follow` took a place in the lease and starts changing the kubelet
 /// (`FROM`, `TO`, `KIND`: patch or minor, `APISERVER`).
 pub const FOLLOW_STARTED: &str = "ba4b38c47fd94737876d243e8740a325";
 /// `follow` changed the kubelet and the Node is Ready with it (`FROM`,

@@ -6,8 +6,8 @@
 //! plane moved to it. Timed from the outside, from the API server
 //! (`testkit::follow::Watch`, a look every half second): from the control
 //! plane's change (its restart asked) to the last worker reporting the
-//! new kubelet with the Lease empty again; each worker's time holding the
-//! Lease, its Not-Ready window as the API server showed it, and the
+//! new kubelet with the lease empty again; each worker's time holding the
+//! follow lease, its Not-Ready window as the API server showed it, and the
 //! agent's own count from the kubelet's restart to the Node Ready with the
 //! new version (`status --json`, `follow.last_change.back_after_secs`).
 //!
@@ -93,7 +93,7 @@ pub fn bench(agent: &Path) -> Result<Vec<String>> {
         floor += back;
         let first_held = win.holding.first().map_or(f64::NAN, |(a, _)| rel(*a));
         steps.push(format!(
-            "STEPS\t{w}\tLease taken at {first_held:.1} s\theld {held:.1} s\tkubelet restart to Ready {back:.0} s (agent)\tNot Ready {not_ready:.1} s (API server)\tversion seen at {:.1} s",
+            "STEPS\t{w}\tlease taken at {first_held:.1} s\theld {held:.1} s\tkubelet restart to Ready {back:.0} s (agent)\tNot Ready {not_ready:.1} s (API server)\tversion seen at {:.1} s",
             win.changed_at.map_or(f64::NAN, rel)
         ));
         rows.push(Row {

@@ -10,12 +10,15 @@
 //!   alone: read `/version`, list Nodes, read and patch its own Node
 //!   (`spec.unschedulable`; not its taints), list pods, evict pods bound to
 //!   itself, create Events;
-//! - not without RBAC: the Lease (the Node authorizer allows a node only
-//!   its own Lease in `kube-node-lease`) and the ConfigMap (only those its
-//!   pods use). `terraform/modules/follow-rbac` renders a Role in
-//!   `follow.namespace` allowing `get`/`update` of that one Lease,
-//!   `create` of Leases (a create names no object), and `get` of that one
-//!   ConfigMap, bound to the group `system:nodes`.
+//! - not without RBAC: the two ConfigMaps, the follow lease
+//!   ([`super::lease`]) and the operator's (the Node authorizer lets a
+//!   node read only the ConfigMaps its pods use). `terraform/modules/follow-rbac`
+//!   creates the lease's ConfigMap and renders a Role in `follow.namespace`
+//!   allowing `get`/`update` of it and `get` of the operator's, bound to
+//!   the group `system:nodes`;
+//! - not at all: any `coordination.k8s.io` Lease but its own heartbeat
+//!   Lease: the NodeRestriction admission plugin refuses it whatever RBAC
+//!   says (why the follow lease is a ConfigMap).
 
 use super::drain::{self, Evicted, PodRef};
 use super::lease::{self, LeaseView, Readiness};
@@ -132,10 +135,10 @@ impl Cluster {
 
     pub async fn lease(&self) -> Result<LeaseView> {
         let path = format!("{}/{}", self.lease_path(), path_segment(&self.lease));
-        let l = self.get_rbac(&path, "follow Lease").await?;
+        let l = self.get_rbac(&path, "follow lease").await?;
         lease::read(l.as_ref()).map_err(|why| {
             Error::refused(format!(
-                "the follow Lease {}/{}: {why}",
+                "the follow lease {}/{}: {why}",
                 self.namespace, self.lease
             ))
         })
@@ -157,7 +160,7 @@ impl Cluster {
             200 | 201 => Ok(true),
             409 => Ok(false),
             403 => Err(Error::refused(format!(
-                "this node may not {} the follow Lease {}/{} (HTTP 403: {}): apply the manifest of terraform/modules/follow-rbac (it creates the Lease and lets the nodes update it)",
+                "this node may not {} the follow lease (ConfigMap {}/{}; HTTP 403: {}): apply the manifest of terraform/modules/follow-rbac (it creates the lease and lets the nodes update it)",
                 if view.resource_version.is_some() {
                     "update"
                 } else {
@@ -168,7 +171,7 @@ impl Cluster {
                 answer["message"].as_str().unwrap_or_default()
             ))),
             code => Err(Error::retryable(format!(
-                "writing the follow Lease {}/{}: HTTP {code}: {}",
+                "writing the follow lease (ConfigMap {}/{}): HTTP {code}: {}",
                 self.namespace,
                 self.lease,
                 answer["message"].as_str().unwrap_or_default()

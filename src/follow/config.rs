@@ -5,7 +5,7 @@
 //! "follow": {
 //!   "enabled": false,
 //!   "namespace": "kube-system",
-//!   "lease": "node-bootstrap-follow",
+//!   "lease": "node-bootstrap-follow-lease",
 //!   "config_map": "node-bootstrap-follow",
 //!   "stable_checks": 3,
 //!   "ready_timeout_secs": 300,
@@ -17,11 +17,11 @@
 //! - `enabled` (default false): `node-bootstrap follow` changes nothing
 //!   unless it is on; the Ignition module sets it, and enables the timer,
 //!   for the roles whose `follow` switch is on;
-//! - `namespace`, `lease`, `config_map`: the `coordination.k8s.io` Lease
-//!   used as the cluster-wide semaphore and the operator's ConfigMap
-//!   (minor target, how many nodes change at once, how many may be not
-//!   Ready; [`super::policy`]); the RBAC the terraform module
-//!   `follow-rbac` renders names the same;
+//! - `namespace`, `lease`, `config_map`: the follow lease (a ConfigMap used
+//!   as the cluster-wide semaphore, [`super::lease`]) and the operator's
+//!   ConfigMap (minor target, how many nodes change at once, how many may
+//!   be not Ready; [`super::policy`]); the terraform module `follow-rbac`
+//!   creates the lease and names both in its RBAC;
 //! - `stable_checks` (1..=20, default 3): how many consecutive looks at
 //!   the API server's `/version` must agree before its version is a
 //!   target (an HA control plane behind a load balancer answers from one
@@ -43,9 +43,9 @@ use std::time::Duration;
 pub struct RawFollow {
     /// Follow the cluster (default false).
     pub enabled: Option<bool>,
-    /// The Lease's and the ConfigMap's namespace (default `kube-system`).
+    /// The lease's and the ConfigMap's namespace (default `kube-system`).
     pub namespace: Option<String>,
-    /// The Lease's name (default `node-bootstrap-follow`).
+    /// The follow lease's ConfigMap (default `node-bootstrap-follow-lease`).
     pub lease: Option<String>,
     /// The operator's ConfigMap (default `node-bootstrap-follow`).
     pub config_map: Option<String>,
@@ -71,8 +71,10 @@ pub struct FollowSettings {
     pub poll: Duration,
 }
 
-/// The default name of the Lease and of the ConfigMap.
+/// The default name of the operator's ConfigMap.
 pub const DEFAULT_NAME: &str = "node-bootstrap-follow";
+/// The default name of the follow lease's ConfigMap.
+pub const DEFAULT_LEASE: &str = "node-bootstrap-follow-lease";
 /// The default namespace of both.
 pub const DEFAULT_NAMESPACE: &str = "kube-system";
 
@@ -118,7 +120,7 @@ impl RawFollow {
             )?,
             lease: object_name(
                 "follow.lease",
-                self.lease.unwrap_or_else(|| DEFAULT_NAME.into()),
+                self.lease.unwrap_or_else(|| DEFAULT_LEASE.into()),
                 true,
             )?,
             config_map: object_name(
@@ -184,7 +186,7 @@ mod tests {
                 s.lease.as_str(),
                 s.config_map.as_str()
             ),
-            ("kube-system", DEFAULT_NAME, DEFAULT_NAME)
+            ("kube-system", DEFAULT_LEASE, DEFAULT_NAME)
         );
         assert_eq!(s.stable_checks, 3);
         assert_eq!(s.ready_timeout, Duration::from_secs(300));

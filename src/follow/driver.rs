@@ -1,6 +1,6 @@
 //! The driver: one `follow` run. It resumes a change the record shows
 //! under way; else it looks at the cluster, decides ([`super::target`],
-//! [`super::lease`]) and, when a change is due and a place in the Lease
+//! [`super::lease`]) and, when a change is due and a place in the lease
 //! is free, takes it and carries the change through ([`super::plan`]),
 //! recording each phase before its work. What it decided, and why it
 //! waits, goes to `state.json` for `status` and the metrics.
@@ -138,7 +138,7 @@ impl<S: Seams> Driver<'_, S> {
         Ok(None)
     }
 
-    /// A halted node stays halted while the Lease still shows it so.
+    /// A halted node stays halted while the lease still shows it so.
     async fn halt_cleared(&self, state: &mut FollowState) -> Result<bool> {
         let view = self.seams.lease().await?;
         let me = self.seams.node_name();
@@ -155,7 +155,7 @@ impl<S: Seams> Driver<'_, S> {
         Ok(true)
     }
 
-    /// Takes a place in the Lease for the change to `to` and carries it.
+    /// Takes a place in the lease for the change to `to` and carries it.
     async fn start(
         &self,
         state: &mut FollowState,
@@ -176,7 +176,7 @@ impl<S: Seams> Driver<'_, S> {
                     None
                 } else {
                     Some(
-                        "another node wrote the Lease at the same moment; looking again next run"
+                        "another node wrote the lease at the same moment; looking again next run"
                             .to_string(),
                     )
                 }
@@ -208,7 +208,7 @@ impl<S: Seams> Driver<'_, S> {
         };
         self.files.save_change(&change)?;
         info!(message_id = message_ids::FOLLOW_STARTED, step = STEP, from = %change.from, to = %change.to,
-            kind = kind.name(), apiserver = %api, "kubelet change started: this node holds the follow Lease");
+            kind = kind.name(), apiserver = %api, "kubelet change started: this node holds the follow lease");
         s.event(
             EventKind::Normal,
             "KubeletChangeStarted",
@@ -352,11 +352,11 @@ impl<S: Seams> Driver<'_, S> {
             .rewrite_lease(|v| lease::renew(v, &me, s.now(), halted))
             .await;
         if let Err(e) = r {
-            warn!(step = STEP, error = %e, "cannot renew this node's place in the follow Lease");
+            warn!(step = STEP, error = %e, "cannot renew this node's place in the follow lease");
         }
     }
 
-    /// Reads, edits and writes the Lease, again on a conflict (a few times).
+    /// Reads, edits and writes the lease, again on a conflict (a few times).
     async fn rewrite_lease(&self, edit: impl Fn(&LeaseView) -> LeaseView) -> Result<()> {
         for _ in 0..5 {
             let view = self.seams.lease().await?;
@@ -365,7 +365,7 @@ impl<S: Seams> Driver<'_, S> {
             }
         }
         Err(Error::retryable(
-            "the follow Lease kept changing under this node's write (5 conflicts)",
+            "the follow lease kept changing under this node's write (5 conflicts)",
         ))
     }
 
@@ -417,7 +417,7 @@ impl<S: Seams> Driver<'_, S> {
     }
 
     /// The previous kubelet is back in place: wait for it (bounded), mark
-    /// the Lease halted, tell everyone.
+    /// the lease halted, tell everyone.
     async fn halt(&self, change: Change, state: &mut FollowState) -> Result<Ran> {
         let s = self.seams;
         let why = change
@@ -439,7 +439,7 @@ impl<S: Seams> Driver<'_, S> {
         error!(message_id = message_ids::FOLLOW_ROLLED_BACK, step = STEP, from = %change.from, to = %change.to,
             why = %why, "kubelet change rolled back ({back_says}); the rollout halts at this node");
         s.event(EventKind::Warning, "KubeletChangeRolledBack",
-            &format!("kubelet {} -> {} rolled back: {why}; {back_says}; the follow Lease keeps this node, halting the rollout", change.from, change.to)).await;
+            &format!("kubelet {} -> {} rolled back: {why}; {back_says}; the follow lease keeps this node, halting the rollout", change.from, change.to)).await;
         let o = self.outcome(&change, ChangeResult::RolledBack, Some(why.clone()));
         state.current = Some(change.from.clone());
         state.halted = Some(o.clone());

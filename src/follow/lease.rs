@@ -1,36 +1,48 @@
-//! The cluster-wide semaphore: one `coordination.k8s.io/v1` Lease
-//! (`follow.namespace`/`follow.lease`) whose holders are the nodes
-//! changing their kubelet. Pure: reading the Lease and the NodeList,
-//! deciding whether this node may take a place, and the Lease written
-//! back (the I/O, with the API server's optimistic concurrency on
-//! `resourceVersion`, is [`super::api`]).
+//! The cluster-wide semaphore, the follow lease: one ConfigMap
+//! (`follow.namespace`/`follow.lease`, `kube-system/node-bootstrap-follow-lease`)
+//! whose holders are the nodes changing their kubelet. Pure: reading it and
+//! the NodeList, deciding whether this node may take a place, and the
+//! object written back (the I/O, with the API server's optimistic
+//! concurrency on `resourceVersion`: a write over a version someone else
+//! replaced is refused with 409, is [`super::api`]).
 //!
-//! The holders are kept in the annotation [`HOLDERS`] (a JSON list: node,
-//! from, to, since, renewed, and `halted` with why once a change was
-//! rolled back); `spec.holderIdentity` names them (comma-separated) for
-//! `kubectl get lease`, `spec.leaseTransitions` counts every take, and
-//! `spec.acquireTime`/`renewTime` are the last take's and renewal's.
+//! Why a ConfigMap and not a `coordination.k8s.io` Lease: the agent asks
+//! with the node's own identity (`system:node:<name>`), and the
+//! NodeRestriction admission plugin refuses every Lease write of a node
+//! but to its own heartbeat Lease (`kube-node-lease/<name>`), whatever
+//! RBAC allows (Kubernetes 1.20's `plugin/pkg/admission/noderestriction`,
+//! `admitLease`; seen in the node test: HTTP 403). It does not restrict
+//! ConfigMaps, so RBAC can let nodes update this one. The data keys keep
+//! a lease's names:
+//!
+//! | key | what |
+//! | --- | --- |
+//! | `holders` | the holders, a JSON list: node, from, to, since, renewed, and `halted` with why once a change was rolled back |
+//! | `holderIdentity` | their names, comma-separated (`kubectl get configmap ... -o yaml` at a glance) |
+//! | `leaseTransitions` | every take, counted |
+//! | `acquireTime`, `renewTime` | the last take's and the last write's (RFC 3339) |
+//! | `leaseDurationSeconds` | after how long without a renewal a holder shows as stale |
 //!
 //! A node may take a place ([`may_take`]) only when: nobody's change was
 //! rolled back and left halted (the rollout halts at the first node that
-//! did not come back: the operator looks, fixes, and deletes the Lease or
-//! the holder, docs/operators.md); the operator has not paused the
-//! rollout; fewer than `maxChanging` hold it; this node is Ready; and
-//! the nodes not Ready, counting this one (its change may take it out),
-//! would be no more than `maxNotReady`. A holder keeps its
-//! place until it releases it: a node that loses power in the middle of
-//! its change finishes it when it comes back, and one that never comes
-//! back holds the rollout as a halted one does (it shows as stale: not
-//! renewed for longer than `spec.leaseDurationSeconds`).
+//! did not come back: the operator looks, fixes, and clears the holders,
+//! docs/operators.md); the operator has not paused the rollout; fewer than
+//! `maxChanging` hold it; this node is Ready; and the nodes not Ready,
+//! counting this one (its change may take it out), would be no more than
+//! `maxNotReady`. A holder keeps its place until it releases it: a node
+//! that loses power in the middle of its change finishes it when it comes
+//! back, and one that never comes back holds the rollout as a halted one
+//! does (it shows as stale: not renewed for longer than
+//! `leaseDurationSeconds`).
 
 use super::policy::Policy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The annotation holding the holders.
-pub const HOLDERS: &str = "node-bootstrap.io/holders";
+/// The data key holding the holders.
+pub const HOLDERS: &str = "holders";
 
-/// One node with a place in the Lease.
+/// One node with a place in the lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     pub node: String,
@@ -44,7 +56,7 @@ pub struct Holder {
     pub halted: Option<String>,
 }
 
-/// The Lease as read.
+/// The lease as read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaseView {
     /// `None`: no Lease exists (it is created on the first take).
@@ -66,15 +78,16 @@ impl LeaseView {
     }
 }
 
-/// Reads a Lease object (`None`: there is none).
+/// Reads the lease's ConfigMap (`None`: there is none).
 pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
     let Some(l) = lease else {
         return Ok(LeaseView::default());
     };
-    let holders = match l["metadata"]["annotations"][HOLDERS].as_str() {
+    let data = &l["data"];
+    let holders = match data[HOLDERS].as_str() {
         None => Vec::new(),
         Some(s) => serde_json::from_str(s).map_err(|e| {
-            format!("its annotation {HOLDERS} is not the agent's list of holders ({e}): {s:?}")
+            format!("its data.{HOLDERS} is not the agent's list of holders ({e}): {s:?}")
         })?,
     };
     Ok(LeaseView {
@@ -82,13 +95,17 @@ pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
             .as_str()
             .map(str::to_string),
         holders,
-        transitions: l["spec"]["leaseTransitions"].as_u64().unwrap_or(0),
+        transitions: data["leaseTransitions"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0),
         object: Some(l.clone()),
     })
 }
 
-/// The whole Lease object for `view` (a PUT over `view.resource_version`,
-/// or the body of the POST that creates it).
+/// The whole ConfigMap for `view` (a PUT over `view.resource_version`, or
+/// the body of the POST that creates it): what others put on the object
+/// is kept, the data keys of the module docs written.
 pub fn render(
     namespace: &str,
     name: &str,
@@ -99,16 +116,12 @@ pub fn render(
     let holders = serde_json::to_string(&view.holders).expect("holders serialize");
     let mut lease = view.object.clone().unwrap_or_else(|| {
         json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace},
         })
     });
     let metadata = &mut lease["metadata"];
-    if !metadata["annotations"].is_object() {
-        metadata["annotations"] = json!({});
-    }
-    metadata["annotations"][HOLDERS] = json!(holders);
     match &view.resource_version {
         Some(rv) => metadata["resourceVersion"] = json!(rv),
         None => {
@@ -117,35 +130,28 @@ pub fn render(
             }
         }
     }
-    let mut spec = json!({
-        "leaseDurationSeconds": duration_secs,
-        "leaseTransitions": view.transitions,
-        "renewTime": micro_time(now),
-    });
-    if !view.holders.is_empty() {
-        let names: Vec<&str> = view.holders.iter().map(|h| h.node.as_str()).collect();
-        spec["holderIdentity"] = json!(names.join(","));
-        let since = view.holders.iter().map(|h| h.since).max().unwrap_or(now);
-        spec["acquireTime"] = json!(micro_time(since));
+    if !lease["data"].is_object() {
+        lease["data"] = json!({});
     }
-    lease["spec"] = spec;
+    let data = &mut lease["data"];
+    let names: Vec<&str> = view.holders.iter().map(|h| h.node.as_str()).collect();
+    data[HOLDERS] = json!(holders);
+    data["holderIdentity"] = json!(names.join(","));
+    data["leaseTransitions"] = json!(view.transitions.to_string());
+    data["leaseDurationSeconds"] = json!(duration_secs.to_string());
+    data["renewTime"] = json!(rfc3339(now));
+    if let Some(since) = view.holders.iter().map(|h| h.since).max() {
+        data["acquireTime"] = json!(rfc3339(since));
+    }
     lease
 }
 
-/// A `MicroTime` as the API server reads it (RFC 3339 with six fractional
-/// digits: it refuses one without them).
-pub fn micro_time(unix: u64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp(unix as i64)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.000000Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+/// `unix` as RFC 3339, UTC.
+pub fn rfc3339(unix: u64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix as i64)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// How the cluster's nodes stand, as far as a take goes.
@@ -424,10 +430,11 @@ mod tests {
     #[test]
     fn the_lease_round_trips_through_its_object() {
         let v = holding(&["w1", "w2"]);
-        let mut obj = render("kube-system", "node-bootstrap-follow", &v, 300, 100);
-        assert_eq!(obj["spec"]["holderIdentity"], "w1,w2");
-        assert_eq!(obj["spec"]["leaseTransitions"], 2);
-        assert_eq!(obj["spec"]["renewTime"], "1970-01-01T00:01:40.000000Z");
+        let mut obj = render("kube-system", "node-bootstrap-follow-lease", &v, 300, 100);
+        assert_eq!(obj["kind"], "ConfigMap");
+        assert_eq!(obj["data"]["holderIdentity"], "w1,w2");
+        assert_eq!(obj["data"]["leaseTransitions"], "2");
+        assert_eq!(obj["data"]["renewTime"], "1970-01-01T00:01:40Z");
         assert!(obj["metadata"].get("resourceVersion").is_none());
         obj["metadata"]["resourceVersion"] = json!("42");
         let back = read(Some(&obj)).unwrap();
@@ -441,12 +448,13 @@ mod tests {
             300,
             100,
         );
-        assert!(empty["spec"].get("holderIdentity").is_none(), "{empty}");
+        assert_eq!(empty["data"]["holderIdentity"], "", "{empty}");
+        assert_eq!(empty["data"]["holders"], "[]", "{empty}");
         // What others put there stays.
         let mut labelled = obj.clone();
         labelled["metadata"]["labels"] = json!({"team": "infra"});
-        labelled["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
-            json!("{}");
+        labelled["metadata"]["annotations"] =
+            json!({"kubectl.kubernetes.io/last-applied-configuration": "{}"});
         let again = render(
             "kube-system",
             "l",
@@ -460,8 +468,8 @@ mod tests {
             "{}"
         );
         assert_eq!(again["metadata"]["resourceVersion"], "42");
-        // Someone else's annotation is refused, not overwritten blindly.
-        obj["metadata"]["annotations"][HOLDERS] = json!("w9");
+        // Someone else's data is refused, not overwritten blindly.
+        obj["data"][HOLDERS] = json!("w9");
         assert!(
             read(Some(&obj))
                 .unwrap_err()

@@ -108,7 +108,7 @@ pub fn render(s: &FollowState) -> String {
         family(
             &mut out,
             "node_bootstrap_follow_last_change_duration_seconds",
-            "How long the last kubelet change took, from taking the Lease to its end.",
+            "How long the last kubelet change took, from taking the lease to its end.",
             "gauge",
             &[(
                 String::new(),

@@ -10,8 +10,10 @@
 //!    minor; a minor version only when the operator names it in the
 //!    follow ConfigMap ([`policy`]); never newer than the API server nor
 //!    outside the version-skew policy;
-//! 2. **a place in the Lease** ([`lease`]): a `coordination.k8s.io` Lease
-//!    used as a semaphore (`maxChanging` holders, default 1), taken only
+//! 2. **a place in the follow lease** ([`lease`]): a ConfigMap used as a
+//!    semaphore (`maxChanging` holders, default 1; a `coordination.k8s.io`
+//!    Lease cannot be: NodeRestriction refuses nodes any Lease but their
+//!    own heartbeat), taken only
 //!    by a Ready node while no more nodes are not Ready than `maxNotReady`
 //!    allows, and never while a rolled-back node halts the rollout;
 //! 3. **the change** ([`plan`]): for a minor version, cordon and evict the
@@ -24,7 +26,7 @@
 //!    not rebooted;
 //! 4. **proved or rolled back**: the Node Ready again reporting the new
 //!    `kubeletVersion` within `follow.ready_timeout_secs`; else the
-//!    previous kubelet put back and restarted, the Lease kept (marked
+//!    previous kubelet put back and restarted, the lease kept (marked
 //!    halted, so the rollout stops at this node), the journal
 //!    (`MESSAGE_ID`), `status`, the metrics ([`metrics`]) and an Event on
 //!    the Node say why;

@@ -9,7 +9,7 @@
 //!   └──────────(patch)──────────────────────┴→ Prepared → Switching → Switched
 //! Switched ─ Ready with the new version ───────────────→ (uncordon, release) done
 //! Switched ─ not within follow.ready_timeout_secs → RollingBack → RolledBack
-//! RolledBack → (uncordon) halted: the Lease keeps this node, marked halted
+//! RolledBack → (uncordon) halted: the lease keeps this node, marked halted
 //! ```
 //!
 //! Power cuts: every phase is on disk before what it names is done, and
@@ -37,7 +37,7 @@ pub enum Backend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
-    /// This node holds a place in the Lease; nothing changed yet.
+    /// This node holds a place in the lease; nothing changed yet.
     Taken,
     /// Minor: cordoned, its pods evicted.
     Drained,
@@ -111,7 +111,7 @@ pub enum Action {
     /// Record RollingBack, put the previous kubelet back, restart it,
     /// record RolledBack.
     RollBack,
-    /// Wait (bounded) for the previous kubelet Ready, then halt: the Lease
+    /// Wait (bounded) for the previous kubelet Ready, then halt: the lease
     /// keeps this node, marked halted.
     Halt,
 }

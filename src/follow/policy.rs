@@ -6,7 +6,7 @@
 //! | key | value | default |
 //! | --- | --- | --- |
 //! | `minor` | the Kubernetes minor the nodes may move to, `"1.21"` | none: patch releases of each node's own minor only |
-//! | `maxChanging` | how many nodes may change their kubelet at once (holders of the Lease) | `1` |
+//! | `maxChanging` | how many nodes may change their kubelet at once (holders of the lease) | `1` |
 //! | `maxNotReady` | how many nodes may be not Ready at once, counting the one that starts a change: no node starts one while that many others are not Ready | `1` |
 //! | `paused` | `"true"`: no node starts a change (one under way finishes) | `false` |
 //!

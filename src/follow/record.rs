@@ -194,7 +194,7 @@ pub enum Standing {
     Settling,
     /// A newer minor runs; the operator has named none.
     AwaitingOperator,
-    /// A change is due and waits for the Lease, Ready nodes, the mirror.
+    /// A change is due and waits for the lease, Ready nodes, the mirror.
     Waiting,
     /// The target breaks a rule; nothing changes until it does not.
     Refused,
@@ -300,7 +300,7 @@ pub struct FollowState {
     #[serde(default)]
     pub last_change: Option<Outcome>,
     /// The rolled-back change that halts the rollout at this node, until
-    /// the operator clears the Lease.
+    /// the operator clears the lease.
     #[serde(default)]
     pub halted: Option<Outcome>,
     #[serde(default)]

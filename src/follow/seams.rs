@@ -1,5 +1,5 @@
 //! Everything `follow` does to the outside world goes through [`Seams`]:
-//! the API server (its version, the operator's ConfigMap, the Lease, the
+//! the API server (its version, the operator's ConfigMap, the lease, the
 //! Nodes, evictions, Events) and this node (its kubelet's version and
 //! files, the sysext mirror, systemd). The driver is tested with a node
 //! and a cluster in memory; the real seams ([`super::node::NodeSeams`]) on
@@ -34,9 +34,9 @@ pub trait Seams {
     /// The operator's ConfigMap, read ([`super::policy`]; a key that does
     /// not read is an error naming it).
     async fn policy(&self) -> Result<Policy>;
-    /// The Lease as it is now.
+    /// The lease as it is now.
     async fn lease(&self) -> Result<LeaseView>;
-    /// Writes `view` over the Lease read as `view.resource_version` (or
+    /// Writes `view` over the lease read as `view.resource_version` (or
     /// creates it); `Ok(false)` when someone wrote it in between (409).
     async fn write_lease(&self, view: &LeaseView) -> Result<bool>;
     /// How the cluster's Nodes stand.

@@ -17,7 +17,7 @@
 //!   fetch) and on the sysext mirror;
 //! - the follow timer of a test's size ([`fast_timer`]) and the agent's
 //!   follow settings of a test's size ([`FOLLOW_CONFIG`]);
-//! - [`Watch`]: the Lease's holders and every Node's Ready, version and
+//! - [`Watch`]: the lease's holders and every Node's Ready, version and
 //!   unschedulable, polled twice a second from the API server while a
 //!   rollout runs, and what a test asks of that history;
 //! - the cluster of `tests/node/follow_cluster.rs` and `nb-bench follow`
@@ -36,11 +36,13 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, atomic::AtomicBool, atomic::Ordering};
 use std::time::{Duration, Instant};
 
-/// The Lease and ConfigMap the agent uses by default.
+/// The operator's ConfigMap and the follow lease (a ConfigMap too) the
+/// agent uses by default.
 pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "node-bootstrap-follow";
-/// The annotation with the Lease's holders (src/follow/lease.rs).
-pub const HOLDERS: &str = "node-bootstrap.io/holders";
+pub const LEASE: &str = "node-bootstrap-follow-lease";
+/// The lease's data key with its holders (src/follow/lease.rs).
+pub const HOLDERS: &str = "holders";
 
 /// The following workers of [`rig`], in its order after the master.
 pub const WORKERS: [&str; 3] = ["w-docker", "w-ctr", "w-sysext"];
@@ -68,7 +70,7 @@ pub fn rig(agent: &std::path::Path) -> Result<ClusterRig> {
 /// bootkube), the workers once the bootstrap token's Secret is there (the
 /// docker worker reboots once for the addon's docker); then, once every
 /// node is Ready, the cluster's side of following: the follow-rbac
-/// module's Lease and RBAC and the ConfigMap it renders (the defaults: one
+/// module's lease and RBAC and the ConfigMap it renders (the defaults: one
 /// node at a time). Returns the nodes, master first.
 pub fn boot(rig: &ClusterRig) -> Result<Vec<SimNode>> {
     let mut nodes = rig.nodes()?;
@@ -257,7 +259,7 @@ pub fn fast_timer(n: &SimNode) -> Result<()> {
 }
 
 /// Renders `terraform/modules/follow-rbac` (real terraform) and applies
-/// its manifest (the Lease, Role, RoleBinding) as the administrator;
+/// its manifest (the lease, Role, RoleBinding) as the administrator;
 /// returns the ConfigMap it rendered (not applied).
 pub fn apply_follow_rbac(kubectl: &Kubectl) -> Result<String> {
     let work = tempfile::Builder::new()
@@ -303,18 +305,50 @@ pub fn set_policy(kubectl: &Kubectl, data: Value) -> Result<()> {
     Ok(())
 }
 
-/// Clears a halt as the operator does (docs/operators.md).
+/// Clears a halt as the operator does (docs/operators.md): the lease's
+/// holders emptied.
 pub fn clear_halt(kubectl: &Kubectl) -> Result<()> {
     kubectl.run(&[
         "-n",
         NAMESPACE,
-        "annotate",
-        "--overwrite",
-        "lease",
-        NAME,
-        &format!("{HOLDERS}=[]"),
+        "patch",
+        "configmap",
+        LEASE,
+        "--type",
+        "merge",
+        "-p",
+        &json!({"data": {HOLDERS: "[]"}}).to_string(),
     ])?;
     Ok(())
+}
+
+/// The follow lease's holders: node -> halted.
+pub fn holders(kubectl: &Kubectl) -> Result<std::collections::BTreeMap<String, bool>> {
+    let cm: Value = serde_json::from_str(&kubectl.run(&[
+        "-n",
+        NAMESPACE,
+        "get",
+        "configmap",
+        LEASE,
+        "-o",
+        "json",
+    ])?)?;
+    Ok(holders_of(&cm))
+}
+
+fn holders_of(cm: &Value) -> std::collections::BTreeMap<String, bool> {
+    let list: Vec<Value> = cm["data"][HOLDERS]
+        .as_str()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    list.iter()
+        .map(|h| {
+            (
+                h["node"].as_str().unwrap_or_default().to_string(),
+                h.get("halted").is_some_and(|x| !x.is_null()),
+            )
+        })
+        .collect()
 }
 
 /// What a node's kubelet-wrapper store and the sysext mirror hold of a
@@ -454,7 +488,7 @@ fn n_image_dir(n: &SimNode, tag: &str) -> std::path::PathBuf {
 pub struct Snapshot {
     /// Since the watch started.
     pub at: Duration,
-    /// The Lease's holders: (node, halted).
+    /// The lease's holders: (node, halted).
     pub holders: Vec<(String, bool)>,
     /// Every node: name -> (Ready, kubeletVersion, unschedulable).
     pub nodes: std::collections::BTreeMap<String, (bool, String, bool)>,
@@ -471,16 +505,7 @@ pub struct Watch {
 }
 
 fn look(kubectl: &Kubectl, t0: Instant) -> Option<Snapshot> {
-    let lease: Value = serde_json::from_str(
-        &kubectl
-            .run(&["-n", NAMESPACE, "get", "lease", NAME, "-o", "json"])
-            .ok()?,
-    )
-    .ok()?;
-    let holders: Vec<Value> = lease["metadata"]["annotations"][HOLDERS]
-        .as_str()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default();
+    let holders = holders(kubectl).ok()?;
     let nodes: Value =
         serde_json::from_str(&kubectl.run(&["get", "nodes", "-o", "json"]).ok()?).ok()?;
     let nodes = nodes["items"]
@@ -509,15 +534,7 @@ fn look(kubectl: &Kubectl, t0: Instant) -> Option<Snapshot> {
         .collect();
     Some(Snapshot {
         at: t0.elapsed(),
-        holders: holders
-            .iter()
-            .map(|h| {
-                (
-                    h["node"].as_str().unwrap_or_default().to_string(),
-                    h.get("halted").is_some_and(|x| !x.is_null()),
-                )
-            })
-            .collect(),
+        holders: holders.into_iter().collect(),
         nodes,
     })
 }
@@ -561,7 +578,7 @@ impl Drop for Watch {
 }
 
 /// Each node's windows in `history`: (first, last) look at which it held
-/// the Lease, and at which it was not Ready.
+/// the lease, and at which it was not Ready.
 #[derive(Debug, Clone, Default)]
 pub struct Windows {
     pub holding: Vec<(Duration, Duration)>,

@@ -2,7 +2,7 @@
 //! switch installs the follow units (verbatim from units/), enables the
 //! timer and the boot-time converge unit and turns `follow.enabled` on in
 //! the agent's config, only when it is on; a config that contradicts it is
-//! refused at plan time. The follow-rbac module renders the Lease and the
+//! refused at plan time. The follow-rbac module renders the lease and the
 //! least RBAC (what the node test then applies to a real API server and
 //! the nodes' identities use), and the operator's ConfigMap.
 
@@ -128,17 +128,18 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
     let docs: Vec<&str> = manifest.split("\n---\n").collect();
     assert_eq!(docs.len(), 3, "{manifest}");
     assert!(
-        docs[0].contains("kind: Lease")
+        docs[0].contains("kind: ConfigMap")
             && docs[0].contains("name: node-bootstrap-follow")
             && docs[0].contains("namespace: kube-system")
     );
     assert!(
-        docs[0].contains("node-bootstrap.io/holders: \"[]\""),
+        docs[0].contains("name: node-bootstrap-follow-lease")
+            && docs[0].contains("holders: \"[]\""),
         "created empty: {}",
         docs[0]
     );
-    // Exactly two rules: the one Lease (get, update) and the one ConfigMap
-    // (get); no create, no list, no wildcard.
+    // Exactly two rules: the lease's ConfigMap (get, update) and the
+    // operator's (get); no create, no list, no wildcard.
     let role = docs[1];
     assert!(role.contains("kind: Role\n"), "{role}");
     let verbs: Vec<&str> = role
@@ -157,7 +158,11 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
         .map(str::trim)
         .collect();
     assert_eq!(
-        names, ["resourceNames: [\"node-bootstrap-follow\"]"; 2],
+        names,
+        [
+            "resourceNames: [\"node-bootstrap-follow-lease\"]",
+            "resourceNames: [\"node-bootstrap-follow\"]"
+        ],
         "{role}"
     );
     assert!(!role.contains('*') && !role.contains("create"), "{role}");

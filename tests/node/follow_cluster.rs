@@ -5,7 +5,7 @@
 //! mirror, containerd). The workers' Ignition configs have the ignition
 //! module's `follow` switch on (the follow timer, here shortened to a look
 //! every two seconds); the cluster has what terraform/modules/follow-rbac
-//! renders (the Lease, a Role and RoleBinding for system:nodes) and the
+//! renders (the lease, a Role and RoleBinding for system:nodes) and the
 //! operator's ConfigMap. A pod runs on every worker.
 //!
 //! 1. A target newer than the API server (`minor: "1.21"` with the control
@@ -14,14 +14,14 @@
 //!    release: kube-apiserver and kubelet built from the same source,
 //!    stamped v1.20.3), but the release published for the workers is
 //!    broken: its kubelet answers `--version` and never registers. The
-//!    first worker to take the Lease changes, loses power while it waits
+//!    first worker to take the lease changes, loses power while it waits
 //!    for its kubelet, boots, converges to one kubelet (the new one's
 //!    files whole), does not come back Ready with v1.20.3, rolls back to
-//!    v1.20.2 (Ready again), and keeps the Lease marked halted: the other
+//!    v1.20.2 (Ready again), and keeps the lease marked halted: the other
 //!    workers never start. Its status, metrics (the alert fires, promtool),
 //!    journal and an Event say so.
 //! 3. The operator publishes the real release and clears the halt: every
-//!    worker follows to v1.20.3, one at a time (the Lease's history and
+//!    worker follows to v1.20.3, one at a time (the lease's history and
 //!    the Nodes' Ready transitions, watched from the API server, show no
 //!    two changing at once), each pod keeps running (same container,
 //!    restart count 0), the master (not following) stays at v1.20.2.
@@ -57,6 +57,25 @@ fn status(n: &SimNode) -> serde_json::Value {
     })
 }
 
+/// What each worker's follow says, and its last runs' journal: what a
+/// test that gives up shows.
+fn follow_diagnostics(workers: &[&SimNode]) -> String {
+    workers
+        .iter()
+        .map(|w| {
+            let journal = w.journal("node-bootstrap-follow.service");
+            let tail: Vec<&str> = journal.lines().rev().take(15).collect();
+            format!(
+                "{}: {}\n  {}",
+                w.name(),
+                status(w)["follow"],
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n  ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn wait_standing(n: &SimNode, standing: &str, timeout: Duration) -> serde_json::Value {
     n.wait_for(&format!("follow {standing}"), timeout, |n| {
         let s = status(n);
@@ -71,35 +90,9 @@ fn wait_standing(n: &SimNode, standing: &str, timeout: Duration) -> serde_json::
     })
 }
 
-/// The Lease's holders: node -> halted.
+/// The follow lease's holders: node -> halted.
 fn holders(rig: &ClusterRig) -> BTreeMap<String, bool> {
-    let h = rig
-        .kubectl
-        .run(&[
-            "-n",
-            follow::NAMESPACE,
-            "get",
-            "lease",
-            follow::NAME,
-            "-o",
-            "json",
-        ])
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&h).unwrap();
-    let list: Vec<serde_json::Value> = serde_json::from_str(
-        v["metadata"]["annotations"][follow::HOLDERS]
-            .as_str()
-            .unwrap_or("[]"),
-    )
-    .unwrap();
-    list.iter()
-        .map(|h| {
-            (
-                h["node"].as_str().unwrap().to_string(),
-                h.get("halted").is_some_and(|x| !x.is_null()),
-            )
-        })
-        .collect()
+    follow::holders(&rig.kubectl).unwrap()
 }
 
 fn kubelet_versions(rig: &ClusterRig) -> BTreeMap<String, String> {
@@ -193,8 +186,9 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
         }
         assert!(
             Instant::now() < deadline,
-            "not every worker followed: {v:?}, Lease {:?}",
-            holders(&rig)
+            "not every worker followed: {v:?}, lease {:?}\n{}",
+            holders(&rig),
+            follow_diagnostics(&workers)
         );
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -257,7 +251,7 @@ fn a_target_newer_than_the_api_server_is_refused(
     }
 }
 
-/// 2: the first node to take the Lease loses power while it waits for the
+/// 2: the first node to take the lease loses power while it waits for the
 /// broken kubelet, converges, rolls back, halts. Returns its name.
 fn a_bad_release_is_rolled_back_on_the_first_node(
     rig: &ClusterRig,
@@ -272,7 +266,8 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
         }
         assert!(
             Instant::now() < deadline,
-            "no worker took the Lease after the control plane moved"
+            "no worker took the lease after the control plane moved\n{}",
+            follow_diagnostics(&nodes[1..].iter().collect::<Vec<_>>())
         );
         std::thread::sleep(Duration::from_millis(300));
     };
@@ -301,7 +296,7 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
             "{first}"
         );
     }
-    // Rolled back: halted in the Lease, Ready again with the previous kubelet.
+    // Rolled back: halted in the lease, Ready again with the previous kubelet.
     let f = wait_standing(n, "halted", Duration::from_secs(120));
     assert!(
         f["why"]
@@ -337,7 +332,7 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
         ])
         .unwrap();
     assert!(
-        events.contains("the follow Lease keeps this node"),
+        events.contains("the follow lease keeps this node"),
         "{events}"
     );
     let prom = n
@@ -381,9 +376,9 @@ fn the_others_never_start(rig: &ClusterRig, workers: &[&SimNode], first: &str, b
     assert_eq!(holders(rig).len(), 1);
 }
 
-/// The Lease never had two holders; the workers' holding windows, and
+/// The lease never had two holders; the workers' holding windows, and
 /// their not-Ready windows, never overlap; each changed its version while
-/// it held the Lease.
+/// it held the lease.
 fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
     assert!(history.len() > 10, "too few looks: {}", history.len());
     for s in history {
@@ -402,7 +397,7 @@ fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
         for (b, wb) in &w[i + 1..] {
             assert!(
                 !follow::overlap(&wa.holding, &wb.holding),
-                "{a} and {b} held the Lease at once: {wa:?} {wb:?}"
+                "{a} and {b} held the lease at once: {wa:?} {wb:?}"
             );
             assert!(
                 !follow::overlap(&wa.not_ready, &wb.not_ready),
@@ -509,8 +504,9 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
         }
         assert!(
             Instant::now() < deadline,
-            "not every worker took the minor: {v:?}, Lease {:?}",
-            holders(rig)
+            "not every worker took the minor: {v:?}, lease {:?}\n{}",
+            holders(rig),
+            follow_diagnostics(&workers)
         );
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -528,13 +524,13 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
             w.name()
         );
     }
-    // Cordoned only while holding the Lease, uncordoned at the end.
+    // Cordoned only while holding the lease, uncordoned at the end.
     for s in &history {
         for (n, (_, _, unschedulable)) in &s.nodes {
             if *unschedulable {
                 assert!(
                     s.holders.iter().any(|(h, _)| h == n),
-                    "{n} cordoned at {:?} without the Lease",
+                    "{n} cordoned at {:?} without the lease",
                     s.at
                 );
             }

@@ -1,5 +1,5 @@
 //! The driver against a cluster and nodes in memory: several nodes share
-//! one API server, one Lease and one clock; a kubelet comes back Ready
+//! one API server, one follow lease and one clock; a kubelet comes back Ready
 //! with its version a few seconds after its restart, unless its release
 //! is broken (it never posts again).
 

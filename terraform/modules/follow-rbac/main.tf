@@ -2,11 +2,14 @@
 # (`node-bootstrap follow`, the ignition module's `follow` switch) need in
 # the cluster, the least that works, with built-in functions only:
 #
-# - the follow Lease, created here with no holder, so the nodes need not
-#   create Leases (a create cannot be narrowed to one name);
+# - the follow lease, a ConfigMap created here with no holder, so the
+#   nodes need not create ConfigMaps (a create cannot be narrowed to one
+#   name). Not a coordination.k8s.io Lease: the NodeRestriction admission
+#   plugin refuses a node every Lease but its own heartbeat Lease in
+#   kube-node-lease, whatever RBAC says;
 # - a Role in var.namespace letting the group system:nodes (every
-#   kubelet's identity, system:node:<name>) get and update that one Lease
-#   and get that one ConfigMap; a RoleBinding to the group;
+#   kubelet's identity, system:node:<name>) get and update that one
+#   ConfigMap and get the operator's; a RoleBinding to the group;
 # - the operator's ConfigMap (a separate manifest: the operator edits it
 #   as the rollout goes, `kubectl edit`, or renders it again here).
 #
@@ -15,24 +18,24 @@
 # list Nodes, read and patch its own Node (spec.unschedulable for the
 # cordon of a minor change; not its taints), list pods, evict the pods
 # bound to itself (the Eviction API, which honours PodDisruptionBudgets),
-# create Events. What they do not: any Lease but its own in
-# kube-node-lease, any ConfigMap its pods do not use.
+# create Events. What they do not: any ConfigMap its pods do not use; and
+# what NodeRestriction refuses whatever RBAC says: any Lease but its own in
+# kube-node-lease.
 
 locals {
-  holders_annotation = "node-bootstrap.io/holders"
+  lease_name = "${var.name}-lease"
 
   rbac_manifest = <<-EOT
-    # Rendered by terraform/modules/follow-rbac: the follow Lease and what
-    # the nodes may do with it and the follow ConfigMap. Once per cluster.
-    apiVersion: coordination.k8s.io/v1
-    kind: Lease
+    # Rendered by terraform/modules/follow-rbac: the follow lease and what
+    # the nodes may do with it and the operator's ConfigMap. Once per cluster.
+    apiVersion: v1
+    kind: ConfigMap
     metadata:
-      name: ${var.name}
+      name: ${local.lease_name}
       namespace: ${var.namespace}
-      annotations:
-        ${local.holders_annotation}: "[]"
-    spec:
-      leaseTransitions: 0
+    data:
+      holders: "[]"
+      leaseTransitions: "0"
     ---
     apiVersion: rbac.authorization.k8s.io/v1
     kind: Role
@@ -40,9 +43,9 @@ locals {
       name: ${var.name}
       namespace: ${var.namespace}
     rules:
-    - apiGroups: ["coordination.k8s.io"]
-      resources: ["leases"]
-      resourceNames: ["${var.name}"]
+    - apiGroups: [""]
+      resources: ["configmaps"]
+      resourceNames: ["${local.lease_name}"]
       verbs: ["get", "update"]
     - apiGroups: [""]
       resources: ["configmaps"]

@@ -1,5 +1,5 @@
 output "manifest" {
-  description = "The follow Lease, the Role and the RoleBinding (YAML, three documents): apply once per cluster, e.g. among the bootkube master's first manifests or with `kubectl apply -f`."
+  description = "The follow lease (a ConfigMap), the Role and the RoleBinding (YAML, three documents): apply once per cluster, e.g. among the bootkube master's first manifests or with `kubectl apply -f`. Apply it again only with no change under way: it empties the lease's holders."
   value       = local.rbac_manifest
 }
 

@@ -1,5 +1,5 @@
 variable "namespace" {
-  description = "Where the follow Lease and ConfigMap live (the agent's follow.namespace)."
+  description = "Where the follow lease and the operator's ConfigMap live (the agent's follow.namespace)."
   type        = string
   default     = "kube-system"
   nullable    = false
@@ -11,7 +11,7 @@ variable "namespace" {
 }
 
 variable "name" {
-  description = "The name of the follow Lease and of the ConfigMap (the agent's follow.lease and follow.config_map, both \"node-bootstrap-follow\" by default), and the prefix of the Role and RoleBinding."
+  description = "The name of the operator's ConfigMap (the agent's follow.config_map, \"node-bootstrap-follow\" by default); the follow lease's ConfigMap is \"<name>-lease\" (the agent's follow.lease), the Role and RoleBinding are \"<name>\"."
   type        = string
   default     = "node-bootstrap-follow"
   nullable    = false
@@ -34,7 +34,7 @@ variable "minor" {
 }
 
 variable "max_changing" {
-  description = "How many nodes may change their kubelet at once (the Lease's holders; the ConfigMap's data.maxChanging)."
+  description = "How many nodes may change their kubelet at once (the follow lease's holders; the ConfigMap's data.maxChanging)."
   type        = number
   default     = 1
   nullable    = false
