@@ -127,10 +127,7 @@ impl Cluster {
     }
 
     fn lease_path(&self) -> String {
-        format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            self.namespace
-        )
+        format!("/api/v1/namespaces/{}/configmaps", self.namespace)
     }
 
     pub async fn lease(&self) -> Result<LeaseView> {

@@ -52,7 +52,16 @@ impl<S: Seams> Driver<'_, S> {
         }
         let standing = self.look(&mut state).await;
         match standing {
-            Ok(Some((to, apiserver))) => self.start(&mut state, to, &apiserver).await,
+            Ok(Some((to, apiserver))) => {
+                let started = self.start(&mut state, to, &apiserver).await;
+                if let Err(e) = &started {
+                    // What it looked at (the API server's answers) is kept,
+                    // and why it could not go on.
+                    state.why = Some(e.to_string());
+                    self.files.save_state(&state, false)?;
+                }
+                started
+            }
             Ok(None) => {
                 self.files.save_state(&state, false)?;
                 Ok(Ran::Looked(state.standing))
