@@ -162,9 +162,24 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
         &[Release::Broken(&standin.version)],
     )
     .unwrap();
+    // The docker worker first, by holding the others' timers until it has
+    // the lease (which worker goes first is otherwise a race): the power
+    // cut lands on a node whose runtime comes back at boot (docker, socket
+    // activated). A containerd node would not: the agent starts containerd
+    // during its first run and enables it for no later boot (docs: issue
+    // 34's note, left to the containerd step's owners).
+    for w in &nodes[2..] {
+        w.systemctl(&["stop", "node-bootstrap-follow.timer"])
+            .unwrap();
+    }
     follow::move_control_plane(&rig, &nodes[0], &standin).unwrap();
     let first =
         a_bad_release_is_rolled_back_on_the_first_node(&rig, &mut nodes, &standin.version, &base);
+    assert_eq!(first, WORKERS[0]);
+    for w in &nodes[2..] {
+        w.systemctl(&["start", "node-bootstrap-follow.timer"])
+            .unwrap();
+    }
     let workers: Vec<&SimNode> = nodes[1..].iter().collect();
     the_others_never_start(&rig, &workers, &first, &base);
     let halted_took = t2.elapsed();
