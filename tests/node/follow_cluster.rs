@@ -165,9 +165,10 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
     // The docker worker first, by holding the others' timers until it has
     // the lease (which worker goes first is otherwise a race): the power
     // cut lands on a node whose runtime comes back at boot (docker, socket
-    // activated). A containerd node would not: the agent starts containerd
-    // during its first run and enables it for no later boot (docs: issue
-    // 34's note, left to the containerd step's owners).
+    // activated). The rig's containerd nodes would not: their OS does not
+    // enable its containerd.service as Flatcar's does (the agent enables
+    // only a containerd package of its own), so after a reboot nothing
+    // starts containerd there (a rig gap, said in issue 34's note).
     for w in &nodes[2..] {
         w.systemctl(&["stop", "node-bootstrap-follow.timer"])
             .unwrap();
