@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${NB_TEST_CACHE:-/var/cache/node-bootstrap-tests}
 name=${NB_TEST_BUSYBOX_NAME:-registry.nb-test.invalid/busybox}
 busybox=/bin/busybox
-applets="sh cat echo env hostname id ls mkdir printenv ps sleep test true wc"
+applets="sh cat echo env hostname id ls mkdir printenv ps sleep test true wc ping wget httpd"
 
 die() { echo "build-busybox-image: $*" >&2; exit 1; }
 

@@ -5,19 +5,23 @@
 # setup only: the tests load the images it writes into the docker and
 # containerd of simulated nodes and VMs, which reach no image registry.
 #
-#   scripts/docker-archive.sh ROOTFS TAG OUT ENTRYPOINT...
+#   scripts/docker-archive.sh ROOTFS TAG OUT [ENTRYPOINT...]
 #
 # ROOTFS  a directory: the image's whole file system (owned by root in the
 #         image, times set to 0, names sorted: the same input gives the
 #         same bytes, so the same image ID).
 # TAG     the image's name, e.g. k8s.gcr.io/pause:3.2.
 # OUT     the tar to write (replaced atomically).
-# ENTRYPOINT...  the image's entrypoint, one argument per word.
+# ENTRYPOINT...  the image's entrypoint, one argument per word (none: the
+#         image has no entrypoint, only its command).
+# Optional, from the environment: DOCKER_ARCHIVE_CMD, the image's command
+# as a JSON list (e.g. '["pause"]'); DOCKER_ARCHIVE_USER, the user its
+# processes run as (e.g. 1234). Unset, the config has neither.
 set -euo pipefail
 
 die() { echo "docker-archive: $*" >&2; exit 1; }
 
-[ $# -ge 4 ] || die "usage: $0 ROOTFS TAG OUT ENTRYPOINT..."
+[ $# -ge 3 ] || die "usage: $0 ROOTFS TAG OUT [ENTRYPOINT...]"
 rootfs=$1 tag=$2 out=$3
 shift 3
 [ -d "$rootfs" ] || die "the root file system $rootfs is not a directory"
@@ -40,13 +44,20 @@ mv "$work/layer.tar" "$work/$layer_sha/layer.tar"
 # The config (its sha256 is the image ID) and the manifest, as JSON from
 # Python so that the entrypoint's words are quoted right.
 config_name=$(python3 - "$work" "$layer_sha" "$tag" "$@" <<'EOF'
-import hashlib, json, sys
+import hashlib, json, os, sys
 work, layer, tag, entrypoint = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+image_config = {"WorkingDir": "/"}
+if entrypoint:
+    image_config["Entrypoint"] = entrypoint
+if os.environ.get("DOCKER_ARCHIVE_CMD"):
+    image_config["Cmd"] = json.loads(os.environ["DOCKER_ARCHIVE_CMD"])
+if os.environ.get("DOCKER_ARCHIVE_USER"):
+    image_config["User"] = os.environ["DOCKER_ARCHIVE_USER"]
 config = {
     "architecture": "amd64",
     "os": "linux",
     "created": "1970-01-01T00:00:00Z",
-    "config": {"Entrypoint": entrypoint, "WorkingDir": "/"},
+    "config": image_config,
     "rootfs": {"type": "layers", "diff_ids": ["sha256:" + layer]},
     "history": [{"created": "1970-01-01T00:00:00Z",
                  "created_by": "node-bootstrap scripts/docker-archive.sh"}],

@@ -48,6 +48,9 @@ prereqs() {
         fi
     fi
     v=$("$root/scripts/build-torcx.sh" --check 2>&1) || say "the torcx sources: ${v#build-torcx: }"
+    if [ "$mode" = t ]; then
+        v=$("$root/scripts/build-containerd2.sh" --check 2>&1) || say "the containerd 2.1 and cri-tools sources: ${v#build-containerd2: }"
+    fi
     [ "$missing" = 0 ] || exit 3
 }
 prereqs
@@ -190,6 +193,37 @@ need td runc sh -c 'command -v runc || test -x /usr/sbin/runc'
 need td containernetworking-plugins test -x /usr/lib/cni/bridge
 need tds gcc on_path gcc
 need tds libc6-dev installed libc6-dev
+# containerd 2.1 and cri-tools 1.32 (scripts/build-containerd2.sh) need
+# Go 1.23: bookworm-backports' golang-1.23-go (the tests only; an apt
+# source for bookworm-backports is added below when the machine has none).
+backports=
+if [ "$mode" = t ] && [ ! -x /usr/lib/go-1.23/bin/go ]; then
+    need_apt+=(golang-1.23-go)
+    grep -rqsE '^(Suites:.*bookworm-backports|deb .* bookworm-backports )' /etc/apt/sources.list /etc/apt/sources.list.d/ || backports=1
+fi
+if [ -n "$backports" ]; then
+    cat > /etc/apt/sources.list.d/node-bootstrap-backports.sources <<'SRC'
+# Added by node-bootstrap's scripts/setup.sh (test setup): Go 1.23
+# (golang-1.23-go), which containerd 2.1 and cri-tools 1.32 need.
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    echo "setup: added the bookworm-backports apt source (/etc/apt/sources.list.d/node-bootstrap-backports.sources) for golang-1.23-go"
+fi
+# Kubernetes' node conformance suite (tests/conformance/,
+# scripts/conformance.sh): its images served by Debian's docker-registry on
+# loopback (htpasswd from apache2-utils for the private one), pushed into
+# the registries' storage by skopeo (scripts/build-e2e-images.sh).
+need t docker-registry on_path docker-registry
+need t skopeo on_path skopeo
+need t apache2-utils on_path htpasswd
+# The suite's agnhost image carries Debian's curl and OpenBSD netcat, as the
+# upstream image carries Alpine's (its specs dial with `curl` and `nc -u`).
+need t curl on_path curl
+need t netcat-openbsd test -x /bin/nc.openbsd
 if [ ${#need_apt[@]} -gt 0 ]; then
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
@@ -212,7 +246,7 @@ fi
 # services; the tests start private ones.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     systemctl disable --now docker.service docker.socket containerd.service etcd.service \
-        prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
+        prometheus.service prometheus-node-exporter.service docker-registry.service >/dev/null 2>&1 || true
 fi
 
 if [ "$mode" = t ]; then
@@ -266,6 +300,21 @@ if [ "$mode" != s ]; then
         "seconds" "$root/scripts/build-busybox-image.sh"
 fi
 if [ "$mode" = t ]; then
+    # Today's Flatcar's containerd 2.1.4 and cri-tools 1.32 (crictl,
+    # critest), from their sources with Go 1.23 (cached by each source
+    # archive's hash; Debian's containerd 1.6.20 stays the other one tested).
+    step containerd2 "containerd 2.1.4 and cri-tools 1.32 (crictl, critest) from their sources (Go 1.23)" \
+        "building: runs once, about 4 minutes on 2 cores; then cached" \
+        nice -n 10 "$root/scripts/build-containerd2.sh"
+    # Kubernetes' own e2e.test, ginkgo, agnhost and nonewprivs from the same
+    # source (cached by the source package; about 10 minutes niced when it
+    # is not), then the suite's images as registry storage (seconds).
+    step e2e "Kubernetes' e2e.test and ginkgo from the same source (the node conformance suite)" \
+        "building: runs once, about 10 minutes on 2 cores" "$root/scripts/build-e2e.sh"
+    step e2e-images "the node conformance suite's images (agnhost, nonewprivs, nonroot, busybox, stand-ins)" \
+        "seconds" "$root/scripts/build-e2e-images.sh"
+fi
+if [ "$mode" = t ]; then
     # The VM tier's OS image, built from Debian packages (cached by its
     # inputs; 2-4 minutes when they change, see the script).
     step vm-image "the VM tier's OS image (mmdebstrap, Debian packages)" \
@@ -275,7 +324,7 @@ fi
 [ -z "$bg_pid" ] || finish_bg
 
 case $mode in
-    t) tools="dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save" ;;
+    t) tools="dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save docker-registry skopeo htpasswd" ;;
     d) tools="dockerd containerd gcc terraform unshare nsenter go etcd dpkg-source python3" ;;
     s) tools="unshare nsenter go gcc dbus-daemon" ;;
 esac

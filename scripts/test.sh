@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up and runs every test (needs root): the layering check of src/ (no
 # import circle between its top modules), the crates' unit tests, then the
-# five tiers of tests/ (README "Two commands"): inprocess (any user: temp
+# tiers of tests/ (docs/testing.md, "Tests in tiers"): inprocess (any user: temp
 # dirs, loopback servers, property tests, the real simplestreams tools),
 # host (root: private system bus, private dockerd), node (simulated nodes),
+# conformance (Kubernetes' node conformance suite on simulated nodes),
 # delivery (terraform, Ignition, push over SSH) and vm (QEMU machines: real
 # Ignition, kernel reboots, power cuts); then the mutation check of the node
 # tier's unit tests. Every tier runs even when an earlier one failed; the
@@ -39,10 +40,13 @@ step() {
 }
 
 step build cargo build --workspace --all-targets
+# The binary nodes run, static-pie (README "Does it fit your cluster?"):
+# the VM tier boots it, the static_binary tests read and run it.
+step static ./scripts/build-static.sh
 # The module graph of src/ stays one-way (docs/DEVELOPING.md, Layers).
 step layers python3 scripts/check-layers.py
 step unit cargo test --workspace --lib --no-fail-fast
-for tier in inprocess host node delivery vm; do
+for tier in inprocess host node conformance delivery vm; do
   step "$tier" cargo test --test "$tier" --no-fail-fast -- --include-ignored
 done
 # Each unit test on the simulated node must fail when the setting it checks

@@ -34,11 +34,13 @@ pub fn redirect_policy() -> reqwest::redirect::Policy {
     })
 }
 
-/// A client builder with the agent's user agent, [`redirect_policy`] and
-/// `connect_timeout`; the caller adds its read or request timeout (and,
+/// A client builder with the agent's user agent, [`redirect_policy`],
+/// `connect_timeout` and names resolved by [`crate::dns`] (never glibc's
+/// NSS); the caller adds its read or request timeout (and,
 /// for the API server, its TLS trust and no redirects at all).
 pub fn client_builder(connect_timeout: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
+        .dns_resolver(crate::dns::Resolver::default())
         .user_agent(USER_AGENT)
         .redirect(redirect_policy())
         .connect_timeout(connect_timeout)

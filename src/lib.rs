@@ -16,6 +16,7 @@ pub mod cli;
 pub(crate) mod clock;
 pub mod config;
 pub(crate) mod digest;
+pub(crate) mod dns;
 pub(crate) mod docker;
 pub mod error;
 pub(crate) mod fsutil;

@@ -7,6 +7,7 @@
 //! so `journalctl STEP=os-update` finds every line of a step.
 
 use clap::ValueEnum;
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
@@ -76,10 +77,36 @@ pub fn init(format: LogFormat, verbose: u8) -> bool {
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_target(false)
+                    .with_ansi(colour(
+                        std::io::stderr().is_terminal(),
+                        std::env::var_os("NO_COLOR").as_deref(),
+                    ))
                     .with_writer(std::io::stderr),
             )
             .try_init()
     };
     let _ = result;
     false
+}
+
+/// Whether text log lines get ANSI colours: only on a terminal, and not
+/// when `NO_COLOR` is set to anything but the empty string (no-color.org);
+/// a file or a pipe gets plain text.
+pub fn colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
+        assert!(!colour(false, Some(OsStr::new(""))));
+    }
 }

@@ -82,7 +82,7 @@ const AGENT_FILES: &[&str] = &[
     "/etc/containerd/config.toml",
 ];
 /// containerd.service's drop-in the agent writes, where it may be.
-const CONTAINERD_DROPIN: &str = "containerd.service.d/10-node-bootstrap.conf";
+const CONTAINERD_DROPIN: &str = "containerd.service.d/50-node-bootstrap.conf";
 
 /// Makes a worker of the rig (before boot) one with nothing to bootstrap,
 /// from `done`, a worker of the same runtime the agent bootstrapped: the

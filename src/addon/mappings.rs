@@ -19,7 +19,8 @@
 //! docker, containerd or both. A containerd list holds `major.minor`
 //! series, each one that can serve that Kubernetes' kubelet
 //! ([`crate::container_runtime::version::serves`]: 1.6 or newer from
-//! Kubernetes 1.26, 1.x up to 1.22); docker is needed only where docker
+//! Kubernetes 1.26, 1.3 to 1.7 from 1.10 up to 1.22, none before 1.10);
+//! docker is needed only where docker
 //! runs (up to 1.23), containerd's list only where the OS's containerd
 //! must be held to one (without it any containerd that serves the kubelet
 //! fits).

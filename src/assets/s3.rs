@@ -34,7 +34,9 @@ use std::time::Duration;
 /// chain (which includes instance metadata); the SDK's own retries are off
 /// because every call here goes through [`crate::retry`].
 pub async fn client(s3: &S3Settings) -> Result<Client> {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    // Names (S3's, the instance metadata service's) resolved without NSS.
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).http_client(crate::dns::aws_http_client());
     if let Some(r) = &s3.region {
         loader = loader.region(Region::new(r.clone()));
     }

@@ -18,12 +18,31 @@ pub enum ContainerdCommand {
         /// Print the choice as JSON.
         #[arg(long)]
         json: bool,
+        /// The runtime mappings to read (default: the node's, as the
+        /// config names them), e.g. on a machine that is not the node.
+        #[arg(long, value_name = "FILE")]
+        mappings: Option<std::path::PathBuf>,
     },
 }
 
 /// Runs [`crate::container_runtime::package::choose`] for `cluster_version`;
 /// prints it (JSON) or one line.
-pub fn choose(config: &Config, cluster_version: &str, json: bool) -> Result<u8> {
+pub fn choose(
+    config: &Config,
+    cluster_version: &str,
+    json: bool,
+    mappings: Option<&std::path::Path>,
+) -> Result<u8> {
+    let mut config = config.clone();
+    if let Some(m) = mappings {
+        if !m.exists() {
+            return Err(crate::error::Error::bad_input(format!(
+                "--mappings {}: no such file",
+                m.display()
+            )));
+        }
+        config.addon.mappings_file = Some(m.to_path_buf());
+    }
     let rules = crate::container_runtime::choice::decide(
         cluster_version,
         crate::container_runtime::choice::Requested::Containerd,

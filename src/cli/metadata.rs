@@ -1,7 +1,7 @@
 //! `node-bootstrap metadata generate|validate|find`: artifact metadata for
 //! private mirrors.
 
-use super::{Cli, load_or_defaults, runtime};
+use super::{Cli, load, runtime};
 use crate::error::{Error, Result, exit};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -12,6 +12,8 @@ pub enum MetadataCommand {
     /// and write streams/v1/index.json and the product file (signed twins
     /// with --sign-key).
     Generate {
+        /// The mirror's directory: artifacts below it, the metadata
+        /// written into its streams/v1/.
         dir: PathBuf,
         /// Sign the metadata with this OpenPGP secret key (armored; a
         /// passphrase, if any, in NODE_BOOTSTRAP_SIGN_PASSPHRASE).
@@ -19,7 +21,7 @@ pub enum MetadataCommand {
         sign_key: Option<PathBuf>,
     },
     /// Check a mirror end to end: metadata (signed first), then every item's
-    /// size and hash. LOCATION: a directory, file://, http(s):// or s3://bucket/prefix.
+    /// size and hash.
     Validate(ValidateArgs),
     /// Look an artifact up along the search path and say where it was found
     /// and why earlier locations did not serve it.
@@ -28,6 +30,8 @@ pub enum MetadataCommand {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
+    /// The mirror: a directory (relative to here, or absolute), file://,
+    /// http(s):// or s3://bucket/prefix.
     location: String,
     /// Accept a mirror that has only unsigned metadata.
     #[arg(long)]
@@ -38,7 +42,7 @@ pub struct ValidateArgs {
     keyring: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -64,7 +68,8 @@ pub struct FindArgs {
     #[arg(long)]
     major: Option<u64>,
     /// Development mode: search this directory of locally built
-    /// artifacts first (overrides sources.dev_dir).
+    /// artifacts first (overrides sources.dev_dir; relative to here, or
+    /// absolute).
     #[arg(long)]
     dev_dir: Option<PathBuf>,
     /// Download the item here (verified) as well.
@@ -72,7 +77,7 @@ pub struct FindArgs {
     fetch: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 pub(super) fn command(cli: &Cli, cmd: &MetadataCommand) -> Result<u8> {
@@ -104,11 +109,12 @@ fn metadata_generate(dir: &Path, sign_key: Option<&Path>) -> Result<u8> {
 
 fn metadata_validate(cli: &Cli, args: &ValidateArgs) -> Result<u8> {
     use crate::metadata;
-    let mut config = load_or_defaults(cli)?;
+    let mut config = load(cli)?;
     if let Some(k) = &args.keyring {
-        config.sources.keyring = Some(k.clone());
+        config.sources.keyring = Some(absolute(k)?);
     }
-    let loc = metadata::parse_validate_location(&config.metadata_inputs(), &args.location)?;
+    let loc =
+        metadata::parse_validate_location(&config.metadata_inputs(), &location(&args.location)?)?;
     let r = runtime()?.block_on(metadata::validate(
         &config.metadata_inputs(),
         &loc,
@@ -144,15 +150,9 @@ fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
     use crate::metadata;
     // Off the node too: without a config file, the default search path
     // (with --dev-dir, a directory of local builds first).
-    let mut config = load_or_defaults(cli)?;
+    let mut config = load(cli)?;
     if let Some(d) = &args.dev_dir {
-        if !d.is_absolute() {
-            return Err(Error::bad_input(format!(
-                "--dev-dir must be an absolute path, got {}",
-                d.display()
-            )));
-        }
-        config.sources.dev_dir = Some(d.clone());
+        config.sources.dev_dir = Some(absolute(d)?);
     }
     let wanted = match (&args.version, args.major) {
         (Some(v), _) => metadata::format::VersionMatch::Exact(v.clone()),
@@ -195,4 +195,20 @@ fn metadata_find(cli: &Cli, args: &FindArgs) -> Result<u8> {
         );
     }
     Ok(exit::SUCCESS)
+}
+
+/// A path given on the command line, relative to the working directory
+/// (as a shell user means it) unless absolute.
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p)
+        .map_err(|e| Error::bad_input(format!("{}: cannot make it absolute: {e}", p.display())))
+}
+
+/// `metadata validate`'s LOCATION: a URL or `s3://` as given; anything
+/// else is a directory, relative to the working directory unless absolute.
+fn location(s: &str) -> Result<String> {
+    if s.contains("://") || s.is_empty() {
+        return Ok(s.to_string());
+    }
+    Ok(absolute(Path::new(s))?.display().to_string())
 }

@@ -9,18 +9,23 @@
 
 mod addon;
 mod assets;
+mod check_config;
 mod containerd;
 mod follow;
+#[cfg(test)]
+mod help_text;
 mod helper;
+mod json_error;
 mod kubelet_sysext;
 mod metadata;
+mod preflight;
 mod status;
 mod upgrade;
 
 use crate::config::{Config, DEFAULT_CONFIG_PATH};
-use crate::error::{Error, Result, exit};
+use crate::error::{Result, exit};
 use crate::logging::{self, LogFormat};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 const EXIT_CODES_HELP: &str = "\
@@ -53,6 +58,10 @@ pub struct Cli {
     pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
+    /// Whether `--config` or `NODE_BOOTSTRAP_CONFIG` named the file (else
+    /// it is the default path, whose absence means the defaults: [`load`]).
+    #[arg(skip)]
+    pub config_named: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,9 +73,10 @@ pub enum Command {
     /// after a crash.
     Run,
     /// Run the checks `run` starts with (seed kubelet.env, kubeconfig,
-    /// clock, state dir, disk space, system bus) and print one line each;
-    /// changes nothing but the state dir, created if missing.
-    Preflight,
+    /// clock, state dir, disk space, system bus), then ask the API server
+    /// for its version over TLS trusted by the kubeconfig's CA, and print
+    /// one line each; changes nothing but the state dir, created if missing.
+    Preflight(preflight::PreflightArgs),
     /// Show where this node's bootstrap stands and why.
     Status(status::StatusArgs),
     /// Cluster assets: pull them from S3 (pull mode) or check pushed ones.
@@ -75,6 +85,8 @@ pub enum Command {
     /// Run a control-plane step once and mark it done (bootkube.service,
     /// tectonic.service).
     Helper {
+        /// The step: bootkube (bootkube.sh) or tectonic
+        /// (tectonic-wrapper.sh).
         #[arg(value_enum)]
         step: helper::HelperStep,
     },
@@ -97,18 +109,20 @@ pub enum Command {
     /// cluster-wide, rolled back when the node does not come back Ready.
     /// The ExecStart of node-bootstrap-follow.service (its timer).
     Follow(follow::FollowArgs),
-    /// Upgrade this agent to the newest version of its major (seed 003):
-    /// found through the metadata search path (`sources`), verified,
+    /// Upgrade this agent to the newest version of its major: found
+    /// through the metadata search path (`sources`), verified,
     /// checked to run here, installed over agent.binary with the previous
     /// one kept for --rollback.
     Upgrade(upgrade::UpgradeArgs),
-    /// Validate the configuration file and print the settings in effect as
-    /// a config file (every field, defaults filled in; helpers' docker env
-    /// values redacted).
-    CheckConfig,
-    /// Print the version (--json: version, arch, the versions an upgrade
-    /// takes without --major).
+    /// Validate the configuration file and what the node reads beside it
+    /// (the runtime mappings, the keyring a signed source needs), and
+    /// print the settings in effect as a config file (every field,
+    /// defaults filled in; helpers' docker env values redacted).
+    CheckConfig(check_config::CheckConfigArgs),
+    /// Print the version.
     Version {
+        /// Print version, arch and the versions an upgrade takes without
+        /// --major as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -116,7 +130,7 @@ pub enum Command {
 
 /// Parses the process arguments, runs the command, returns the exit code.
 pub fn main() -> u8 {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -128,9 +142,13 @@ pub fn main() -> u8 {
         }
     };
     let to_journald = logging::init(cli.log_format, cli.verbose);
+    let json = json_error::wanted(&cli.command);
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
+            if json {
+                json_error::print(&e);
+            }
             if to_journald {
                 tracing::error!(
                     message_id = crate::message_ids::COMMAND_FAILED,
@@ -145,7 +163,38 @@ pub fn main() -> u8 {
     }
 }
 
+/// The command line's definition, every subcommand's `--help` ending
+/// with the exit codes as the top level's does.
+fn command() -> clap::Command {
+    fn with_exit_codes(cmd: clap::Command) -> clap::Command {
+        cmd.mut_subcommands(|sub| with_exit_codes(sub.after_long_help(EXIT_CODES_HELP)))
+    }
+    with_exit_codes(Cli::command())
+}
+
+/// The command line, noting whether the config file was named.
+fn parse() -> std::result::Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.config_named =
+        matches.value_source("config") != Some(clap::parser::ValueSource::DefaultValue);
+    Ok(cli)
+}
+
+/// The config every command but `status` runs with: the file; when no
+/// file is at the default path (and none was named), the defaults, said
+/// once on stderr; a named file that is missing, or any file that does
+/// not read, is exit 4. (`status` shows what it can read whatever the
+/// file says.)
 fn load(cli: &Cli) -> Result<Config> {
+    if !cli.config_named && !cli.config.exists() {
+        tracing::warn!(
+            path = %cli.config.display(),
+            "no config file at {}: using the defaults (name one with --config or NODE_BOOTSTRAP_CONFIG)",
+            cli.config.display()
+        );
+        return Ok(Config::defaults());
+    }
     Config::load(&cli.config)
 }
 
@@ -194,16 +243,6 @@ fn print_json_or(json: bool, value: &impl serde::Serialize, line: impl FnOnce() 
     }
 }
 
-/// The config if its file exists, else the defaults (mirror tools run on
-/// operators' machines, which have no agent config).
-fn load_or_defaults(cli: &Cli) -> Result<Config> {
-    if cli.config.exists() {
-        load(cli)
-    } else {
-        Ok(Config::defaults())
-    }
-}
-
 fn dispatch(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::Version { json } => {
@@ -218,14 +257,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Upgrade(args) => published(&cli, crate::metrics::Command::Upgrade, true, |c| {
             upgrade::command(c, args)
         }),
-        Command::CheckConfig => {
-            let config = load(&cli)?;
-            let shown = serde_json::to_string_pretty(&config.to_raw())
-                .map_err(|e| Error::internal(format!("failed to show the settings: {e}")))?;
-            eprintln!("config ok: {}", cli.config.display());
-            println!("{shown}");
-            Ok(exit::SUCCESS)
-        }
+        Command::CheckConfig(args) => check_config::check_config(&cli, args),
         Command::Run => {
             // systemd's notification socket: `STATUS=` shows why a run
             // failed, bad config included.
@@ -248,11 +280,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             }
             Ok(code)
         }
-        Command::Preflight => {
-            let config = load(&cli)?;
-            runtime()?.block_on(crate::flow::command::preflight(&config))?;
-            Ok(exit::SUCCESS)
-        }
+        Command::Preflight(args) => preflight::command(&load(&cli)?, args),
         Command::Status(args) => status::command(&cli, args),
         Command::Assets(cmd) => assets::command(&cli, cmd),
         Command::Helper { step } => helper::command(&cli, *step),
@@ -268,7 +296,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Containerd(containerd::ContainerdCommand::Choose {
             cluster_version,
             json,
-        }) => containerd::choose(&load(&cli)?, cluster_version, *json),
+            mappings,
+        }) => containerd::choose(&load(&cli)?, cluster_version, *json, mappings.as_deref()),
         Command::Metadata(cmd) => metadata::command(&cli, cmd),
         Command::Follow(args) if args.converge => follow::command(&load(&cli)?, args),
         Command::Follow(args) => published(&cli, crate::metrics::Command::Follow, true, |c| {

@@ -5,16 +5,33 @@
 //! an operator). Image tags cannot hold `+`, so the kubelet image tag is the
 //! version with `+` turned into `_` (`v1.9.6_coreos.0`).
 //!
-//! Skew policy (Kubernetes "Version Skew Policy", docs/formats.md §3): the
-//! kubelet must never be newer than kube-apiserver and at most three minor
-//! versions older; majors must match. Patch levels and suffixes do not count.
+//! Skew policy (Kubernetes "Version Skew Policy",
+//! https://kubernetes.io/releases/version-skew-policy/, docs/formats.md §3):
+//! the kubelet must never be newer than kube-apiserver; it may be up to
+//! three minor versions older, "kubelet < 1.25 may only be up to two minor
+//! versions older" (so a lag of three needs a kubelet of 1.25 or newer, and
+//! an API server of 1.28 or newer); majors must match. Patch levels and
+//! suffixes do not count.
 
 use crate::error::{Error, Result};
 use std::cmp::Ordering;
 use std::fmt;
 
-/// How many minor versions a kubelet may lag behind the API server.
+/// How many minor versions a kubelet may lag behind the API server at
+/// most (a kubelet of 1.25 or newer; [`max_lag_for`]).
 pub const MAX_KUBELET_MINOR_LAG: u64 = 3;
+/// The first kubelet minor allowed a lag of [`MAX_KUBELET_MINOR_LAG`];
+/// older kubelets may lag two.
+pub const THREE_MINOR_LAG_FROM: u64 = 25;
+
+/// How many minors a kubelet of `kubelet_minor` (major 1) may lag.
+pub fn max_lag_for(kubelet_minor: u64) -> u64 {
+    if kubelet_minor >= THREE_MINOR_LAG_FROM {
+        MAX_KUBELET_MINOR_LAG
+    } else {
+        2
+    }
+}
 
 /// A parsed Kubernetes version. Only major, minor and patch take part in
 /// comparisons; `pre` and `build` are kept for display.
@@ -37,7 +54,7 @@ impl KubeVersion {
         let t = s.trim();
         if t != s || t.is_empty() {
             return Err(format!(
-                "{s:?} is not a Kubernetes version (expected e.g. v1.9.6+coreos.0)"
+                "{s:?} is not a Kubernetes version (expected e.g. v1.31.4 or v1.9.6+coreos.0)"
             ));
         }
         let body = t.strip_prefix('v').unwrap_or(t);
@@ -49,7 +66,9 @@ impl KubeVersion {
             Some((c, pre)) => (c, Some(pre)),
             None => (body, None),
         };
-        let bad = || format!("{s:?} is not a Kubernetes version (expected e.g. v1.9.6+coreos.0)");
+        let bad = || {
+            format!("{s:?} is not a Kubernetes version (expected e.g. v1.31.4 or v1.9.6+coreos.0)")
+        };
         let nums: Vec<&str> = core.split('.').collect();
         if nums.len() != 3 {
             return Err(bad());
@@ -132,7 +151,7 @@ pub fn check_skew(kubelet: &str, apiserver: &str) -> Result<()> {
         Err(Error::refused(format!(
             "version skew: kubelet {kubelet} cannot join API server {apiserver}: {why} \
              (Kubernetes version-skew policy: the kubelet must not be newer than \
-             kube-apiserver and at most {MAX_KUBELET_MINOR_LAG} minor versions older)"
+             kube-apiserver and at most 3 minor versions older, 2 for a kubelet before 1.25)"
         )))
     })
 }
@@ -153,11 +172,13 @@ pub fn skew_violation(kubelet: &KubeVersion, apiserver: &KubeVersion) -> Option<
         ));
     }
     let lag = apiserver.minor - kubelet.minor;
-    if lag > MAX_KUBELET_MINOR_LAG {
+    let allowed = max_lag_for(kubelet.minor);
+    if lag > allowed {
         return Some(format!(
-            "the kubelet is {lag} minor versions older ({} < {})",
+            "the kubelet is {lag} minor versions older ({} < {}; a {} kubelet may lag {allowed})",
             kubelet.minor_key(),
-            apiserver.minor_key()
+            apiserver.minor_key(),
+            kubelet.minor_key()
         ));
     }
     None
@@ -264,11 +285,33 @@ mod tests {
             ("v1.9.6+coreos.0", "v1.9.6+coreos.0"),
             ("v1.9.9", "v1.9.1"), // patch newer is fine
             ("v1.8.0", "v1.9.6"),
-            ("v1.6.4", "v1.9.6"),
+            ("v1.7.4", "v1.9.6"),
             ("1.10.2", "v1.10.0-beta.1"),
+            ("v1.25.0", "v1.28.3"),
+            ("v1.29.1", "v1.32.0"),
         ] {
             check_skew(k, a).unwrap_or_else(|e| panic!("{k} vs {a}: {e}"));
         }
+    }
+
+    #[test]
+    fn a_kubelet_before_1_25_may_lag_only_two_minors() {
+        // "kubelet < 1.25 may only be up to two minor versions older"
+        for (k, a) in [
+            ("v1.6.4", "v1.9.6"),
+            ("v1.17.0", "v1.20.2"),
+            ("v1.24.9", "v1.27.0"),
+        ] {
+            let e = check_skew(k, a).unwrap_err();
+            assert_eq!(e.class(), ErrorClass::Refused);
+            assert!(
+                e.to_string().contains("minor versions older")
+                    && e.to_string().contains("may lag 2"),
+                "{k} vs {a}: {e}"
+            );
+        }
+        assert_eq!(max_lag_for(24), 2);
+        assert_eq!(max_lag_for(25), 3);
     }
 
     #[test]
@@ -287,8 +330,9 @@ mod tests {
         let e = check_skew("v1.5.7", "v1.9.6").unwrap_err();
         assert_eq!(e.class(), ErrorClass::Refused);
         assert!(
-            e.to_string()
-                .contains("the kubelet is 4 minor versions older (1.5 < 1.9)"),
+            e.to_string().contains(
+                "the kubelet is 4 minor versions older (1.5 < 1.9; a 1.5 kubelet may lag 2)"
+            ),
             "{e}"
         );
         let e = check_skew("v2.0.0", "v1.9.6").unwrap_err();

@@ -18,6 +18,10 @@ use crate::settings::{FieldResult, Paths, RawPaths, Role};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub mod checks;
+#[cfg(test)]
+mod field_names;
+
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
 
@@ -285,6 +289,7 @@ impl Config {
                 == crate::cluster::config::Credential::BootstrapToken,
             master: !matches!(self.role, crate::settings::Role::Worker),
             sandbox_image: self.runtime.sandbox_image.as_deref(),
+            containerd_sandbox_image: self.runtime.containerd_sandbox_image(),
         }
     }
 

@@ -4,7 +4,10 @@
 //! removed (CHANGELOG-1.24.md, #97252); containerd speaks CRI to every
 //! kubelet the agent configures. `auto` takes docker up to 1.23, as
 //! Tectonic's and Container Linux's nodes ran, and containerd from 1.24.
-//! A kubelet speaks CRI v1alpha2 up to 1.22, prefers v1 from 1.23 and
+//! A kubelet speaks CRI v1alpha1 in 1.8 and 1.9 (containerd's RELEASES.md:
+//! "v1.0 (w/ cri-containerd) | 1.7, 1.8, 1.9 | v1alpha1"; the proto's
+//! `package runtime;`), so `containerd` is refused there. It speaks CRI
+//! v1alpha2 from 1.10 up to 1.22, prefers v1 from 1.23 and
 //! speaks only v1 from 1.26 (CHANGELOG-1.23.md #106501, CHANGELOG-1.26.md
 //! #110618); containerd 1.6 and 1.7 serve both, 2.0 only v1, so which API
 //! a runtime must serve is checked against the runtime itself
@@ -16,6 +19,9 @@ use crate::kubelet_config::table::Minor;
 
 /// The last Kubernetes with dockershim.
 pub const LAST_DOCKERSHIM: Minor = Minor(1, 23);
+/// The first Kubernetes whose kubelet speaks a CRI containerd serves
+/// (v1alpha2; 1.8 and 1.9 spoke v1alpha1).
+pub const FIRST_CONTAINERD: Minor = Minor(1, 10);
 
 /// What configuration asks for (`runtime.name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -49,6 +55,12 @@ impl Runtime {
 pub fn choose(requested: Requested, v: Minor) -> Result<Runtime> {
     match requested {
         Requested::Auto if v <= LAST_DOCKERSHIM => Ok(Runtime::Docker),
+        Requested::Containerd if v < FIRST_CONTAINERD => Err(Error::refused(format!(
+            "runtime.name is \"containerd\" but the cluster runs Kubernetes {v}, whose kubelet \
+             speaks CRI v1alpha1 (package runtime), which only cri-containerd 1.0 served; containerd \
+             serves CRI v1alpha2 from 1.1, for Kubernetes {FIRST_CONTAINERD} on (containerd's \
+             RELEASES.md, \"Kubernetes Support\"): set runtime.name to \"docker\" or \"auto\""
+        ))),
         Requested::Auto | Requested::Containerd => Ok(Runtime::Containerd),
         Requested::Docker if v <= LAST_DOCKERSHIM => Ok(Runtime::Docker),
         Requested::Docker => Err(Error::refused(format!(
@@ -59,9 +71,12 @@ pub fn choose(requested: Requested, v: Minor) -> Result<Runtime> {
     }
 }
 
-/// The CRI APIs a kubelet of `v` can speak, the one it prefers first.
+/// The CRI APIs a kubelet of `v` can speak, the one it prefers first
+/// (none the agent probes before 1.10: v1alpha1).
 pub fn kubelet_apis(v: Minor) -> &'static [CriApi] {
-    if v <= Minor(1, 22) {
+    if v < FIRST_CONTAINERD {
+        &[]
+    } else if v <= Minor(1, 22) {
         &[CriApi::V1alpha2]
     } else if v <= Minor(1, 25) {
         &[CriApi::V1, CriApi::V1alpha2]
@@ -129,6 +144,21 @@ mod tests {
     }
 
     #[test]
+    fn containerd_for_a_v1alpha1_kubelet_is_refused_by_name() {
+        for m in [8, 9] {
+            let err = choose(Requested::Containerd, Minor(1, m)).unwrap_err();
+            assert_eq!(err.class(), crate::error::ErrorClass::Refused);
+            assert!(err.to_string().contains("speaks CRI v1alpha1"), "{err}");
+        }
+        assert_eq!(
+            choose(Requested::Containerd, Minor(1, 10)).unwrap(),
+            Runtime::Containerd
+        );
+        assert!(kubelet_apis(Minor(1, 9)).is_empty());
+        assert_eq!(kubelet_apis(Minor(1, 10)), [CriApi::V1alpha2]);
+    }
+
+    #[test]
     fn docker_on_1_24_is_refused_by_name() {
         let err = choose(Requested::Docker, Minor(1, 24)).unwrap_err();
         assert_eq!(err.class(), crate::error::ErrorClass::Refused);
@@ -146,6 +176,8 @@ mod tests {
             },
             apis: apis.to_vec(),
             config: None,
+            cgroup_driver: None,
+            server: None,
         }
     }
 

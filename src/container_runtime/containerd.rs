@@ -5,12 +5,16 @@
 //! kubelet is given, the pod sandbox image, the snapshotter, and the CNI
 //! directories the node's network add-on writes to.
 //!
-//! No `imports`: containerd 1.6 merges an imported file by replacing each
-//! plugin's whole section (seen with `containerd config dump`: a fragment
-//! that sets the CRI plugin's snapshotter drops the sandbox image, the
-//! CNI directories and `SystemdCgroup` of the main file), so a fragment
-//! could not add to the agent's settings, only silently undo them. An
-//! operator who needs more writes the whole file (see below).
+//! No `imports`, and the file's first line says so. containerd 1.6 merges
+//! an imported file by replacing each plugin's whole section: with a
+//! fragment that sets only the CRI plugin's `registry.config_path`,
+//! `containerd config dump` of 1.6.20 shows the sandbox image back at its
+//! default, `SystemdCgroup` false and the CNI directories at theirs, while
+//! 2.1.4 keeps the main file's keys and adds the fragment's
+//! (`tests/host/containerd_cri.rs` runs both). A fragment could thus not
+//! add to the agent's settings on 1.6/1.7, only silently undo them. An
+//! operator who needs more writes the whole file and sets
+//! `runtime.containerd.existing_config: use` (see below).
 //!
 //! Which file containerd reads is chosen by a drop-in of
 //! `containerd.service` that sets `CONTAINERD_CONFIG` (Flatcar's unit runs
@@ -21,8 +25,11 @@
 //! there without it is the operator's, never overwritten.
 
 /// The first line of every file the agent writes.
-pub const MARKER: &str =
-    "# Written by node-bootstrap; replaced on the next bootstrap. Add settings in conf.d/*.toml.";
+pub const MARKER: &str = "# Written by node-bootstrap; replaced on the next bootstrap. containerd reads no other file with it (no imports): to change it, replace it with your own (runtime.containerd.existing_config: use).";
+/// First lines of files earlier agents wrote (still the agent's own).
+pub const OLD_MARKERS: &[&str] = &[
+    "# Written by node-bootstrap; replaced on the next bootstrap. Add settings in conf.d/*.toml.",
+];
 
 /// What the file says, beyond Flatcar's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +90,9 @@ state = \"/run/containerd\"
 
 /// Whether a file found at the config's path is the agent's own.
 pub fn is_ours(text: &str) -> bool {
-    text.lines().next() == Some(MARKER)
+    text.lines()
+        .next()
+        .is_some_and(|l| l == MARKER || OLD_MARKERS.contains(&l))
 }
 
 /// The `containerd.service` drop-in that makes containerd read `path`.
@@ -93,6 +102,11 @@ pub fn service_dropin(path: &str) -> String {
          [Service]\n\
          Environment=CONTAINERD_CONFIG={path}\n"
     )
+}
+
+/// Whether a drop-in's text is one the agent wrote.
+pub fn is_our_dropin(text: &str) -> bool {
+    text.starts_with("# Written by node-bootstrap")
 }
 
 /// Whether `s` reads as an image reference (`[host[:port]/]path[:tag][@digest]`,
@@ -173,7 +187,7 @@ mod tests {
         let text = render(&config());
         assert!(is_ours(&text));
         assert!(text.contains("\nversion = 2\n"), "{text}");
-        assert!(!text.contains("imports"), "{text}");
+        assert!(!text.contains("imports ="), "{text}");
         assert!(text.contains("snapshotter = \"overlayfs\""), "{text}");
         assert!(
             text.contains("[grpc]\n  address = \"/run/containerd/containerd.sock\""),
@@ -204,6 +218,9 @@ mod tests {
         assert!(!is_ours("version = 2\n"));
         assert!(!is_ours(&format!("\n{MARKER}\n")));
         assert!(!is_ours(""));
+        // An earlier agent's file is still the agent's (and is rewritten).
+        assert!(is_ours(&format!("{}\nversion = 2\n", OLD_MARKERS[0])));
+        assert!(!MARKER.contains("conf.d"), "the file promises no imports");
     }
 
     #[test]

@@ -20,6 +20,27 @@
 //! containerd before 1.6 only v1alpha2. The kubelet speaks only v1 from
 //! Kubernetes 1.26, so the flow asks which APIs a runtime serves before it
 //! lets such a kubelet start.
+//!
+//! What the runtime runs with, learnt three ways, each of which holds for
+//! containerd 1.6, 1.7 and 2.x alike (read from containerd's source):
+//!
+//! - the verbose `Status`'s `config` entry, the CRI plugin's configuration
+//!   as JSON. In 1.6/1.7 that is the whole CRI plugin config (`sandboxImage`
+//!   at its top level, `containerd.runtimes.*.options`, `cni.confDir`;
+//!   `pkg/cri/config/config.go` `PluginConfig`). In 2.x it is the runtime
+//!   plugin's config only (`internal/cri/server/status.go` marshals
+//!   `criconfig.Config`, which embeds `RuntimeConfig`): the runtimes and the
+//!   CNI directories are there, the sandbox image is not (it moved to the
+//!   images plugin, `io.containerd.cri.v1.images` `pinned_images.sandbox`,
+//!   where no CRI call shows it). [`ConfigSeen`] keeps "not reported"
+//!   apart from any value.
+//! - `RuntimeConfig` (CRI v1 only; containerd 2.0 on, `internal/cri/server/
+//!   runtime_config_linux.go`): the cgroup driver the runtime uses, as a
+//!   kubelet from 1.31 asks it (KEP-4033). Older runtimes answer
+//!   UNIMPLEMENTED.
+//! - the process that serves the socket (`SO_PEERCRED`) and the config file
+//!   on its command line (`--config`, else containerd's default
+//!   `/etc/containerd/config.toml`): which file it read.
 
 use crate::error::{Error, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -31,7 +52,9 @@ use std::time::Duration;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
 pub enum CriApi {
-    /// `runtime.v1alpha2`: kubelet 1.20 to 1.25.
+    /// `runtime.v1alpha2`: kubelet 1.10 to 1.25 (containerd's RELEASES.md,
+    /// "Kubernetes Support": v1alpha2 from Kubernetes 1.10; 1.8 and 1.9
+    /// spoke v1alpha1, which no containerd the agent configures serves).
     #[serde(rename = "v1alpha2")]
     V1alpha2,
     /// `runtime.v1`: kubelet 1.23 on; the only one from 1.26.
@@ -64,6 +87,36 @@ impl CriApi {
     }
 }
 
+/// The cgroup driver a runtime says it uses (`RuntimeConfigResponse`'s
+/// `linux.cgroup_driver`: `SYSTEMD = 0`, `CGROUPFS = 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupDriver {
+    Systemd,
+    Cgroupfs,
+}
+
+impl CgroupDriver {
+    pub fn name(self) -> &'static str {
+        match self {
+            CgroupDriver::Systemd => "systemd",
+            CgroupDriver::Cgroupfs => "cgroupfs",
+        }
+    }
+}
+
+/// The process serving the socket, and the config file it was started with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ServerProcess {
+    pub pid: i32,
+    /// `--config`/`-c` of its command line, else containerd's default
+    /// ([`DEFAULT_CONFIG`]); `None` when the command line could not be read.
+    pub config_file: Option<std::path::PathBuf>,
+}
+
+/// The file containerd reads when started without `--config`.
+pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
+
 /// What the runtime answered to `Version`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct RuntimeVersion {
@@ -94,35 +147,71 @@ pub struct RuntimeAnswer {
     /// reports it (containerd's CRI plugin does; `None` for a runtime that
     /// does not say).
     pub config: Option<ConfigSeen>,
+    /// The cgroup driver its `RuntimeConfig` answers (containerd 2.0 on;
+    /// `None`: not served).
+    pub cgroup_driver: Option<CgroupDriver>,
+    /// Who serves the socket (`None`: the peer's credentials could not be
+    /// read).
+    pub server: Option<ServerProcess>,
 }
 
 /// What containerd's CRI plugin says it runs with (the `config` entry of
 /// a verbose `Status`: its CRI configuration as JSON). Each is `None`
-/// where the answer did not say.
+/// where the answer did not say (module docs: containerd 2.x has no
+/// `sandboxImage` and no default `snapshotter` there).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ConfigSeen {
+    /// The default runtime's name (`containerd.defaultRuntimeName`).
+    pub default_runtime: Option<String>,
+    /// Whether the default runtime is reported (`containerd.runtimes.<it>`).
+    pub default_runtime_reported: bool,
     /// The default runtime's `SystemdCgroup` option: whether runc places
     /// containers through systemd (the kubelet's cgroup driver must agree).
+    /// `None` with the runtime reported: the option is not set (runc's
+    /// default, cgroupfs).
     pub systemd_cgroup: Option<bool>,
     pub sandbox_image: Option<String>,
     pub snapshotter: Option<String>,
     pub cni_conf_dir: Option<String>,
+    pub cni_bin_dir: Option<String>,
 }
 
 impl ConfigSeen {
     /// Reads containerd's JSON; `None` when it is not JSON.
-    fn from_json(text: &str) -> Option<ConfigSeen> {
+    pub fn from_json(text: &str) -> Option<ConfigSeen> {
         let v: serde_json::Value = serde_json::from_str(text).ok()?;
         let str_at = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).map(str::to_string);
-        let default_runtime =
-            str_at("/containerd/defaultRuntimeName").unwrap_or_else(|| "runc".into());
-        let options = format!("/containerd/runtimes/{default_runtime}/options/SystemdCgroup");
+        let default_runtime = str_at("/containerd/defaultRuntimeName");
+        let name = default_runtime.as_deref().unwrap_or("runc");
+        let runtime = v.pointer(&format!("/containerd/runtimes/{name}"));
         Some(ConfigSeen {
-            systemd_cgroup: v.pointer(&options).and_then(|x| x.as_bool()),
+            default_runtime_reported: runtime.is_some_and(|r| r.is_object()),
+            systemd_cgroup: runtime
+                .and_then(|r| r.pointer("/options/SystemdCgroup"))
+                .and_then(|x| x.as_bool()),
+            default_runtime,
             sandbox_image: str_at("/sandboxImage"),
             snapshotter: str_at("/containerd/snapshotter"),
             cni_conf_dir: str_at("/cni/confDir"),
+            // 2.x reports `binDirs` (a list) beside the deprecated `binDir`.
+            cni_bin_dir: str_at("/cni/binDir").filter(|d| !d.is_empty()).or_else(|| {
+                v.pointer("/cni/binDirs")
+                    .and_then(|x| x.as_array())
+                    .and_then(|a| a.first())
+                    .and_then(|x| x.as_str())
+                    .map(str::to_string)
+            }),
         })
+    }
+
+    /// The cgroup driver the default runtime's options say, when the
+    /// runtime is reported (runc's default is cgroupfs).
+    pub fn cgroup_driver(&self) -> Option<CgroupDriver> {
+        match (self.default_runtime_reported, self.systemd_cgroup) {
+            (_, Some(true)) => Some(CgroupDriver::Systemd),
+            (true, _) | (_, Some(false)) => Some(CgroupDriver::Cgroupfs),
+            (false, None) => None,
+        }
     }
 }
 
@@ -151,7 +240,12 @@ pub async fn ask(socket: &Path, timeout: Duration) -> Result<RuntimeAnswer> {
             ))
         })?;
     let answers = asked.map_err(|e| e.context(at()))?;
-    let (answers, config) = answers;
+    let Asked {
+        answers,
+        config,
+        cgroup_driver,
+        server,
+    } = answers;
     let mut apis = Vec::new();
     let mut version = None;
     for (api, answer) in answers {
@@ -165,6 +259,8 @@ pub async fn ask(socket: &Path, timeout: Duration) -> Result<RuntimeAnswer> {
             version,
             apis,
             config,
+            cgroup_driver,
+            server,
         }),
         None => Err(Error::refused(format!(
             "{} serves no CRI API the kubelet speaks (neither runtime.v1 nor runtime.v1alpha2 answers Version)",
@@ -173,12 +269,23 @@ pub async fn ask(socket: &Path, timeout: Duration) -> Result<RuntimeAnswer> {
     }
 }
 
-type Answers = (Vec<(CriApi, Option<RuntimeVersion>)>, Option<ConfigSeen>);
+/// Everything one connection learnt.
+struct Asked {
+    answers: Vec<(CriApi, Option<RuntimeVersion>)>,
+    config: Option<ConfigSeen>,
+    cgroup_driver: Option<CgroupDriver>,
+    server: Option<ServerProcess>,
+}
 
-async fn ask_all(socket: &Path) -> Result<Answers> {
+async fn ask_all(socket: &Path) -> Result<Asked> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
         .map_err(|e| Error::retryable(format!("cannot connect: {e}")))?;
+    let server = stream
+        .peer_cred()
+        .ok()
+        .and_then(|c| c.pid())
+        .map(server_process);
     let (client, connection) = h2::client::handshake(stream)
         .await
         .map_err(|e| Error::retryable(format!("HTTP/2 handshake failed: {e}")))?;
@@ -188,34 +295,133 @@ async fn ask_all(socket: &Path) -> Result<Answers> {
     });
     let result = ask_on(client).await;
     conn.abort();
-    result
+    result.map(|mut asked| {
+        asked.server = server;
+        asked
+    })
 }
 
-async fn ask_on(client: h2::client::SendRequest<Bytes>) -> Result<Answers> {
-    let mut out = Vec::new();
+/// The process `pid` and the config file of its command line.
+fn server_process(pid: i32) -> ServerProcess {
+    let config_file = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|raw| {
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            config_of_command_line(&args)
+        });
+    ServerProcess { pid, config_file }
+}
+
+/// The config file containerd's command line names (`--config X`,
+/// `--config=X`, `-c X`, `-c=X`; Go's flag syntax also takes one dash for
+/// the long name), else [`DEFAULT_CONFIG`].
+pub fn config_of_command_line(args: &[String]) -> std::path::PathBuf {
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        let name = a.trim_start_matches('-');
+        if a.starts_with('-') && (name == "config" || name == "c") {
+            if let Some(v) = it.next() {
+                return v.into();
+            }
+        } else if a.starts_with('-')
+            && let Some(v) = name
+                .strip_prefix("config=")
+                .or_else(|| name.strip_prefix("c="))
+        {
+            return v.into();
+        }
+    }
+    DEFAULT_CONFIG.into()
+}
+
+async fn ask_on(client: h2::client::SendRequest<Bytes>) -> Result<Asked> {
+    let mut asked = Asked {
+        answers: Vec::new(),
+        config: None,
+        cgroup_driver: None,
+        server: None,
+    };
     for api in CriApi::ALL {
         match call(client.clone(), api).await {
-            Ok(v) => out.push((api, Some(v))),
-            Err(CallError::Unimplemented) => out.push((api, None)),
+            Ok(v) => asked.answers.push((api, Some(v))),
+            Err(CallError::Unimplemented) => asked.answers.push((api, None)),
             Err(CallError::Failed(e)) => {
                 return Err(e.context(format!("CRI {} Version", api.name())));
             }
         }
     }
-    let Some(api) = out.iter().find(|(_, v)| v.is_some()).map(|(api, _)| *api) else {
-        return Ok((out, None));
+    let served = |a: CriApi| {
+        asked
+            .answers
+            .iter()
+            .any(|(api, v)| *api == a && v.is_some())
     };
+    let Some(api) = CriApi::ALL.into_iter().find(|a| served(*a)) else {
+        return Ok(asked);
+    };
+    if served(CriApi::V1) {
+        asked.cgroup_driver = match unary(client.clone(), RUNTIME_CONFIG_PATH, &[]).await {
+            Ok(message) => Some(decode_runtime_config(&message)?),
+            Err(CallError::Unimplemented) => None,
+            Err(CallError::Failed(e)) => return Err(e.context("CRI v1 RuntimeConfig")),
+        };
+    }
     let status = match unary(client, api.status_path(), STATUS_VERBOSE).await {
         Ok(message) => message,
-        Err(CallError::Unimplemented) => return Ok((out, None)),
+        Err(CallError::Unimplemented) => return Ok(asked),
         Err(CallError::Failed(e)) => return Err(e.context(format!("CRI {} Status", api.name()))),
     };
     let info = decode_status_info(&status)?;
-    let config = info
+    asked.config = info
         .iter()
         .find(|(k, _)| k == "config")
         .and_then(|(_, v)| ConfigSeen::from_json(v));
-    Ok((out, config))
+    Ok(asked)
+}
+
+/// CRI v1's `RuntimeConfig` (Kubernetes 1.28 on; no v1alpha2 twin).
+const RUNTIME_CONFIG_PATH: &str = "/runtime.v1.RuntimeService/RuntimeConfig";
+
+/// `RuntimeConfigResponse { LinuxRuntimeConfiguration linux = 1; }`,
+/// `LinuxRuntimeConfiguration { CgroupDriver cgroup_driver = 1; }`, with
+/// `enum CgroupDriver { SYSTEMD = 0; CGROUPFS = 1; }`: an absent field is
+/// its zero value, systemd.
+fn decode_runtime_config(buf: &[u8]) -> Result<CgroupDriver> {
+    const WHAT: &str = "RuntimeConfigResponse";
+    let bad = |why: &str| Error::retryable(format!("malformed CRI {WHAT}: {why}"));
+    let mut driver = 0;
+    for (field, linux) in delimited_fields(buf, WHAT)? {
+        if field != 1 {
+            continue;
+        }
+        let mut rest = linux;
+        while !rest.is_empty() {
+            let key = get_varint(&mut rest).ok_or_else(|| bad("truncated field key"))?;
+            match (key >> 3, key & 7) {
+                (1, 0) => driver = get_varint(&mut rest).ok_or_else(|| bad("truncated varint"))?,
+                // Anything else a newer runtime adds: skipped as protobuf does.
+                (_, 0) => {
+                    get_varint(&mut rest).ok_or_else(|| bad("truncated varint"))?;
+                }
+                (_, 2) => {
+                    let len = get_varint(&mut rest).ok_or_else(|| bad("truncated length"))?;
+                    rest = rest
+                        .get(len as usize..)
+                        .ok_or_else(|| bad("truncated field"))?;
+                }
+                (_, wire) => return Err(bad(&format!("wire type {wire}"))),
+            }
+        }
+    }
+    match driver {
+        0 => Ok(CgroupDriver::Systemd),
+        1 => Ok(CgroupDriver::Cgroupfs),
+        n => Err(bad(&format!("unknown cgroup driver {n}"))),
+    }
 }
 
 enum CallError {
@@ -527,6 +733,80 @@ mod tests {
             err.to_string().contains("says 9 bytes and holds 2"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_config_of_1_6_and_of_2_x_read_apart() {
+        // containerd 1.6's shape (pkg/cri/config PluginConfig at the top).
+        let v16 = r#"{"containerd":{"snapshotter":"native","defaultRuntimeName":"runc",
+            "runtimes":{"runc":{"runtimeType":"io.containerd.runc.v2","options":{"SystemdCgroup":true}}}},
+            "cni":{"binDir":"/opt/cni/bin","confDir":"/etc/kubernetes/cni/net.d"},
+            "sandboxImage":"registry.k8s.io/pause:3.10"}"#;
+        let c = ConfigSeen::from_json(v16).unwrap();
+        assert_eq!(
+            c.sandbox_image.as_deref(),
+            Some("registry.k8s.io/pause:3.10")
+        );
+        assert_eq!(c.snapshotter.as_deref(), Some("native"));
+        assert_eq!(c.cgroup_driver(), Some(CgroupDriver::Systemd));
+        assert_eq!(c.cni_bin_dir.as_deref(), Some("/opt/cni/bin"));
+        // 2.x: the runtime plugin's config, no sandbox image, binDirs.
+        let v2 = r#"{"containerd":{"defaultRuntimeName":"runc",
+            "runtimes":{"runc":{"runtimeType":"io.containerd.runc.v2","options":{}}}},
+            "cni":{"binDir":"","binDirs":["/opt/cni/bin"],"confDir":"/etc/cni/net.d"},
+            "containerdEndpoint":"/run/containerd/containerd.sock"}"#;
+        let c = ConfigSeen::from_json(v2).unwrap();
+        assert_eq!(c.sandbox_image, None);
+        assert_eq!(c.snapshotter, None);
+        assert_eq!(c.cgroup_driver(), Some(CgroupDriver::Cgroupfs));
+        assert_eq!(c.cni_bin_dir.as_deref(), Some("/opt/cni/bin"));
+        // A default runtime that is not reported says nothing of the driver.
+        let c = ConfigSeen::from_json(r#"{"containerd":{"defaultRuntimeName":"crun"}}"#).unwrap();
+        assert_eq!(c.cgroup_driver(), None);
+        assert!(ConfigSeen::from_json("not json").is_none());
+    }
+
+    #[test]
+    fn runtime_config_reads_the_cgroup_driver_with_systemd_as_zero() {
+        // protoc --encode=RuntimeConfigResponse <<< 'linux { cgroup_driver: CGROUPFS }'
+        assert_eq!(
+            decode_runtime_config(b"\x0a\x02\x08\x01").unwrap(),
+            CgroupDriver::Cgroupfs
+        );
+        // SYSTEMD is the zero value: protobuf leaves it out.
+        assert_eq!(
+            decode_runtime_config(b"\x0a\x00").unwrap(),
+            CgroupDriver::Systemd
+        );
+        assert_eq!(decode_runtime_config(b"").unwrap(), CgroupDriver::Systemd);
+        let err = decode_runtime_config(b"\x0a\x02\x08\x07").unwrap_err();
+        assert!(err.to_string().contains("unknown cgroup driver 7"), "{err}");
+    }
+
+    #[test]
+    fn the_config_file_of_containerds_command_line() {
+        let f = |args: &[&str]| {
+            config_of_command_line(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+                .display()
+                .to_string()
+        };
+        assert_eq!(f(&["/usr/bin/containerd"]), DEFAULT_CONFIG);
+        assert_eq!(
+            f(&[
+                "/usr/bin/containerd",
+                "--config",
+                "/usr/share/containerd/config.toml"
+            ]),
+            "/usr/share/containerd/config.toml"
+        );
+        assert_eq!(
+            f(&["containerd", "--log-level", "debug", "-c", "/a.toml"]),
+            "/a.toml"
+        );
+        assert_eq!(f(&["containerd", "--config=/b.toml"]), "/b.toml");
+        assert_eq!(f(&["containerd", "-config", "/c.toml"]), "/c.toml");
+        // A value that looks like the flag is not the flag.
+        assert_eq!(f(&["containerd", "--root", "config"]), DEFAULT_CONFIG);
     }
 
     #[test]

@@ -26,7 +26,7 @@
 use super::choice::check_runtime_serves;
 use super::config::ExistingConfig;
 use super::containerd::{self, ContainerdConfig};
-use super::cri::{self, CriApi, RuntimeAnswer};
+use super::cri::{self, CgroupDriver, ConfigSeen, CriApi, RuntimeAnswer, ServerProcess};
 use super::package::{self, PackageRecord};
 use super::version::{ContainerdVersion, Series};
 use super::{Inputs, STEP};
@@ -40,8 +40,18 @@ use tracing::{info, warn};
 
 /// The unit the agent starts.
 pub const UNIT: &str = "containerd.service";
-/// The drop-in that points containerd at the agent's config file.
-pub const DROPIN: &str = "containerd.service.d/10-node-bootstrap.conf";
+/// The drop-in that points containerd at the agent's config file. systemd
+/// applies a unit's drop-ins in the order of their file names, the last
+/// assignment of a variable winning (systemd.unit(5)): this name sorts
+/// after Flatcar's own `10-use-cgroupfs.conf`, which nodes upgraded across
+/// Flatcar 2969 with cgroup v1 kept carry
+/// (`Environment=CONTAINERD_CONFIG=/usr/share/containerd/config-cgroupfs.toml`),
+/// so the agent's file is the one read there too (it says cgroupfs on such
+/// a node, as Flatcar's does).
+pub const DROPIN: &str = "containerd.service.d/50-node-bootstrap.conf";
+/// Where agents before 0.2 wrote it (it lost to Flatcar's
+/// `10-use-cgroupfs.conf`); removed when found, if it is the agent's.
+pub const LEGACY_DROPIN: &str = "containerd.service.d/10-node-bootstrap.conf";
 
 /// Whose containerd config the node runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +80,15 @@ pub struct ContainerdRecord {
     /// `systemd` or `cgroupfs`: what containerd's runc uses, and so the
     /// kubelet's.
     pub cgroup_driver: String,
+    /// What was compared of the running containerd with the agent's file
+    /// (absent with an operator's file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<Verified>,
+    /// containerd is below what its own support matrix names for the
+    /// cluster's Kubernetes ([`super::version::below_recommended`]): a
+    /// warning, not a refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advice: Option<String>,
     /// The agent's containerd extension, when containerd came from it
     /// (absent: the OS's containerd).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,16 +141,24 @@ pub async fn ensure(
     let socket = paths.containerd_socket.display().to_string();
     let cri_api = check_runtime_serves(cluster.kubelet_rules, &answer, &socket)?;
     check_version(&answer, choice.expected_version().as_ref(), &socket)?;
-    let cgroup_driver = match source {
+    let advice = ContainerdVersion::parse(&answer.version.runtime_version)
+        .and_then(|v| super::version::below_recommended(cluster.kubernetes, &v));
+    if let Some(advice) = &advice {
+        warn!(step = STEP, runtime = %answer.version.as_node_reports(), advice = %advice,
+            "containerd is older than its own support matrix names for this Kubernetes; going on (the CRI check passed)");
+    }
+    let (cgroup_driver, verified) = match source {
         ConfigSource::Operators => {
-            let driver = reported_driver(&answer);
+            let driver = reported_driver(&answer, &socket)?.name();
             warn!(step = STEP, path = %paths.containerd_config.display(), cgroup_driver = driver,
                 "containerd runs an operator's config (runtime.containerd.existing_config: use); the kubelet takes the cgroup driver it reports");
-            driver.to_string()
+            (driver.to_string(), None)
         }
         ConfigSource::Written | ConfigSource::Unchanged => {
-            check_runs_ours(&answer, &wanted, &paths.containerd_config, &socket)?;
-            cgroup_driver.to_string()
+            let v = check_runs_ours(&answer, &wanted, &paths.containerd_config, &socket)?;
+            info!(step = STEP, checked = %v.checked.join(", "), not_reported = %v.not_reported.join(", "),
+                "containerd runs the agent's config");
+            (cgroup_driver.to_string(), Some(v))
         }
     };
     let record = ContainerdRecord {
@@ -142,6 +169,8 @@ pub async fn ensure(
         runtime: answer.version.as_node_reports(),
         cri_api,
         cgroup_driver,
+        verified,
+        advice,
         package,
     };
     info!(step = STEP, runtime = %record.runtime, cri_api = cri_api.name(), cgroup_driver = %record.cgroup_driver,
@@ -189,8 +218,20 @@ fn write_config(inputs: &Inputs<'_>, text: &str) -> Result<ConfigSource> {
     }
 }
 
-/// Writes the drop-in; whether it changed.
+/// Writes the drop-in (and removes the agent's drop-in of the old name);
+/// whether anything changed.
 fn write_dropin(inputs: &Inputs<'_>) -> Result<bool> {
+    let legacy = inputs.systemd_config_dir.join(LEGACY_DROPIN);
+    let legacy_removed = match crate::fsutil::read_optional(&legacy).ok().flatten() {
+        Some(old) if containerd::is_our_dropin(&old) => {
+            std::fs::remove_file(&legacy).map_err(|e| {
+                Error::internal(format!("failed to remove {}: {e}", legacy.display()))
+            })?;
+            info!(step = STEP, path = %legacy.display(), "the agent's drop-in of the old name removed");
+            true
+        }
+        _ => false,
+    };
     let path = inputs.systemd_config_dir.join(DROPIN);
     let text = containerd::service_dropin(&inputs.paths.containerd_config.display().to_string());
     if crate::fsutil::read_optional(&path)
@@ -199,7 +240,7 @@ fn write_dropin(inputs: &Inputs<'_>) -> Result<bool> {
         .as_deref()
         == Some(text.as_str())
     {
-        return Ok(false);
+        return Ok(legacy_removed);
     }
     create_dir(
         path.parent().expect("a drop-in has a directory"),
@@ -263,69 +304,171 @@ fn check_version(
     )))
 }
 
-/// The cgroup driver a running containerd's runc uses.
-fn reported_driver(answer: &RuntimeAnswer) -> &'static str {
-    match answer.config.as_ref().and_then(|c| c.systemd_cgroup) {
-        Some(true) => "systemd",
-        _ => "cgroupfs",
+/// The cgroup driver a running containerd's runc uses, as it reports it:
+/// its `RuntimeConfig` answer (containerd 2.0 on, what a kubelet from 1.31
+/// asks), else the default runtime's `SystemdCgroup` in its verbose
+/// `Status` (runc's default, cgroupfs, when the option is not set). An
+/// error says what it did not report.
+pub fn reported_driver(answer: &RuntimeAnswer, socket: &str) -> Result<CgroupDriver> {
+    if let Some(d) = answer.cgroup_driver {
+        return Ok(d);
     }
+    answer
+        .config
+        .as_ref()
+        .and_then(ConfigSeen::cgroup_driver)
+        .ok_or_else(|| {
+            Error::refused(format!(
+                "{} at {socket} does not report its cgroup driver: it answers no CRI RuntimeConfig \
+                 and its verbose Status has {}, so the kubelet's cgroup driver cannot be taken from it",
+                answer.version.as_node_reports(),
+                match &answer.config {
+                    None => "no config".to_string(),
+                    Some(c) => format!(
+                        "no runtime {:?} under containerd.runtimes",
+                        c.default_runtime.as_deref().unwrap_or("runc")
+                    ),
+                }
+            ))
+        })
 }
 
-/// Refused when containerd reports settings other than those the agent
-/// wrote: it does not read the agent's file.
-fn check_runs_ours(
+/// What the step compared of a running containerd with the agent's file
+/// (`checked`), and what containerd did not report (`not_reported`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Verified {
+    pub checked: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_reported: Vec<String>,
+}
+
+/// Refused when containerd does not run with the agent's file (`path`):
+/// its command line names another file (both named, and the drop-in
+/// that should have chosen it), or it reports a setting other than the
+/// file's (each named). What containerd does not report is said, never
+/// taken as a difference: containerd 2.x reports no sandbox image over
+/// CRI ([`super::cri`]). Refused as well when nothing at all could be
+/// compared.
+pub fn check_runs_ours(
     answer: &RuntimeAnswer,
     wanted: &ContainerdConfig,
     path: &Path,
     socket: &str,
-) -> Result<()> {
-    let Some(seen) = &answer.config else {
-        return Err(Error::refused(format!(
-            "{} at {socket} does not report the configuration it runs with, so the agent cannot \
-             tell that it reads {}",
-            answer.version.as_node_reports(),
-            path.display()
-        )));
-    };
-    let systemd_seen = seen.systemd_cgroup.unwrap_or(false);
-    let image_seen = seen.sandbox_image.as_deref().unwrap_or("");
-    if systemd_seen == wanted.systemd_cgroup && image_seen == wanted.sandbox_image {
-        return Ok(());
+) -> Result<Verified> {
+    let who = answer.version.as_node_reports();
+    let mut v = Verified::default();
+    match answer.server.as_ref() {
+        Some(ServerProcess {
+            pid,
+            config_file: Some(file),
+        }) if file != path => {
+            return Err(Error::refused(format!(
+                "{who} at {socket} (pid {pid}) was started with the config file {}, not the agent's \
+                 {}: something sets CONTAINERD_CONFIG after the agent's drop-in {DROPIN} (such as \
+                 Flatcar's containerd.service.d/10-use-cgroupfs.conf; `systemctl cat \
+                 containerd.service` shows which), or containerd.service does not use the variable",
+                file.display(),
+                path.display()
+            )));
+        }
+        Some(ServerProcess {
+            config_file: Some(_),
+            ..
+        }) => v.checked.push("config file (its command line)".into()),
+        _ => v
+            .not_reported
+            .push("config file (the serving process's command line)".into()),
     }
-    Err(Error::refused(format!(
-        "containerd at {socket} runs with SystemdCgroup={systemd_seen} and sandbox image \
-         {image_seen:?}, not the SystemdCgroup={} and {:?} of the config the agent wrote at {}: \
-         containerd.service does not read that file (its drop-in {DROPIN} sets CONTAINERD_CONFIG)",
-        wanted.systemd_cgroup,
-        wanted.sandbox_image,
-        path.display()
-    )))
+    let mut differs = Vec::new();
+    let mut compare = |what: &str, seen: Option<String>, want: String| match seen {
+        Some(seen) if seen == want => v.checked.push(what.to_string()),
+        Some(seen) => differs.push(format!("{what} {seen:?}, not {want:?}")),
+        None => v.not_reported.push(what.to_string()),
+    };
+    let want_driver = if wanted.systemd_cgroup {
+        CgroupDriver::Systemd
+    } else {
+        CgroupDriver::Cgroupfs
+    };
+    let driver = reported_driver(answer, socket).ok();
+    compare(
+        "cgroup driver",
+        driver.map(|d| d.name().to_string()),
+        want_driver.name().to_string(),
+    );
+    let seen = answer.config.clone().unwrap_or_default();
+    compare(
+        "sandbox image",
+        seen.sandbox_image,
+        wanted.sandbox_image.clone(),
+    );
+    compare(
+        "CNI conf_dir",
+        seen.cni_conf_dir,
+        wanted.cni_conf_dir.clone(),
+    );
+    if !differs.is_empty() {
+        return Err(Error::refused(format!(
+            "{who} at {socket} runs with {}: not what the agent's file {} says{}",
+            differs.join(", "),
+            path.display(),
+            if v.checked.iter().any(|c| c.starts_with("config file")) {
+                " (its command line names that file: it was not restarted since the file changed)"
+                    .to_string()
+            } else {
+                format!(
+                    " (containerd.service may not read that file: its drop-in {DROPIN} sets CONTAINERD_CONFIG)"
+                )
+            }
+        )));
+    }
+    if v.checked.is_empty() {
+        return Err(Error::refused(format!(
+            "{who} at {socket} reports nothing the agent can compare with its file {}: no {} \
+             (no verbose CRI Status config, no RuntimeConfig, no readable command line)",
+            path.display(),
+            v.not_reported.join(", no ")
+        )));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::container_runtime::cri::{ConfigSeen, RuntimeVersion};
+    use crate::container_runtime::cri::RuntimeVersion;
 
-    fn answer(systemd: Option<bool>, image: &str) -> RuntimeAnswer {
+    const PATH: &str = "/etc/containerd/config.toml";
+    const SOCK: &str = "/run/containerd/containerd.sock";
+
+    /// What containerd 1.6 (`sandboxImage` reported) or 2.x (not) says.
+    fn answer(version: &str, systemd: Option<bool>, image: Option<&str>) -> RuntimeAnswer {
         RuntimeAnswer {
             version: RuntimeVersion {
                 runtime_name: "containerd".into(),
-                runtime_version: "1.6.20~ds1".into(),
+                runtime_version: version.into(),
                 ..Default::default()
             },
             apis: vec![CriApi::V1, CriApi::V1alpha2],
             config: Some(ConfigSeen {
+                default_runtime: Some("runc".into()),
+                default_runtime_reported: true,
                 systemd_cgroup: systemd,
-                sandbox_image: Some(image.into()),
+                sandbox_image: image.map(str::to_string),
+                cni_conf_dir: Some("/etc/kubernetes/cni/net.d".into()),
                 ..Default::default()
+            }),
+            cgroup_driver: None,
+            server: Some(ServerProcess {
+                pid: 42,
+                config_file: Some(PATH.into()),
             }),
         }
     }
 
     fn wanted(systemd: bool) -> ContainerdConfig {
         ContainerdConfig {
-            socket: "/run/containerd/containerd.sock".into(),
+            socket: SOCK.into(),
             systemd_cgroup: systemd,
             sandbox_image: "registry.k8s.io/pause:3.10".into(),
             cni_conf_dir: "/etc/kubernetes/cni/net.d".into(),
@@ -334,55 +477,119 @@ mod tests {
         }
     }
 
+    fn check(a: &RuntimeAnswer, systemd: bool) -> Result<Verified> {
+        check_runs_ours(a, &wanted(systemd), Path::new(PATH), SOCK)
+    }
+
     #[test]
-    fn containerd_must_report_what_the_agent_wrote() {
-        let path = Path::new("/etc/containerd/config.toml");
-        let sock = "/run/containerd/containerd.sock";
-        check_runs_ours(
-            &answer(Some(true), "registry.k8s.io/pause:3.10"),
-            &wanted(true),
-            path,
-            sock,
-        )
-        .unwrap();
-        // containerd leaves SystemdCgroup out when false.
-        check_runs_ours(
-            &answer(None, "registry.k8s.io/pause:3.10"),
-            &wanted(false),
-            path,
-            sock,
-        )
-        .unwrap();
-        let err = check_runs_ours(
-            &answer(None, "registry.k8s.io/pause:3.6"),
-            &wanted(true),
-            path,
-            sock,
+    fn containerd_1_6_must_report_what_the_agent_wrote() {
+        let pause = Some("registry.k8s.io/pause:3.10");
+        let v = check(&answer("1.6.20~ds1", Some(true), pause), true).unwrap();
+        assert_eq!(
+            v.checked,
+            [
+                "config file (its command line)",
+                "cgroup driver",
+                "sandbox image",
+                "CNI conf_dir"
+            ]
+        );
+        assert!(v.not_reported.is_empty(), "{v:?}");
+        // containerd leaves SystemdCgroup out when it is not set: runc's cgroupfs.
+        check(&answer("1.6.20~ds1", None, pause), false).unwrap();
+        let err = check(
+            &answer("1.6.20~ds1", None, Some("registry.k8s.io/pause:3.6")),
+            true,
         )
         .unwrap_err();
         assert_eq!(err.class(), ErrorClass::Refused);
-        assert!(
-            err.to_string().contains(
-                "runs with SystemdCgroup=false and sandbox image \"registry.k8s.io/pause:3.6\", \
-                 not the SystemdCgroup=true and \"registry.k8s.io/pause:3.10\" of the config the \
-                 agent wrote at /etc/containerd/config.toml"
-            ),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "containerd://1.6.20~ds1 at /run/containerd/containerd.sock runs with cgroup driver \
+             \"cgroupfs\", not \"systemd\", sandbox image \"registry.k8s.io/pause:3.6\", not \
+             \"registry.k8s.io/pause:3.10\": not what the agent's file /etc/containerd/config.toml \
+             says (its command line names that file: it was not restarted since the file changed)"
         );
-        let mut silent = answer(Some(true), "x");
-        silent.config = None;
-        let err = check_runs_ours(&silent, &wanted(true), path, sock).unwrap_err();
+    }
+
+    #[test]
+    fn containerd_2_is_not_refused_for_the_sandbox_image_it_does_not_report() {
+        let mut a = answer("2.1.4", Some(true), None);
+        a.apis = vec![CriApi::V1];
+        a.cgroup_driver = Some(CgroupDriver::Systemd);
+        let v = check(&a, true).unwrap();
+        assert_eq!(v.not_reported, ["sandbox image"]);
+        assert!(v.checked.contains(&"cgroup driver".to_string()), "{v:?}");
+        // RuntimeConfig's answer is the cgroup driver, whatever the options say.
+        a.cgroup_driver = Some(CgroupDriver::Cgroupfs);
+        let err = check(&a, true).unwrap_err();
         assert!(
             err.to_string()
-                .contains("does not report the configuration"),
+                .contains("cgroup driver \"cgroupfs\", not \"systemd\""),
             "{err}"
         );
     }
 
     #[test]
+    fn another_config_file_is_refused_naming_both_files() {
+        let mut a = answer("2.1.4", Some(false), None);
+        a.server = Some(ServerProcess {
+            pid: 7,
+            config_file: Some("/usr/share/containerd/config-cgroupfs.toml".into()),
+        });
+        let err = check(&a, false).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Refused);
+        let text = err.to_string();
+        assert!(
+            text.contains(
+                "(pid 7) was started with the config file /usr/share/containerd/config-cgroupfs.toml, \
+                 not the agent's /etc/containerd/config.toml"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("10-use-cgroupfs.conf"), "{text}");
+    }
+
+    #[test]
+    fn what_containerd_does_not_report_is_said_never_blamed_on_the_drop_in() {
+        let mut silent = answer("2.1.4", None, None);
+        silent.config = None;
+        silent.server = None;
+        let err = check(&silent, true).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("reports nothing the agent can compare"),
+            "{text}"
+        );
+        assert!(!text.contains("drop-in"), "{text}");
+        // Without a command line, values still prove it; a difference then
+        // points at the drop-in.
+        let mut a = answer("1.6.20~ds1", Some(true), Some("registry.k8s.io/pause:3.10"));
+        a.server = None;
+        assert_eq!(
+            check(&a, true).unwrap().not_reported,
+            ["config file (the serving process's command line)"]
+        );
+        let err = check(&a, false).unwrap_err();
+        assert!(err.to_string().contains("its drop-in"), "{err}");
+    }
+
+    #[test]
     fn an_operators_containerd_gives_the_kubelet_its_cgroup_driver() {
-        assert_eq!(reported_driver(&answer(Some(true), "x")), "systemd");
-        assert_eq!(reported_driver(&answer(Some(false), "x")), "cgroupfs");
-        assert_eq!(reported_driver(&answer(None, "x")), "cgroupfs");
+        let d = |a: &RuntimeAnswer| reported_driver(a, SOCK).map(CgroupDriver::name);
+        assert_eq!(d(&answer("1.6.20", Some(true), None)).unwrap(), "systemd");
+        assert_eq!(d(&answer("1.6.20", Some(false), None)).unwrap(), "cgroupfs");
+        assert_eq!(d(&answer("1.6.20", None, None)).unwrap(), "cgroupfs");
+        let mut a = answer("2.1.4", None, None);
+        a.cgroup_driver = Some(CgroupDriver::Systemd);
+        assert_eq!(d(&a).unwrap(), "systemd");
+        a.cgroup_driver = None;
+        a.config = None;
+        let err = d(&a).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("does not report its cgroup driver"),
+            "{err}"
+        );
     }
 }

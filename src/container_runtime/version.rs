@@ -2,13 +2,26 @@
 //! itself spell them, which containerd a kubelet can use, and which one
 //! the node takes: pure decisions.
 //!
-//! The minimum per Kubernetes version (CRI, [`super::choice::kubelet_apis`]):
-//! a kubelet up to 1.22 speaks only CRI v1alpha2, which containerd serves
-//! from 1.1 (the CRI plugin built in) to 1.7 and 2.0 dropped, so 1.x; from
-//! 1.26 it speaks only v1, which containerd serves from 1.6 (Kubernetes
-//! 1.26's release notes: "containerd 1.6.0 or later"), so 1.6 or newer; in
-//! between either. Every containerd list of the runtime mappings is held
-//! to this ([`serves`]), and without a list it is the whole rule.
+//! The minimum per Kubernetes version, the hard rule ([`serves`]): the file
+//! the agent writes (config version 2, the runc v2 shim) needs containerd
+//! 1.3 or newer (containerd's RELEASES.md, "Daemon Configuration":
+//! version 2 from v1.3.0; before it plugin sections were looked up by
+//! their short ID and `io.containerd.runc.v2` did not exist); a kubelet
+//! from 1.10 up to 1.22 speaks only CRI v1alpha2, which containerd serves
+//! up to 1.7 (2.0 dropped it), so 1.3 to 1.7; from 1.26 it speaks only v1,
+//! which containerd serves from 1.6 (Kubernetes 1.26's release notes:
+//! "containerd 1.6.0 or later"), so 1.6 or newer; in between 1.3 or newer.
+//! A kubelet before 1.10 speaks CRI v1alpha1, which only cri-containerd 1.0
+//! served: no containerd the agent configures
+//! ([`super::choice::choose`] refuses containerd there). Every containerd
+//! list of the runtime mappings is held to this, and without a list it is
+//! the whole rule.
+//!
+//! Beyond it, containerd's own support matrix (RELEASES.md, "Kubernetes
+//! Support") names a newer floor for some minors (1.26: 1.6.15+; 1.35:
+//! 1.7.28+, 2.1.5+; 1.36: 2.2+): [`recommended`] says it, and the step
+//! warns where the running containerd is below it, without refusing
+//! (docs/operators.md says why).
 //!
 //! The OS's containerd fits a cluster ([`os_fits`]) when its `major.minor`
 //! is in the mappings' list for the cluster's `major.minor`; with no list,
@@ -131,9 +144,14 @@ pub fn from_version_answer(answer: &str) -> Option<ContainerdVersion> {
 /// Whether containerd of `series` can serve a kubelet of `kube` (module
 /// docs); the error says why not.
 pub fn serves(kube: Minor, series: Series) -> Result<(), String> {
-    if series < Series(1, 1) {
+    if kube < Minor(1, 10) {
         return Err(format!(
-            "containerd {series} has no CRI plugin built in (it came with 1.1)"
+            "the kubelet of Kubernetes {kube} speaks CRI v1alpha1, which no containerd the agent configures serves (containerd serves v1alpha2 from 1.1, for Kubernetes 1.10 on)"
+        ));
+    }
+    if series < MINIMUM {
+        return Err(format!(
+            "the config the agent writes (version 2, the runc v2 shim) needs containerd {MINIMUM} or newer, not {series}"
         ));
     }
     if kube >= Minor(1, 26) && series < Series(1, 6) {
@@ -143,10 +161,49 @@ pub fn serves(kube: Minor, series: Series) -> Result<(), String> {
     }
     if kube <= Minor(1, 22) && series >= Series(2, 0) {
         return Err(format!(
-            "the kubelet of Kubernetes {kube} speaks only CRI v1alpha2, which containerd {series} no longer serves (2.0 dropped it)"
+            "the kubelet of Kubernetes {kube} speaks only CRI v1alpha2, and containerd {series} serves only CRI v1 (2.0 dropped v1alpha2)"
         ));
     }
     Ok(())
+}
+
+/// The oldest containerd the agent configures (config version 2).
+pub const MINIMUM: Series = Series(1, 3);
+
+/// The containerd releases containerd's own support matrix names for a
+/// Kubernetes minor, where it names a floor above [`serves`]: per series,
+/// the first patch (containerd main's RELEASES.md, "Kubernetes Support";
+/// docs/operators.md has the table with its sources). `None`: the matrix
+/// adds nothing to the hard rule, or the minor is not in it.
+pub fn recommended(kube: Minor) -> Option<&'static [(Series, u64)]> {
+    match kube {
+        Minor(1, 26..=34) => Some(&[(Series(1, 6), 15), (Series(1, 7), 0), (Series(2, 0), 0)]),
+        Minor(1, 35) => Some(&[(Series(1, 7), 28), (Series(2, 1), 5), (Series(2, 2), 0)]),
+        Minor(1, 36..) => Some(&[(Series(2, 2), 0), (Series(2, 3), 0)]),
+        _ => None,
+    }
+}
+
+/// Why `v` is below what containerd's support matrix names for `kube`
+/// ([`recommended`]), or `None`.
+pub fn below_recommended(kube: Minor, v: &ContainerdVersion) -> Option<String> {
+    let floors = recommended(kube)?;
+    let newest = floors.iter().map(|(s, _)| *s).max()?;
+    let fits = floors
+        .iter()
+        .any(|(s, patch)| v.series() == *s && v.patch >= *patch)
+        || v.series() > newest;
+    if fits {
+        return None;
+    }
+    let names = floors
+        .iter()
+        .map(|(s, p)| format!("{s}.{p}+"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "containerd's support matrix (RELEASES.md \"Kubernetes Support\") names {names} for Kubernetes {kube}, not {v}"
+    ))
 }
 
 /// The runtime mappings' containerd list for the cluster's minor, read:
@@ -233,9 +290,9 @@ pub fn choose_offer(
                 if kube >= Minor(1, 26) {
                     "1.6 or newer"
                 } else if kube <= Minor(1, 22) {
-                    "1.x from 1.1"
+                    "1.3 to 1.7"
                 } else {
-                    "1.1 or newer"
+                    "1.3 or newer"
                 }
             ),
         };
@@ -307,13 +364,40 @@ mod tests {
         assert!(
             serves(k(22), Series(2, 0))
                 .unwrap_err()
-                .contains("speaks only CRI v1alpha2")
+                .contains("speaks only CRI v1alpha2, and containerd 2.0 serves only CRI v1")
         );
         assert!(
-            serves(k(20), Series(1, 0))
+            serves(k(20), Series(1, 2))
                 .unwrap_err()
-                .contains("no CRI plugin")
+                .contains("needs containerd 1.3 or newer, not 1.2")
         );
+        assert!(serves(k(20), Series(1, 3)).is_ok());
+        for old in [8, 9] {
+            assert!(
+                serves(k(old), Series(1, 6))
+                    .unwrap_err()
+                    .contains("speaks CRI v1alpha1"),
+                "1.{old}"
+            );
+        }
+    }
+
+    #[test]
+    fn containerds_support_matrix_is_advice_above_the_rule() {
+        let k = |m| Minor(1, m);
+        assert_eq!(
+            below_recommended(k(26), &v("1.6.14")).unwrap(),
+            "containerd's support matrix (RELEASES.md \"Kubernetes Support\") names 1.6.15+, 1.7.0+, \
+             2.0.0+ for Kubernetes 1.26, not 1.6.14"
+        );
+        assert!(below_recommended(k(26), &v("1.6.15")).is_none());
+        assert!(below_recommended(k(32), &v("2.1.4")).is_none());
+        assert!(below_recommended(k(35), &v("2.1.4")).is_some());
+        assert!(below_recommended(k(35), &v("2.1.5")).is_none());
+        assert!(below_recommended(k(35), &v("1.7.27")).is_some());
+        assert!(below_recommended(k(36), &v("1.7.30")).is_some());
+        assert!(below_recommended(k(36), &v("2.3.1")).is_none());
+        assert!(below_recommended(k(25), &v("1.5.0")).is_none());
     }
 
     #[test]

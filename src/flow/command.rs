@@ -4,7 +4,7 @@ use super::driver::{Driver, RunOutcome};
 use super::node::{NodeSeams, READY_STATUS};
 use super::preflight;
 use crate::config::Config;
-use crate::error::{ErrorClass, Result};
+use crate::error::Result;
 use crate::fsutil::{self, RunLock};
 use crate::journal::JournalFile;
 use crate::systemd::notify::Notifier;
@@ -106,25 +106,14 @@ fn hand_over(binary: &std::path::Path) -> crate::error::Error {
     ))
 }
 
-/// `node-bootstrap preflight`: prints every check; fails with the first
-/// failure's class.
-pub async fn preflight(config: &Config) -> Result<()> {
-    let checks = preflight::run_checks(config).await;
-    for c in &checks {
-        match &c.outcome {
-            Ok(detail) => println!("ok    {:<18} {detail}", c.name),
-            Err(e) => println!("FAIL  {:<18} {e}", c.name),
-        }
-    }
-    let failed = checks.iter().filter(|c| c.outcome.is_err()).count();
-    if failed == 0 {
-        println!("preflight: all {} checks passed", checks.len());
-    }
-    preflight::first_failure(checks).map_err(|e| {
-        if e.class() == ErrorClass::Internal {
-            e
-        } else {
-            e.context(format!("{failed} preflight check(s) failed"))
-        }
-    })
+/// `node-bootstrap preflight`: every check of `run`'s preflight, then
+/// the API server asked once ([`preflight::api_server`]); the caller prints
+/// them and fails with [`preflight::first_failure`].
+pub async fn preflight(config: &Config) -> Vec<preflight::Check> {
+    let mut checks = preflight::run_checks(config).await;
+    checks.push(preflight::Check {
+        name: "api server",
+        outcome: preflight::api_server(config).await,
+    });
+    checks
 }

@@ -323,6 +323,8 @@ mod tests {
             runtime: "containerd://1.6.20".into(),
             cri_api: crate::container_runtime::cri::CriApi::V1alpha2,
             cgroup_driver: "cgroupfs".into(),
+            verified: None,
+            advice: None,
             package: None,
         })
     }

@@ -2,8 +2,10 @@
 //! doing anything"): the seed kubelet.env parses, the kubeconfig and its CA
 //! exist and parse, the clock is not before the CA's validity, the state dir
 //! is writable, the system bus answers, and there is room on disk for the
-//! downloads. `node-bootstrap preflight` runs them alone and prints each;
-//! `run` runs them first and stops at the first failure.
+//! downloads. `run` runs them first and stops at the first failure.
+//! `node-bootstrap preflight` runs them alone, then asks the API server
+//! once ([`api_server`]: reachable, its certificate trusted by the
+//! kubeconfig's CA, the credential accepted), and prints each.
 
 use crate::config::Config;
 use crate::error::{Error, ErrorClass, Result};
@@ -168,6 +170,33 @@ pub fn check_clock(now: time::OffsetDateTime, ca_not_before: time::OffsetDateTim
         )));
     }
     Ok(())
+}
+
+/// `GET <server>/version` once, as the `cluster-version` step asks it (the
+/// credential `cluster.credential` names, TLS trusted only by its CA,
+/// `cluster.api_timeout_secs`): a server that does not resolve or answer
+/// is [`ErrorClass::Retryable`], one whose certificate the CA does not
+/// vouch for [`ErrorClass::Verification`], a credential it rejects
+/// [`ErrorClass::BadInput`]. The bootkube master is not asked: its API
+/// server starts after bootkube runs, and `run` takes its version from
+/// the seed.
+pub async fn api_server(config: &Config) -> Result<String> {
+    if config.role.is_bootkube_master() {
+        return Ok(
+            "not asked on the bootkube master (its API server starts after bootkube)".to_string(),
+        );
+    }
+    let kc = crate::cluster::credential::load(&config.paths, config.cluster.credential)?;
+    let client = crate::cluster::apiclient::ApiClient::new(&kc, config.cluster.api_timeout)?;
+    let once =
+        crate::retry::RetryPolicy::new(std::time::Duration::ZERO, std::time::Duration::ZERO, 1);
+    let v = client.version(once).await?;
+    Ok(format!(
+        "{} answers (Kubernetes {}) over TLS trusted by the CA from {}",
+        client.url(),
+        v.git_version,
+        kc.ca_source
+    ))
 }
 
 /// Creates and removes a temp file in `dir` (creating the dir if needed).

@@ -32,6 +32,9 @@ pub struct Inputs<'a> {
     pub master: bool,
     /// `runtime.sandbox_image` as configured.
     pub sandbox_image: Option<&'a str>,
+    /// The sandbox image containerd is configured with (configured, or
+    /// containerd's default the agent writes).
+    pub containerd_sandbox_image: &'a str,
 }
 
 /// The runtime the kubelet talks to, as the flow found it.
@@ -86,6 +89,7 @@ impl Inputs<'_> {
             },
             RuntimeFacts::Containerd { socket, .. } => RuntimeEndpoint::Cri {
                 endpoint: format!("unix://{socket}"),
+                sandbox_image: self.containerd_sandbox_image.to_string(),
             },
         };
         KubeletInputs {
@@ -104,8 +108,9 @@ impl Inputs<'_> {
     }
 }
 
-/// Serving certificates through CSRs are beta (and the field exists)
-/// from here; the agent does not offer them to older kubelets.
+/// Serving certificates through CSRs are beta from here (the field exists
+/// from 1.11, alpha: PR #62352); the agent does not offer them to older
+/// kubelets.
 const SERVER_TLS_BOOTSTRAP_SINCE: Minor = Minor(1, 12);
 
 /// Where the agent writes the file.
@@ -124,8 +129,15 @@ pub enum RuntimeEndpoint {
     },
     /// A CRI runtime (containerd) at a socket, e.g.
     /// `unix:///run/containerd/containerd.sock`; CNI and the sandbox image
-    /// are the runtime's.
-    Cri { endpoint: String },
+    /// are the runtime's. The kubelet is told the sandbox image too where
+    /// it takes `--pod-infra-container-image` (before 1.35): its image
+    /// garbage collector never removes that image. From 1.35 the runtime
+    /// pins it (containerd 2.x `pinned_images.sandbox`, 1.7.13 and 1.6.36
+    /// on label it pinned; the kubelet's GC keeps pinned images).
+    Cri {
+        endpoint: String,
+        sandbox_image: String,
+    },
 }
 
 /// A taint the node registers with.
@@ -234,7 +246,7 @@ pub fn check_known(v: Minor, allow_newer: bool) -> Result<Minor> {
             return Err(Error::refused(format!(
                 "Kubernetes {v} is newer than the newest this agent knows ({NEWEST}): its kubelet \
                  may have removed a flag the agent would pass; set \
-                 kubelet.allow_newer_kubernetes to proceed with {NEWEST}'s rules"
+                 kubelet_config.allow_newer_kubernetes to proceed with {NEWEST}'s rules"
             )));
         }
         return Ok(NEWEST);
@@ -296,11 +308,17 @@ pub fn render(v: Minor, inputs: &KubeletInputs) -> Result<Rendered> {
                 out.set(Key::PodInfraContainerImage, Value::Str(image))?;
             }
         }
-        RuntimeEndpoint::Cri { endpoint } => {
+        RuntimeEndpoint::Cri {
+            endpoint,
+            sandbox_image,
+        } => {
             if row_of(Key::ContainerRuntime).flag_at(v) {
                 out.set(Key::ContainerRuntime, Value::Word("remote"))?;
             }
             out.set(Key::ContainerRuntimeEndpoint, Value::Str(endpoint))?;
+            if row_of(Key::PodInfraContainerImage).flag_at(v) {
+                out.set(Key::PodInfraContainerImage, Value::Str(sandbox_image))?;
+            }
         }
     }
     if inputs.cgroup_v1_host && row_of(Key::FailCgroupV1).field_at(v) {

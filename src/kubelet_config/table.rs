@@ -58,7 +58,10 @@ pub enum Key {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Row {
     pub key: Key,
-    /// The command-line flag, or `None` where there never was one.
+    /// The command-line flag the agent may pass, or `None` where it never
+    /// passes one (`failCgroupV1`: a field from 1.31, when every kubelet the
+    /// agent configures reads a file; whether a `--fail-cgroupv1` flag
+    /// exists is not relied on).
     pub flag: Option<&'static str>,
     /// The last version that accepts the flag, when a later one removed it.
     pub flag_removed_in: Option<Minor>,
@@ -162,7 +165,7 @@ pub const ROWS: &[Row] = &[
         None,
         Some("clusterDNS"),
         V1_10,
-        "CHANGELOG-1.10.md (#60148); staging/src/k8s.io/kubelet/config/v1beta1/types.go",
+        "CHANGELOG-1.10.md (#60148); pkg/kubelet/apis/kubeletconfig/v1beta1/types.go in 1.10/1.11 (staging/src/k8s.io/kubelet/config/v1beta1/types.go from 1.13)",
     ),
     row(
         Key::ClusterDomain,
@@ -170,7 +173,7 @@ pub const ROWS: &[Row] = &[
         None,
         Some("clusterDomain"),
         V1_10,
-        "CHANGELOG-1.10.md (#60148); staging/src/k8s.io/kubelet/config/v1beta1/types.go",
+        "CHANGELOG-1.10.md (#60148); pkg/kubelet/apis/kubeletconfig/v1beta1/types.go in 1.10/1.11 (staging/src/k8s.io/kubelet/config/v1beta1/types.go from 1.13)",
     ),
     row(
         Key::CgroupDriver,
@@ -201,8 +204,8 @@ pub const ROWS: &[Row] = &[
         Some("--rotate-server-certificates"),
         None,
         Some("serverTLSBootstrap"),
-        Some(Minor(1, 12)),
-        "CHANGELOG-1.12.md: kubelet serving certificate bootstrap and rotation beta (#66726); serverTLSBootstrap in v1beta1/types.go at 1.12",
+        Some(Minor(1, 11)),
+        "PR #62352: serverTLSBootstrap added in the 1.11 cycle (alpha); CHANGELOG-1.12.md: kubelet serving certificate bootstrap and rotation beta (#66726), the agent's floor (SERVER_TLS_BOOTSTRAP_SINCE)",
     ),
     row(
         Key::ContainerRuntime,

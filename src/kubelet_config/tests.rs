@@ -35,6 +35,7 @@ fn docker() -> RuntimeEndpoint {
 fn containerd() -> RuntimeEndpoint {
     RuntimeEndpoint::Cri {
         endpoint: "unix:///run/containerd/containerd.sock".into(),
+        sandbox_image: "registry.k8s.io/pause:3.10".into(),
     }
 }
 
@@ -67,9 +68,11 @@ fn rows_set(runtime: &RuntimeEndpoint, v: Minor) -> Vec<Key> {
     ROWS.iter()
         .map(|r| r.key)
         .filter(|k| match k {
-            Key::NetworkPlugin | Key::CniConfDir | Key::CniBinDir | Key::PodInfraContainerImage => {
+            Key::NetworkPlugin | Key::CniConfDir | Key::CniBinDir => {
                 matches!(runtime, RuntimeEndpoint::Dockershim { .. })
             }
+            // With containerd too, so the kubelet's image GC keeps it (I1).
+            Key::PodInfraContainerImage => row_of(*k).flag_at(v),
             Key::ContainerRuntime => {
                 matches!(runtime, RuntimeEndpoint::Cri { .. }) && row_of(*k).flag_at(v)
             }
@@ -167,6 +170,8 @@ fn the_1_20_file_holds_what_the_kubelet_was_given_as_flags() {
             "--register-with-taints=node-role.kubernetes.io/master=:NoSchedule,dedicated=gpu:NoExecute",
             "--container-runtime=remote",
             "--container-runtime-endpoint=unix:///run/containerd/containerd.sock",
+            // So the kubelet's image GC keeps the sandbox image (I1).
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10",
         ]
     );
 }
@@ -256,7 +261,8 @@ fn versions_outside_the_table_are_refused_unless_asked() {
         "{err}"
     );
     assert!(
-        err.to_string().contains("kubelet.allow_newer_kubernetes"),
+        err.to_string()
+            .contains("set kubelet_config.allow_newer_kubernetes"),
         "{err}"
     );
     assert_eq!(check_known(Minor(1, 37), true).unwrap(), NEWEST);

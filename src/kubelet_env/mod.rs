@@ -209,7 +209,13 @@ pub fn version_from_tag(tag: &str) -> String {
 /// Reads the seed kubelet.env; every error names the file.
 pub fn read_seed(path: &Path) -> Result<EnvFile> {
     let text = crate::fsutil::read_input("seed kubelet.env", path)?;
-    let env = EnvFile::parse(&text, path)
+    parse_seed(&text, path)
+}
+
+/// A seed kubelet.env's text, checked as [`read_seed`] checks the file
+/// (`check-config --ignition` reads it out of a rendered config).
+pub fn parse_seed(text: &str, path: &Path) -> Result<EnvFile> {
+    let env = EnvFile::parse(text, path)
         .map_err(|e| e.context(format!("invalid seed kubelet.env {}", path.display())))?;
     if env.get(IMAGE_URL).is_none_or(str::is_empty) {
         return Err(Error::bad_input(format!(

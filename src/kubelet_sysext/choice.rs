@@ -2,7 +2,8 @@
 //! over the cluster version and the versions the search path offers.
 //!
 //! The rule, from the Kubernetes version-skew policy (the kubelet must not
-//! be newer than kube-apiserver, and may be up to three minors older):
+//! be newer than kube-apiserver, and may be up to three minors older, two
+//! for a kubelet before 1.25: [`crate::cluster::version::max_lag_for`]):
 //! 1. the cluster's exact version when offered ([`Rule::Exact`]; with
 //!    several builds of it, the one with the same `+build` suffix);
 //! 2. else the newest patch of the cluster's `major.minor` that is not newer
@@ -107,6 +108,7 @@ pub fn choose(cluster: &KubeVersion, offered: &[KubeVersion], max_minor_lag: u64
         v.major == cluster.major
             && v.minor < cluster.minor
             && cluster.minor - v.minor <= max_minor_lag
+            && crate::cluster::version::skew_violation(v, cluster).is_none()
             && v.pre.is_none()
     };
     if let Some(index) = best(&older_minor, &|_| false) {
@@ -132,12 +134,25 @@ pub fn choose(cluster: &KubeVersion, offered: &[KubeVersion], max_minor_lag: u64
             core(cluster)
         )
     } else {
-        let lowest = cluster.minor.saturating_sub(max_minor_lag);
+        // The skew policy's limit: 2 minors for a kubelet before 1.25.
+        let policy = (0..=max_minor_lag)
+            .rev()
+            .find(|lag| {
+                cluster.minor >= *lag
+                    && *lag <= crate::cluster::version::max_lag_for(cluster.minor - lag)
+            })
+            .unwrap_or(0);
+        let lowest = cluster.minor - policy;
         format!(
-            "kubelets from {}.{} up to {} (kubelet.max_minor_lag {max_minor_lag})",
+            "kubelets from {}.{} up to {} (kubelet.max_minor_lag {max_minor_lag}{})",
             cluster.major,
             lowest,
-            core(cluster)
+            core(cluster),
+            if policy < max_minor_lag {
+                "; the version-skew policy lets a kubelet before 1.25 lag only 2"
+            } else {
+                ""
+            }
         )
     };
     Decision::Refuse {
@@ -190,8 +205,8 @@ mod tests {
         assert_eq!(
             got,
             "refused: no kubelet the version-skew policy allows for cluster version v1.20.2: \
-             the search path offers v1.21.0, v1.20.3; allowed are kubelets from 1.17 up to v1.20.2 \
-             (kubelet.max_minor_lag 3)"
+             the search path offers v1.21.0, v1.20.3; allowed are kubelets from 1.18 up to v1.20.2 \
+             (kubelet.max_minor_lag 3; the version-skew policy lets a kubelet before 1.25 lag only 2)"
         );
         let got = pick("v1.20.2+coreos.0", &["v1.21.0"], 0);
         assert!(
@@ -211,6 +226,13 @@ mod tests {
             "v1.18.20 older-minor"
         );
         assert!(pick("v1.20.2", &["v1.16.0"], 3).starts_with("refused"));
+        // A lag of 3 only for a kubelet of 1.25 or newer (version-skew policy).
+        assert!(pick("v1.20.2", &["v1.17.17"], 3).starts_with("refused"));
+        assert_eq!(pick("v1.28.3", &["v1.25.16"], 3), "v1.25.16 older-minor");
+        assert!(
+            !pick("v1.28.3", &["v1.25.16"], 3).contains("lag only 2"),
+            "a 1.25 kubelet may lag 3"
+        );
         // The cluster's minor is always preferred over an older one.
         assert_eq!(
             pick("v1.20.2", &["v1.19.7", "v1.20.0"], 3),

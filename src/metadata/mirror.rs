@@ -250,12 +250,11 @@ pub async fn validate(
     allow_unsigned: bool,
 ) -> Result<ValidateReport> {
     let keyring = load_keyring(config);
+    // Unsigned metadata is read (signed is still tried first) and refused
+    // below unless `allow_unsigned`: the refusal then names the flag, not
+    // the node's setting.
     let mut sources = config.sources.clone();
-    if allow_unsigned {
-        sources.allow_unsigned = vec![LocationKind::Url];
-    } else {
-        sources.allow_unsigned.clear();
-    }
+    sources.allow_unsigned = vec![LocationKind::Url];
     let c = Inputs {
         sources: &sources,
         ..*config
@@ -274,6 +273,13 @@ pub async fn validate(
             )));
         }
     };
+    if !loaded.signed && !allow_unsigned {
+        return Err(Error::bad_input(format!(
+            "{loc}: has only unsigned metadata ({}); pass --allow-unsigned to accept it (a node \
+             uses it only where sources.allow_unsigned names the location)",
+            format::index_path(false)
+        )));
+    }
     let mut report = ValidateReport {
         location: loc.to_string(),
         signed: loaded.signed,

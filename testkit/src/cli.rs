@@ -10,6 +10,31 @@ pub fn agent_binary() -> PathBuf {
     crate::built_binary("node-bootstrap")
 }
 
+/// The agent as nodes run it: `node-bootstrap-static`, the static-pie
+/// build `scripts/build-static.sh` makes beside [`agent_binary`] (the build
+/// step of `scripts/test.sh` runs it). `None` when it is missing; panics
+/// when a source of the agent (`src/`, `Cargo.toml`, `Cargo.lock`) is
+/// newer than it: it would not be what the tests are about.
+pub fn static_agent_binary() -> Option<PathBuf> {
+    let p = agent_binary().with_file_name("node-bootstrap-static");
+    if !p.exists() {
+        return None;
+    }
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
+    let root = crate::project_root();
+    let mut sources = crate::files::files_below(&root.join("src"));
+    sources.extend([root.join("Cargo.toml"), root.join("Cargo.lock")]);
+    let built = mtime(&p);
+    if let Some(newer) = sources.iter().find(|s| mtime(s) > built) {
+        panic!(
+            "{} is older than {}: run scripts/build-static.sh",
+            p.display(),
+            newer.display()
+        );
+    }
+    Some(p)
+}
+
 /// A command that runs the agent with its log on stderr at its default
 /// level, whatever the test's own environment says: `RUST_LOG` and
 /// `JOURNAL_STREAM` (which would send the log to journald) are removed.

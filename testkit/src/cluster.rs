@@ -25,11 +25,18 @@
 //!   module's bootstrap kubeconfig (the ignition module's
 //!   `bootstrap_kubeconfig`) and nothing else to authenticate with.
 //!
+//! The pods' network is the rig's: the controller manager gives each Node
+//! a pod CIDR and the rig's network add-on ([`crate::podnet`]) writes each
+//! node's CNI list where the agent's configuration points the kubelet
+//! (dockershim, `--network-plugin=cni` as the agent renders it) or
+//! containerd; pods get addresses of their own and reach the pods of
+//! other nodes.
+//!
 //! Only what the test machine needs on top goes into test drop-ins: the
-//! kubelet's ports (the nodes share the host's network namespace), no CNI
-//! (no network add-on runs), swap; docker's options for a root on overlayfs
-//! in a shared network namespace (vfs, no bridge, no iptables); a short
-//! RestartSec for the agent.
+//! kubelet's ports (the nodes share the host's network namespace), swap;
+//! docker's options for a root on overlayfs in a shared network namespace
+//! (vfs, no bridge of docker's own, no iptables); a short RestartSec for
+//! the agent.
 
 use crate::agentnode::{self as an, KubeletImage, SEED_URL};
 use crate::apiserver::KubeAuth;
@@ -62,10 +69,13 @@ pub const CLUSTER_DNS_IP: &str = "10.3.0.53";
 pub const CLUSTER_DOMAIN: &str = "nb-test.cluster";
 /// docker's options on the nodes (test drop-in `20-test-node`): a root on
 /// overlayfs (vfs), the host's network namespace shared by the nodes (no
-/// bridge, no iptables).
+/// bridge of docker's own: the kubelet gives pods the CNI network; no
+/// iptables).
 pub const DOCKER_TEST_OPTS: &str =
     "--storage-driver=vfs --bridge=none --iptables=false --ip-masq=false";
 const AGENT_URL: &str = "https://mirror.test.invalid/node-bootstrap/node-bootstrap";
+/// The docker CLI the addon's torcx image links on a node.
+pub const TORCX_DOCKER: &str = "/run/torcx/bin/docker";
 /// The pod sandbox image the rig builds and loads into each node's runtime
 /// (kubelet 1.20's default, so docker nodes need no flag for it).
 pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
@@ -399,15 +409,18 @@ impl ClusterRig {
                 json!({"os_update": {"enabled": true, "timeout_secs": 60, "poll_interval_secs": 1}}),
             );
         }
+        // The CNI plugins where Debian puts them (the kubelet's on docker,
+        // containerd's).
+        an::merge(
+            &mut config,
+            json!({"paths": {"cni_bin_dir": crate::pods::CNI_BIN_DIR}}),
+        );
         if spec.runtime == Runtime::Containerd {
             // containerd's sandbox image: the pause image the rig loads
-            // (there is no registry); the CNI plugins where Debian puts them.
+            // (there is no registry).
             an::merge(
                 &mut config,
-                json!({
-                    "runtime": {"name": "containerd", "sandbox_image": PAUSE_IMAGE},
-                    "paths": {"cni_bin_dir": crate::pods::CNI_BIN_DIR},
-                }),
+                json!({"runtime": {"name": "containerd", "sandbox_image": PAUSE_IMAGE}}),
             );
         }
         config.to_string()
@@ -501,22 +514,17 @@ impl ClusterRig {
             .lock()
             .unwrap()
             .insert(spec.name.clone(), port);
-        // Docker through dockershim would run CNI itself: none (no network
-        // add-on runs; pods use the host's network). containerd runs CNI:
-        // a loopback network in its conf dir makes it report NetworkReady.
-        let no_cni = match spec.runtime {
-            Runtime::Auto => " --network-plugin=",
-            Runtime::Containerd => "",
-        };
+        // The pods' network: the rig plays the network add-on.
+        crate::podnet::install(&n, &spec.name, &self.parts.kubectl())?;
         n.drop_in(
             "kubelet.service",
             "20-test-node",
             &format!(
                 "# The test machine: nodes share the host's network (own ports; no iptables\n\
-                 # chains of the kubelet's in the host's tables), no network add-on runs, the\n\
-                 # host may have swap, and nodes share the host's disk, which other tests and\n\
-                 # builds fill (no eviction for it).\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false{no_cni} --fail-swap-on=false {}\"\n",
+                 # chains of the kubelet's in the host's tables), the host may have swap, and\n\
+                 # nodes share the host's disk, which other tests and builds fill (no eviction\n\
+                 # for it).\n[Service]\n\
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false {}\"\n",
                  crate::pods::NO_DISK_EVICTION
             ),
         )?;
@@ -536,11 +544,6 @@ impl ClusterRig {
             // The host's (Debian's) containerd config shows through the
             // node's root: Flatcar has none in /etc, the agent writes it.
             n.hide("/etc/containerd/config.toml")?;
-            n.write(
-                "/etc/kubernetes/cni/net.d/10-loopback.conflist",
-                crate::pods::cni_loopback_conflist(),
-                0o644,
-            )?;
         }
         n.drop_in(
             "k8s-node-bootstrap.service",
@@ -579,6 +582,107 @@ impl ClusterRig {
             master.write(&format!("{ASSETS_DIR}/{rel}"), data, mode)?;
         }
         Ok(())
+    }
+
+    /// Boots every node of [`nodes`](Self::nodes) (in the order of the
+    /// specs) the plain way, all at once, and waits until every node
+    /// whose agent is to join is Ready: the bootkube master's assets
+    /// pushed, its first boot ending in the docker addon's reboot, bootkube
+    /// and tectonic done on its second; the workers of
+    /// [`Auth::BootstrapToken`] booted once the token's Secret is in the
+    /// cluster; the first boot of a node that changes docker (the addon) or
+    /// its OS ([`NodeSpec::os_update`]) ending in the agent's one reboot,
+    /// a containerd node's without an OS update not. Nodes whose auth is
+    /// [`Auth::UnknownToken`] are booted and not waited for. Each node's
+    /// runtime gets the pause image (the pod sandbox: no registry serves
+    /// it). Returns the Ready nodes as the API server shows them.
+    pub fn boot_all(
+        &self,
+        nodes: &mut [SimNode],
+        timeout: Duration,
+    ) -> Result<Vec<crate::kube::NodeInfo>> {
+        anyhow::ensure!(
+            nodes.len() == self.specs.len(),
+            "boot_all takes the nodes of nodes(), in order"
+        );
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter_mut()
+                .zip(&self.specs)
+                .map(|(n, spec)| s.spawn(move || self.boot_one(n, spec, timeout)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a boot thread panicked")))
+                })
+                .collect()
+        });
+        for (r, spec) in results.into_iter().zip(&self.specs) {
+            r.with_context(|| format!("booting {}", spec.name))?;
+        }
+        let joining: Vec<&str> = self
+            .specs
+            .iter()
+            .filter(|s| !matches!(s.auth, Auth::UnknownToken(_)))
+            .map(|s| s.name.as_str())
+            .collect();
+        self.kubectl.wait_ready(&joining, timeout)
+    }
+
+    fn boot_one(&self, n: &mut SimNode, spec: &NodeSpec, timeout: Duration) -> Result<()> {
+        use crate::simnode::BootEnd;
+        if spec.bootkube_master {
+            self.push_assets(n)?;
+        }
+        if matches!(spec.auth, Auth::BootstrapToken) {
+            let id = self
+                .bootstrap_token()
+                .expect("the rig's bootstrap token")
+                .id
+                .clone();
+            let deadline = std::time::Instant::now() + 3 * timeout;
+            while !self.kubectl.bootstrap_token_exists(&id).unwrap_or(false) {
+                anyhow::ensure!(
+                    std::time::Instant::now() < deadline,
+                    "the bootstrap token's Secret never appeared"
+                );
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+        if matches!(spec.auth, Auth::UnknownToken(_)) {
+            return n.boot();
+        }
+        if spec.runtime == Runtime::Auto || spec.os_update.is_some() {
+            n.boot()?;
+            let end = n.wait_down(timeout)?;
+            anyhow::ensure!(
+                end == BootEnd::Reboot,
+                "{}: the agent's reboot (docker addon, OS update) ended as {end:?}",
+                spec.name
+            );
+        }
+        n.boot()?;
+        if spec.bootkube_master {
+            n.wait_for("bootkube and tectonic to complete", timeout, |n| {
+                (n.exists("/opt/tectonic/init_bootkube.done")
+                    && n.exists("/opt/tectonic/init_tectonic.done"))
+                .then_some(())
+            })?;
+        }
+        n.wait_active_state("kubelet.service", "active", timeout)?;
+        let pause = crate::pods::pause_image()?;
+        match spec.runtime {
+            Runtime::Auto => {
+                crate::pods::wait_docker(n, TORCX_DOCKER, timeout)?;
+                crate::pods::docker_load(n, TORCX_DOCKER, &pause)
+            }
+            Runtime::Containerd => {
+                crate::pods::wait_containerd(n, crate::pods::CONTAINERD_SOCKET, timeout)?;
+                crate::pods::ctr_import(n, &pause, None)
+            }
+        }
     }
 
     /// The port node `name`'s kubelet serves its API on (on 127.0.0.1).

@@ -166,6 +166,11 @@ pub struct ControlPlane {
     /// signing with the cluster CA): off unless
     /// [`enable_tls_bootstrap`](Self::enable_tls_bootstrap) turns it on.
     pub tls_bootstrap: Option<crate::tls_bootstrap::TlsBootstrap>,
+    /// The pods' addresses: the controller manager gives each Node a `/24`
+    /// of it (`--allocate-node-cidrs`), which the rig's network add-on
+    /// hands to the node's runtime ([`crate::podnet`]). Every control
+    /// plane of a process has its own.
+    pub cluster_cidr: String,
 }
 
 impl ControlPlane {
@@ -194,6 +199,7 @@ impl ControlPlane {
             tokens: Vec::new(),
             extra_apiserver_args: Vec::new(),
             tls_bootstrap: None,
+            cluster_cidr: crate::podnet::claim_cluster_cidr(),
         }
     }
 
@@ -302,7 +308,9 @@ impl ControlPlane {
     /// `dir`): one instance (no leader election), no serving port of its
     /// own (tests run several control planes on one host). Among its
     /// controllers, the node lifecycle controller lifts the not-ready taint
-    /// off Ready nodes; the service account controllers sign tokens.
+    /// off Ready nodes; the service account controllers sign tokens; the
+    /// node IPAM controller gives each Node a pod CIDR of
+    /// [`cluster_cidr`](Self::cluster_cidr).
     pub fn controller_manager_args(&self, bin: &str, dir: &str) -> Vec<String> {
         let mut args = vec![
             bin.to_string(),
@@ -317,6 +325,7 @@ impl ControlPlane {
             "--port=0".into(),
             "--secure-port=0".into(),
         ];
+        args.extend(crate::podnet::controller_manager_args(&self.cluster_cidr));
         if let Some(tb) = &self.tls_bootstrap {
             args.extend(tb.controller_manager_args(dir));
         }
@@ -745,6 +754,16 @@ impl Kubectl {
             bin: bin.to_path_buf(),
             kubeconfig: kubeconfig.to_path_buf(),
         }
+    }
+
+    /// The administrator's kubeconfig (for another client: `e2e.test`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The kubectl binary.
+    pub fn bin(&self) -> &Path {
+        &self.bin
     }
 
     /// kubectl with the kubeconfig, no other argument (for a caller that

@@ -31,11 +31,12 @@
 //!   file's `sandbox_image`, CNI directories, `runtime_type` and
 //!   `SystemdCgroup` are gone; the node stays NotReady without its CNI
 //!   network).
-//! - CNI ([`cni_loopback_conflist`], [`cni_bridge_conflist`]): simulated
-//!   nodes share the host's network namespace, so their pods use
-//!   `hostNetwork` and the runtime only needs a network config to report
-//!   NetworkReady (loopback alone); a VM's pods get an address of their own
-//!   from the bridge plugin with host-local IPAM.
+//! - CNI: on a simulated node the rig's network add-on writes the node's
+//!   CNI list once its Node has a pod CIDR ([`crate::podnet`]: a bridge of
+//!   the node's own, addresses of its pod CIDR), so pods get addresses of
+//!   their own and reach other nodes' pods; a VM's pods get theirs from
+//!   [`cni_bridge_conflist`] in the VM's own network namespace.
+//!   [`cni_loopback_conflist`] is loopback alone.
 
 use crate::kube::Kubectl;
 use crate::simnode::SimNode;
@@ -354,7 +355,9 @@ pub fn cni_bridge_conflist(bridge: &str, subnet: &str) -> String {
 }
 
 /// A pod of one busybox container on node `node` that prints `greeting`
-/// and its host name, then sleeps; `host_network` as simulated nodes need.
+/// and its host name, writes `greeting` to `/greeting` in its own root
+/// (see [`a_pod_runs_and_kubectl_reaches_it`]), then sleeps;
+/// `host_network` if it is to share its node's network.
 /// The image is never pulled (`imagePullPolicy: Never`): it must be in
 /// the node's store.
 pub fn busybox_pod(
@@ -378,7 +381,7 @@ pub fn busybox_pod(
                 "name": "main",
                 "image": image,
                 "imagePullPolicy": "Never",
-                "command": ["/bin/sh", "-c", format!("echo {greeting}; hostname; exec sleep 3600")],
+                "command": ["/bin/sh", "-c", format!("echo {greeting}; hostname; echo {greeting} > {OWN_FILE}; exec sleep 3600")],
             }],
         },
     })
@@ -463,19 +466,36 @@ pub const NO_DISK_EVICTION: &str = "--eviction-hard=memory.available<100Mi,nodef
 /// How long a pod may take to run once created (it takes about a second).
 pub const POD_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A hostNetwork pod of the busybox image on node `n` reaches Running on
-/// the runtime `scheme` (`containerd`, `docker`); `kubectl logs` and
-/// `kubectl exec` reach it; its sandbox went through the runc shim.
-/// Returns how long it took to run. Panics (it is a test's check) when
-/// any of that fails, with the node's diagnostics.
-pub fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme: &str) -> Duration {
+/// The file a [`busybox_pod`] writes in its own root.
+pub const OWN_FILE: &str = "/greeting";
+
+/// The name of the pod [`a_pod_runs_and_kubectl_reaches_it`] runs on `node`.
+pub fn hello_pod(node: &str) -> String {
+    format!("hello-{node}")
+}
+
+/// A pod of the busybox image on node `n` (not `hostNetwork`: as on any
+/// node, it has a network of its own) reaches Running on the runtime
+/// `scheme` (`containerd`, `docker`) with an address of the node's pod
+/// CIDR; `kubectl logs` and `kubectl exec` reach it, and the exec runs in
+/// the container's own root: the `/` of its `/proc/self/mountinfo` is the
+/// container's root file system in the runtime's store (`storage`, e.g.
+/// `/var/lib/docker/`), and it reads the file the container wrote there,
+/// which the node's own root does not have. Its sandbox went through the
+/// runc shim. Returns how long it took to run and the pod. Panics (it is
+/// a test's check) when any of that fails, with the node's diagnostics.
+pub fn a_pod_runs_and_kubectl_reaches_it(
+    kubectl: &Kubectl,
+    n: &SimNode,
+    scheme: &str,
+) -> (Duration, PodStatus) {
     let busybox = busybox_image().unwrap();
-    let pod_name = format!("hello-{}", n.name());
+    let pod_name = hello_pod(n.name());
     let greeting = format!("hello-from-{scheme}");
     let t0 = Instant::now();
     create_pod(
         kubectl,
-        &busybox_pod(&pod_name, n.name(), &busybox.tag, &greeting, true),
+        &busybox_pod(&pod_name, n.name(), &busybox.tag, &greeting, false),
     )
     .unwrap();
     let pod = wait_pod_running(kubectl, &pod_name, POD_TIMEOUT)
@@ -486,13 +506,20 @@ pub fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme:
         pod.container_id.starts_with(&format!("{scheme}://")),
         "{pod:?}"
     );
+    // An address of its own, from its node's pod CIDR.
+    let cidr = crate::podnet::pod_cidr(kubectl, n.name())
+        .unwrap_or_else(|| panic!("node {} has no pod CIDR", n.name()));
+    assert!(
+        crate::podnet::in_cidr(&pod.pod_ip, &cidr) && pod.pod_ip != pod.host_ip,
+        "the pod's address is not one of its node's pod CIDR {cidr}: {pod:?}"
+    );
 
     // Through the API server and the kubelet: the container's output, and
     // a command run in it.
     let logs = kubectl.run(&["logs", &pod_name]).unwrap();
     assert_eq!(logs.lines().next(), Some(greeting.as_str()), "{logs}");
-    // hostNetwork: the pod has the node's UTS namespace, so its host name.
-    assert_eq!(logs.lines().nth(1), Some(n.name()), "{logs}");
+    // Not hostNetwork: the pod has its own UTS namespace, its name.
+    assert_eq!(logs.lines().nth(1), Some(pod_name.as_str()), "{logs}");
     let exec = kubectl
         .run(&[
             "exec",
@@ -500,10 +527,27 @@ pub fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme:
             "--",
             "/bin/sh",
             "-c",
-            "echo exec-ok; id -u",
+            &format!("echo exec-ok; id -u; cat {OWN_FILE}"),
         ])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(exec, format!("exec-ok\n0\n{greeting}\n"));
+    assert!(
+        !n.exists(OWN_FILE),
+        "{OWN_FILE} is in the node's own root too: the check above proves nothing"
+    );
+    let storage = match scheme {
+        "docker" => "/var/lib/docker/",
+        _ => "/var/lib/containerd/",
+    };
+    let mountinfo = kubectl
+        .run(&["exec", &pod_name, "--", "cat", "/proc/self/mountinfo"])
         .unwrap();
-    assert_eq!(exec, "exec-ok\n0\n");
+    let root = root_mount(&mountinfo)
+        .unwrap_or_else(|| panic!("no mount at / in the exec's mountinfo:\n{mountinfo}"));
+    assert!(
+        root.contains(storage),
+        "the exec's / is not the container's root in {storage}: {root}\n{mountinfo}"
+    );
 
     // The runc shim (a test part) is what let the sandbox start here.
     let clamped = n.read(RUNC_SHIM_LOG).unwrap_or_default();
@@ -511,7 +555,36 @@ pub fn a_pod_runs_and_kubectl_reaches_it(kubectl: &Kubectl, n: &SimNode, scheme:
         clamped.contains("clamped oomScoreAdj -998 -> 0"),
         "the sandbox did not go through the runc shim: {clamped:?}"
     );
-    running
+    (running, pod)
+}
+
+/// The line of `/proc/self/mountinfo` whose mount point is `/` (the last
+/// one: a mount over `/` hides those below).
+pub fn root_mount(mountinfo: &str) -> Option<&str> {
+    mountinfo
+        .lines()
+        .rev()
+        .find(|l| l.split(' ').nth(4) == Some("/"))
+}
+
+/// From pod `from` (namespace `default`, with busybox's `ping`), the pod
+/// address `to` answers (three tries of one ping, two seconds each).
+pub fn pod_reaches(kubectl: &Kubectl, from: &str, to: &str) -> Result<()> {
+    let out = kubectl.run(&[
+        "exec",
+        from,
+        "--",
+        "/bin/sh",
+        "-c",
+        &format!(
+            "for i in 1 2 3; do ping -c 1 -W 2 {to} >/dev/null 2>&1 && {{ echo reached; exit 0; }}; done; exit 1"
+        ),
+    ]);
+    match out {
+        Ok(o) if o.trim() == "reached" => Ok(()),
+        Ok(o) => bail!("pod {from} did not reach {to}: {o}"),
+        Err(e) => bail!("pod {from} did not reach {to}: {e:#}"),
+    }
 }
 
 #[cfg(test)]

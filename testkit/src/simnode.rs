@@ -5,7 +5,16 @@
 //!
 //! The recipe:
 //! `unshare --pid --fork --mount --kill-child` runs a script that mounts the
-//! overlay and execs `unshare --root=ROOT systemd --system`. A reboot inside
+//! overlay at ROOT, makes it the root of the node's mount namespace by
+//! pivot_root (`cd ROOT; pivot_root . .; umount -l .`, with the node's
+//! `/proc` mounted first, which `umount` reads: the host's `/` is
+//! detached, not merely out of sight as under a chroot) and execs
+//! `systemd --system`. So a process that joins the node's mount namespace
+//! (`nsenter`, and runc's `exec` into a container made there) starts at
+//! the node's root, and a container's own root is the root its `exec`
+//! sees: under `unshare --root` (a chroot), the namespace's root stayed
+//! the host's `/`, and `runc exec` landed there (seen with Kubernetes'
+//! conformance suite, issue 33). A reboot inside
 //! ends PID 1 with SIGHUP, which `unshare` re-raises on itself, so the harness
 //! sees its child killed by signal 1; poweroff is SIGINT. Power loss is a
 //! SIGKILL of the node's PID 1.
@@ -73,6 +82,9 @@ pub struct SimNode {
     /// PID 1 of the latest boot, kept after it went down.
     last_pid1: Option<u32>,
     boots: u32,
+    /// Network links in the host's namespace that belong to this node (a
+    /// pod bridge), deleted when it is dropped.
+    host_links: std::sync::Mutex<Vec<String>>,
 }
 
 impl SimNode {
@@ -94,6 +106,7 @@ impl SimNode {
             pid1: None,
             last_pid1: None,
             boots: 0,
+            host_links: Default::default(),
         };
         let sysdir = node.upper().join("etc/systemd/system");
         fs::create_dir_all(&sysdir)?;
@@ -120,6 +133,28 @@ impl SimNode {
         &self.name
     }
 
+    /// What tells this node apart from every other on the host while it
+    /// exists (its directory's name, `simnode-<name>-<random>`): for names
+    /// of things of its own in the host's namespaces.
+    pub fn id(&self) -> String {
+        self.dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Deletes the host's network link `name` (made by the node's own
+    /// processes in the host's network namespace, which simulated nodes
+    /// share: a pod bridge) when the node is dropped.
+    pub fn remove_host_link_on_drop(&self, name: &str) {
+        let mut links = self.host_links.lock().unwrap_or_else(|e| e.into_inner());
+        if !links.iter().any(|l| l == name) {
+            links.push(name.to_string());
+        }
+    }
+
     /// Gives the node a host name of its own (its `/etc/hostname`, which its
     /// systemd sets in the node's UTS namespace at boot). Without one the
     /// node carries the host's name. Before boot.
@@ -136,10 +171,7 @@ impl SimNode {
     /// The node's own cgroup (below each hierarchy's root): the root of its
     /// cgroup namespace.
     fn cgroup_name(&self) -> String {
-        format!(
-            "nb-simnode/{}",
-            self.dir.path().file_name().unwrap().to_string_lossy()
-        )
+        format!("nb-simnode/{}", self.id())
     }
 
     /// The node's disk (overlay upper dir). Write here only while it is down.
@@ -296,7 +328,12 @@ impl SimNode {
              mount -t overlay overlay -o lowerdir=/,upperdir={upper},workdir={work} {root}\n\
              {cgroup_mounts}\
              export container=node-bootstrap-simnode\n\
-             exec unshare --root={root} /lib/systemd/systemd --system --unit=multi-user.target\n",
+             mount -t proc -o nosuid,nodev,noexec proc {root}/proc\n\
+             cd {root}\n\
+             pivot_root . .\n\
+             umount -l .\n\
+             cd /\n\
+             exec /lib/systemd/systemd --system --unit=multi-user.target\n",
             upper = d.join("upper").display(),
             work = d.join("work").display(),
             root = root.display(),
@@ -693,6 +730,17 @@ impl Drop for SimNode {
             if let Ok(layout) = cgroup::Layout::of_host() {
                 layout.remove(&self.cgroup_name());
             }
+        }
+        for link in self
+            .host_links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            let _ = Command::new("ip")
+                .args(["link", "delete", link])
+                .stderr(Stdio::null())
+                .status();
         }
         if std::env::var_os("SIMNODE_KEEP").is_some() {
             let kept = self.dir.path().to_path_buf();

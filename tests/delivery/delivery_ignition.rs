@@ -413,16 +413,14 @@ fn pointer_config_replaces_itself_with_the_pull_config_verified_by_sha512() {
 
 #[test]
 fn agent_config_in_every_example_is_accepted_by_the_agent() {
-    let dir = tempfile::tempdir().unwrap();
     for (file, role, mode) in FULL_CONFIGS {
         let cfg = load(file);
         let text = ignition_file_text(&cfg, "/etc/node-bootstrap/config.json").unwrap();
-        let p = dir.path().join(format!("{file}.config.json"));
-        fs::write(&p, &text).unwrap();
+        // The whole config as its node reads it: the agent config, the
+        // runtime mappings, the keyring it needs, the seed kubelet.env.
         let out = testkit::cli::agent_command()
-            .arg("--config")
-            .arg(&p)
-            .args(["--log-format", "text", "check-config"])
+            .args(["--log-format", "text", "check-config", "--ignition"])
+            .arg(examples_dir().join(file))
             .output()
             .unwrap();
         assert!(

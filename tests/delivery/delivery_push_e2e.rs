@@ -1,27 +1,39 @@
-//! End to end from terraform, push mode: `terraform apply` of the metal
-//! example (terraform/examples/metal) against a simulated node (a real
-//! systemd as PID 1) that runs sshd on a loopback port.
+//! End to end from terraform, push mode, following docs/operators.md's
+//! metal steps literally: its shell blocks ("metal step: copy", "render",
+//! "push") run as written with bash in a copy of a checkout's terraform/
+//! and units/, against a simulated node (a real systemd as PID 1) that runs
+//! sshd on a loopback port.
 //!
-//! 1. The example renders the bootkube master's Ignition config; the test
-//!    does to the node what Ignition would with it (files, units, enabled
-//!    units, the core user's SSH key) and boots it.
-//! 2. `terraform apply` pushes real assets over SSH as `core` through sudo,
-//!    with the bootstrap token's Secret and the RBAC (the example's
-//!    `bootstrap_token`, rendered by the bootstrap-token module) in
-//!    `manifests/`; the node's path units fire, bootkube.sh and
+//! 1. Copy: the example copied beside itself, `terraform.tfvars` from its
+//!    example; the test fills in what an operator fills in (the node's
+//!    address and host key, the binary's hash, the SSH key, a bootstrap
+//!    token: an `.auto.tfvars.json` over the tfvars; the keyring beside it;
+//!    the assets in `generated/`). `config.json` and `runtime-mappings.yaml`
+//!    are the example's templates as they are.
+//! 2. Render: `terraform apply` writes `rendered/<node>.ign` and pushes
+//!    nothing (the node is not up: it boots from its config); each file is
+//!    what `terraform output -json ignition_configs` says, passes the real
+//!    `ignition-validate` and `node-bootstrap check-config --ignition`. The
+//!    test does to the node what Ignition would with the master's config
+//!    (files, units, enabled units, the core user's SSH key) and boots it.
+//! 3. Push: `terraform apply -var push_assets=true` pushes real assets over
+//!    SSH as `core` through sudo, with the bootstrap token's Secret and the
+//!    RBAC in `manifests/`; the node's path units fire, bootkube.sh and
 //!    tectonic-wrapper.sh run once, the .done files appear. The worker's
 //!    config holds the bootstrap token only.
-//! 3. `terraform apply` again changes nothing: "0 added, 0 changed,
-//!    0 destroyed", and the helpers do not run again.
-//! 4. Changed assets are pushed again (the push is replaced), the .done
-//!    markers survive, the helpers still do not run again; the next boot
-//!    skips them too.
+//! 4. Apply again: "0 added, 0 changed, 0 destroyed", the helpers do not
+//!    run again. Changed assets are pushed again (the push is replaced),
+//!    the .done markers survive, the helpers still do not run again; the
+//!    next boot skips them too.
 //!
-//! The agent is testkit/standins/agent-stub (its `run` writes kubelet.env,
-//! its `helper bootkube|tectonic` runs the asset script and marks .done),
-//! served to "Ignition" from the agent URL with its real SHA-512.
+//! The agent on the node is testkit/standins/agent-stub (its `run` writes
+//! kubelet.env, its `helper bootkube|tectonic` runs the asset script and
+//! marks .done), served to "Ignition" from the agent URL with its real
+//! SHA-512.
 
-use crate::support::{Terraform, ignition_validate, root, skip_without};
+use crate::support::{
+    checkout_copy, ignition_validate, operator_shell, operators_md_block, root, skip_without,
+};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 use std::fs;
@@ -68,8 +80,18 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
     let ssh = NodeSsh::new().unwrap();
     let inputs = root().join("ignition/render/inputs");
 
-    // The cluster's assets, as an installer generates them.
-    let assets = work.path().join("generated");
+    // 1. The operator's copy of the example.
+    let checkout = checkout_copy(&work.path().join("checkout"));
+    operator_shell(&checkout, &operators_md_block("copy"));
+    let example = checkout.join("terraform/examples/my-cluster");
+    assert!(
+        example.join("terraform.tfvars").exists(),
+        "the copy step left no {}",
+        example.join("terraform.tfvars").display()
+    );
+    // The cluster's assets, as an installer generates them, where the
+    // tfvars template looks (`./generated`, its kubeconfig in `auth/`).
+    let assets = example.join("generated");
     let asset = |name: &str, body: &str| {
         let p = assets.join(name);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -88,70 +110,71 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         "tls/apiserver.key",
         "-----BEGIN PRIVATE KEY-----\nnot really\n",
     );
+    asset(
+        "auth/kubeconfig",
+        &fs::read_to_string(inputs.join("kubeconfig")).unwrap(),
+    );
+    // The mirror's public key, where the tfvars template names it.
+    fs::copy(inputs.join("keyring.asc"), example.join("keyring.asc")).unwrap();
 
     // The workers' bootstrap token (the example's `bootstrap_token`).
     let token = BootstrapToken::generate();
     let expiration = rfc3339_in(Duration::from_secs(4 * 3600));
 
+    // What the operator fills in: over terraform.tfvars, as a
+    // token.auto.tfvars.json of the kind the template suggests.
     let agent = fs::read(testkit::standin("agent-stub")).unwrap();
-    let vars = work.path().join("metal.tfvars.json");
     fs::write(
-        &vars,
+        example.join("test.auto.tfvars.json"),
         json!({
             "bootkube_master": {"name": "master-0", "host": "127.0.0.1", "port": ssh.port(), "host_key": ssh.host_public_key()},
+            "masters": [],
             "workers": ["worker-0"],
-            "assets_dir": assets,
             "ssh_user": "core",
             "ssh_private_key_path": ssh.client_private_key(),
             "ssh_authorized_keys": [ssh.client_public_key()],
             "ssh_timeout": "2m",
             "agent_url": AGENT_URL,
             "agent_sha512": hex::encode(Sha512::digest(&agent)),
-            "agent_config_path": inputs.join("config.json"),
-            "kubelet_image_tag": "v1.9.6_coreos.0",
-            "runtime_mappings_path": inputs.join("runtime-mappings.yaml"),
-            "kubeconfig_path": inputs.join("kubeconfig"),
             "bootstrap_token": {"id": token.id, "secret": token.secret(), "expiration": expiration},
         })
         .to_string(),
     )
     .unwrap();
-    let var_file = format!("-var-file={}", vars.display());
 
-    let tf = Terraform::new(root().join("terraform/examples/metal"));
-    tf.init();
-
-    // 1. The Ignition configs first (the machines boot from them): the
-    //    planned outputs (no resource is needed to render them).
-    let plan_file = work.path().join("render.tfplan");
-    tf.ok(&[
-        "plan",
-        "-input=false",
-        "-no-color",
-        "-lock=false",
-        &var_file,
-        &format!("-out={}", plan_file.display()),
-    ]);
-    let shown: Value = serde_json::from_str(&tf.ok(&[
-        "show",
-        "-json",
-        "-no-color",
-        &plan_file.display().to_string(),
-    ]))
-    .unwrap();
-    let configs = shown["planned_values"]["outputs"]["ignition_configs"]["value"].clone();
+    // 2. Render: the configs on disk, nothing pushed (the node is not up).
+    let rendered = operator_shell(&example, &operators_md_block("render"));
     assert!(
-        configs.is_object(),
-        "no ignition_configs in the plan: {}",
-        shown["planned_values"]["outputs"]
+        rendered.contains("Resources: 2 added")
+            && !rendered.contains("Provisioning with 'remote-exec'"),
+        "the render step did not just write the configs:\n{rendered}"
     );
-    for (name, text) in configs.as_object().unwrap() {
-        let p = work.path().join(format!("{name}.ign"));
-        fs::write(&p, text.as_str().unwrap()).unwrap();
-        ignition_validate(&p).unwrap();
+    assert!(
+        !rendered.contains(token.secret()),
+        "terraform printed the token"
+    );
+    let outputs: Value = serde_json::from_str(&operator_shell(
+        &example,
+        "terraform output -json ignition_configs",
+    ))
+    .unwrap();
+    let mut configs = std::collections::BTreeMap::new();
+    for node in ["master-0", "worker-0"] {
+        let file = example.join(format!("rendered/{node}.ign"));
+        let text = fs::read_to_string(&file).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{}",
+            file.display()
+        );
+        assert_eq!(outputs[node].as_str(), Some(text.as_str()), "{node}");
+        ignition_validate(&file).unwrap();
+        configs.insert(node, serde_json::from_str::<Value>(&text).unwrap());
     }
-    let master: Value = serde_json::from_str(configs["master-0"].as_str().unwrap()).unwrap();
-    let worker: Value = serde_json::from_str(configs["worker-0"].as_str().unwrap()).unwrap();
+    let master = configs["master-0"].clone();
+    let worker = configs["worker-0"].clone();
     check_holds_bootstrap_token_only(&worker, &token)
         .unwrap_or_else(|e| panic!("worker-0's config: {e:#}"));
 
@@ -197,8 +220,8 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         String::from_utf8_lossy(&sudo.stderr)
     );
 
-    // 2. The push.
-    let out = tf.apply_ok(&[&var_file]);
+    // 3. The push, as the doc says it.
+    let out = operator_shell(&example, &operators_md_block("push"));
     assert_applied(&out, "1 added, 0 changed, 0 destroyed");
     assert!(!out.contains(token.secret()), "terraform printed the token");
     n.wait_for("tectonic.service to finish", T, |n| {
@@ -281,27 +304,18 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
     assert_eq!(out.status.code(), Some(0), "status: {report:#}");
     assert_eq!(report["verdict"], "complete");
 
-    // 3. Apply again: nothing to do, nothing happens on the node.
-    let out = tf.apply_ok(&[&var_file]);
+    // 4. Apply again: nothing to do, nothing happens on the node.
+    let push = "terraform apply -var push_assets=true";
+    let out = operator_shell(&example, push);
     assert_applied(&out, "0 added, 0 changed, 0 destroyed");
     assert!(
         !out.contains("Provisioning with"),
         "re-apply provisioned again:\n{out}"
     );
-    let state = format!("-state={}", tf.state().display());
-    let plan = tf.run(&[
-        "plan",
-        "-detailed-exitcode",
-        "-input=false",
-        "-no-color",
-        &state,
-        &var_file,
-    ]);
-    assert_eq!(
-        plan.status.code(),
-        Some(0),
-        "plan after apply is not empty:\n{}",
-        String::from_utf8_lossy(&plan.stdout)
+    // An empty plan: `-detailed-exitcode` exits 0 (2 would be changes).
+    operator_shell(
+        &example,
+        "terraform plan -detailed-exitcode -var push_assets=true",
     );
     assert_eq!(lines(&n, "/var/lib/e2e/bootkube-runs").len(), 1);
     assert_eq!(lines(&n, "/var/lib/e2e/tectonic-runs").len(), 1);
@@ -311,9 +325,9 @@ fn push_mode_example_delivers_assets_to_a_node_and_reapply_changes_nothing() {
         bootkube_started
     );
 
-    // 4. Changed assets: pushed again, markers kept, helpers not re-run.
+    // Changed assets: pushed again, markers kept, helpers not re-run.
     asset("manifests/extra.yaml", "kind: ConfigMap\n");
-    let out = tf.apply_ok(&[&var_file]);
+    let out = operator_shell(&example, push);
     assert_applied(&out, "1 added, 0 changed, 1 destroyed");
     assert_eq!(
         n.read("/opt/tectonic/manifests/extra.yaml").unwrap(),

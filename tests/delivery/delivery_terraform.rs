@@ -317,6 +317,14 @@ fn aws_example_renders_ignition_through_the_provider_free_modules() {
             i["metadata_options"][0]["http_tokens"], "required",
             "{inst}: IMDSv2"
         );
+        // A new config (agent pin, token) does not replace running nodes.
+        assert!(
+            i["lifecycle"][0]["ignore_changes"]
+                .to_string()
+                .contains("user_data"),
+            "{inst}: no lifecycle.ignore_changes = [user_data]: {}",
+            i["lifecycle"]
+        );
     }
     // The same modules, rendered and validated: ignition/render renders a
     // bootkube master in pull mode and its pointer exactly like this example
@@ -465,7 +473,7 @@ fn ignition_module_rejects_bad_inputs_at_plan_time_naming_the_variable() {
         (
             "units_dir",
             json!(empty_units.path()),
-            "k8s-node-bootstrap.service",
+            "units_dir: no k8s-node-bootstrap.service, kubelet.service",
         ),
     ];
     for (var, value, message) in cases {
@@ -946,4 +954,111 @@ fn install_assets_refuses_unsafe_targets() {
         assert!(String::from_utf8_lossy(&out.stderr).starts_with("install-assets: "));
     }
     assert!(staging.exists(), "nothing was touched");
+}
+
+/// `node-bootstrap check-config` of `agent_config` on a machine whose node
+/// paths hold no keyring (the seed dir a temp dir), with the keyring
+/// `--keyring` names, if any: its exit code and stderr.
+fn agent_check_keyring(agent_config: &Value, keyring: Option<&Path>) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = agent_config.clone();
+    cfg["paths"] = json!({"seed_dir": dir.path().join("installer")});
+    let p = dir.path().join("config.json");
+    fs::write(&p, cfg.to_string()).unwrap();
+    let mut cmd = testkit::cli::agent_command();
+    cmd.arg("--config")
+        .arg(&p)
+        .args(["--log-format", "text", "check-config"]);
+    if let Some(k) = keyring {
+        cmd.arg("--keyring").arg(k);
+    }
+    let out = cmd.output().unwrap();
+    (testkit::cli::code(&out), testkit::cli::stderr(&out))
+}
+
+/// A signed source the agent config uses (the kubelet sysext, docker
+/// packages from metadata or agent upgrades from a mirror; a torcx
+/// manifest) with no keyring for it fails `terraform plan`, naming
+/// `keyring`, exactly where the agent's `check-config` refuses it; the
+/// same config with the keyring, or with unsigned metadata allowed, passes
+/// both.
+#[test]
+fn ignition_module_refuses_a_signed_source_without_keyring_as_the_agent_does() {
+    if skip_without(&["terraform"]) {
+        return;
+    }
+    let tf = Terraform::new(root().join("terraform/modules/ignition"));
+    tf.init();
+    let keyring = root().join("ignition/render/inputs/keyring.asc");
+    let url = "https://mirror.example.com/node-bootstrap";
+    let cases: Vec<(Value, Option<&str>)> = vec![
+        (
+            json!({"kubelet": {"backend": "sysext"}, "sources": {"url": url}}),
+            Some("agent_config searches sources.url for metadata it accepts only signed"),
+        ),
+        (
+            json!({"agent": {"upgrade": "minor"}, "sources": {"url": url}}),
+            Some("agent_config searches sources.url"),
+        ),
+        (
+            json!({"addon": {"enabled": true, "package_source": "metadata"}, "sources": {"url": url}}),
+            Some("agent_config searches sources.url"),
+        ),
+        (
+            json!({"addon": {"enabled": true, "manifest_url": "https://mirror.example.com/torcx.json"}}),
+            Some("takes docker from a torcx manifest"),
+        ),
+        (
+            json!({"kubelet": {"backend": "sysext"}, "sources": {"url": url, "allow_unsigned": ["url"]}}),
+            None,
+        ),
+        (json!({"kubelet": {"backend": "sysext"}}), None),
+        (
+            json!({"addon": {"enabled": true, "manifest_url": "https://mirror.example.com/torcx.json", "allow_unsigned": true}}),
+            None,
+        ),
+        (json!({"sources": {"url": url}}), None),
+    ];
+    for (agent_config, refusal) in &cases {
+        let mut vars = good_ignition_vars();
+        vars["agent_config"] = json!(agent_config.to_string());
+        let out = plan(&tf, &vars);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        let (code, agent) = agent_check_keyring(agent_config, None);
+        match refusal {
+            Some(message) => {
+                assert!(
+                    !out.status.success()
+                        && stderr.contains("keyring is null")
+                        && stderr.contains(message),
+                    "{agent_config}: plan does not refuse it naming keyring and saying {message:?}:\n{stderr}"
+                );
+                assert!(
+                    code == 5 && agent.contains("the node could verify nothing signed there"),
+                    "{agent_config}: the agent does not refuse it (exit {code}): {agent}"
+                );
+                // With the keyring, both accept it.
+                vars["keyring"] = json!(fs::read_to_string(&keyring).unwrap());
+                let out = plan(&tf, &vars);
+                assert!(
+                    out.status.success(),
+                    "{agent_config} with a keyring: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let (code, agent) = agent_check_keyring(agent_config, Some(&keyring));
+                assert!(
+                    code == 0 && agent.contains("keyring ok:"),
+                    "{agent_config} with --keyring (exit {code}): {agent}"
+                );
+            }
+            None => {
+                assert!(
+                    out.status.success(),
+                    "{agent_config}: plan refuses it, the agent does not need a keyring:\n{stderr}"
+                );
+                assert_eq!(code, 0, "{agent_config}: {agent}");
+            }
+        }
+    }
 }

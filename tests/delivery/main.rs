@@ -5,9 +5,12 @@
 //! variable, and (AWS ones, parsed with python-hcl2) keep the asset bucket
 //! private; the checked-in Ignition examples are what the sources render
 //! today and pass the real `ignition-validate`; `install-assets.sh` swaps
-//! pushed assets into place atomically; and push mode end to end:
-//! `terraform apply` of the metal example delivers assets over SSH to a
-//! simulated node running sshd, and a second apply changes nothing.
+//! pushed assets into place atomically; every provider-free example
+//! renders, as an operator runs it, configs that pass `ignition-validate`
+//! and the agent's `check-config --ignition`, with each mistake reported
+//! once; and push mode end to end, following docs/operators.md's metal
+//! steps as written (render, outputs, then the push over SSH to a
+//! simulated node running sshd), and a second apply changes nothing.
 //!
 //! What it needs: `terraform`, `ignition-validate`, `python3` with
 //! python-hcl2 (scripts/setup.sh installs them); root for
@@ -22,6 +25,8 @@
 mod delivery_bootstrap_token;
 // Day two: the ignition module's follow switch, the follow-rbac module.
 mod delivery_follow;
+// The examples as an operator runs them: rendered, validated, checked by the agent; errors once.
+mod delivery_examples;
 // The Ignition configs: fresh, valid, each role's units and files.
 mod delivery_ignition;
 // `terraform apply` of the metal example pushing assets to a simulated node over SSH.

@@ -39,6 +39,9 @@ mod bootstrap_tokens;
 mod cni_networks;
 // The CRI probe against a real, private containerd.
 mod containerd_cri;
+// The containerd step's checks against real containerd 1.6.20 and 2.1.4: the
+// agent's file, an operator's (the bakery's version 3), another file, imports.
+mod containerd_versions;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
 // `scripts/demo.sh` on a machine that cannot run it: one line, exit 2, nothing built.
@@ -51,6 +54,8 @@ mod fleet_retries;
 mod kubelet_sysext_checks;
 // `helper bootkube|tectonic` in docker mode against a private dockerd.
 mod helper_docker;
+// The static binary in a chroot with no library and no NSS: names from /etc/hosts and DNS.
+mod static_binary_dns;
 // `status` probes: update_engine's `GetStatus`, Docker's version.
 mod status_probes;
 // What the TLS bootstrapping tests share: HTTPS as a node, CSRs as a kubelet.

@@ -44,6 +44,8 @@ mod assets_s3;
 mod assets_unpack;
 // `check-config`: the settings in effect, shown as a config file that reads back.
 mod check_config;
+// The CLI off a node: field names, JSON errors, preflight's API server check, no colour, relative dirs.
+mod cli_operator;
 // Cluster version discovery against the API server stand-in.
 mod cluster_version;
 // README's exit code table against `--help`, the error classes and the unit.
@@ -68,6 +70,8 @@ mod proptest_parsers;
 mod reliability_faults;
 // `run` / `preflight` against missing or wrong inputs.
 mod run_cli;
+// The static binary needs no library and no newer kernel than the README says.
+mod static_binary;
 // `status` without systemd, from the state journal alone.
 mod status_offline;
 

@@ -20,7 +20,10 @@
 //! kubelet of the cluster's version as a system extension (merged by the
 //! real systemd-sysext) from a signed mirror of kubelet images, and it
 //! runs containerd too. A pod runs on every worker, on the runtime its
-//! agent chose, and `kubectl logs` and `exec` reach it.
+//! agent chose, with an address of the node's pod CIDR (the controller
+//! manager's; the rig plays the network add-on, testkit::podnet), and
+//! `kubectl logs` and `exec` reach it, the exec in the container's own
+//! root; each worker's pod reaches another worker's by its address.
 //!
 //! Node credentials (docs/operators.md, "Node credentials"): the control
 //! plane runs in bootstrap-token mode, from the master's assets (the token
@@ -397,6 +400,7 @@ Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
     // runtime's store (there is no registry here).
     let pause = pods::pause_image().unwrap();
     let busybox = pods::busybox_image().unwrap();
+    let mut pod_ips = Vec::new();
     for (n, runtime) in nodes[1..5].iter().zip(&specs[1..]) {
         let scheme = match runtime {
             Runtime::Containerd => {
@@ -410,7 +414,16 @@ Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
                 "docker"
             }
         };
-        pods::a_pod_runs_and_kubectl_reaches_it(&rig.kubectl, n, scheme);
+        let (_, pod) = pods::a_pod_runs_and_kubectl_reaches_it(&rig.kubectl, n, scheme);
+        pod_ips.push((pods::hello_pod(n.name()), pod.pod_ip));
+    }
+    // Pods on different workers reach each other by address (a ring:
+    // docker to docker, docker to containerd, containerd to the sysext
+    // worker's containerd, and back to docker).
+    for (i, (from, _)) in pod_ips.iter().enumerate() {
+        let (to_pod, to) = &pod_ips[(i + 1) % pod_ips.len()];
+        pods::pod_reaches(&rig.kubectl, from, to)
+            .unwrap_or_else(|e| panic!("{from} -> {to_pod}: {e:#}"));
     }
 
     // The client-certificate worker's agent started before the API server

@@ -1,24 +1,27 @@
 //! Pods run on the tests' nodes, through each runtime a kubelet 1.20 can
 //! use: a simulated node with the real kubelet of the cluster's release,
 //! run by the project's kubelet.service (kubelet-wrapper, the release's
-//! image), joins a real control plane; the Node is Ready on its runtime, a
-//! `hostNetwork` pod of the offline busybox image (its sandbox the offline
-//! pause image) reaches Running, and `kubectl logs` and `kubectl exec`
-//! reach it through the API server, which dials the kubelet at its
-//! InternalIP.
+//! image), joins a real control plane; the Node gets a pod CIDR and the
+//! rig's network add-on (testkit::podnet) its CNI list, the Node is Ready
+//! on its runtime, a pod of the offline busybox image (its sandbox the
+//! offline pause image) reaches Running with an address of the node's pod
+//! CIDR, and `kubectl logs` and `kubectl exec` reach it through the API
+//! server, which dials the kubelet at its InternalIP; the exec runs in the
+//! container's own root.
 //!
 //! - containerd through CRI: Debian's containerd 1.6 (its own
 //!   containerd.service, started by the node's systemd) with a
 //!   configuration laid out as Flatcar's and as the agent is to write it
 //!   (hand-written here until it does), `--container-runtime=remote`.
 //! - docker through dockershim: Debian's docker 20.10 (docker.socket,
-//!   docker.service), the kubelet's default runtime.
+//!   docker.service), the kubelet's default runtime, with
+//!   `--network-plugin=cni` (CNI plugins where Debian puts them).
 //!
 //! The test parts of this machine kind (testkit::pods): the runc shim that
 //! clamps `oomScoreAdj` (no CAP_SYS_RESOURCE here), a tmpfs for
 //! `/var/lib/containerd` and docker's `vfs` storage (the node's root is an
-//! overlay), a loopback-only CNI network for containerd and no network
-//! plugin for docker (the node shares the host's network namespace).
+//! overlay), the network add-on's part (testkit::podnet: the node shares
+//! the host's network namespace, its pods get a bridge of the node's own).
 
 use std::time::{Duration, Instant};
 use testkit::agentnode::{self as an, KubeletImage, SEED_URL};
@@ -102,6 +105,7 @@ fn kubelet_worker(cp: &ControlPlane, parts: &KubeParts, name: &str, runtime_args
     .unwrap();
     n.write(an::KUBECONFIG_PATH, cp.node_kubeconfig(name, None), 0o600)
         .unwrap();
+    testkit::podnet::install(&n, name, &parts.kubectl()).unwrap();
     n.write("/etc/kubernetes/ca.crt", &cp.pki.ca_pem, 0o644)
         .unwrap();
     let (port, healthz) = (free_port(), free_port());
@@ -145,12 +149,6 @@ fn a_kubelet_on_containerd_runs_a_pod_that_kubectl_logs_and_exec_reach() {
         0o644,
     )
     .unwrap();
-    n.write(
-        &format!("{CNI_CONF_DIR}/10-loopback.conflist"),
-        pods::cni_loopback_conflist(),
-        0o644,
-    )
-    .unwrap();
     pods::containerd_test_parts(&n).unwrap();
     pods::enable_os_unit(&n, "containerd.service", "multi-user.target").unwrap();
 
@@ -173,7 +171,7 @@ fn a_kubelet_on_containerd_runs_a_pod_that_kubectl_logs_and_exec_reach() {
         "{info:?}"
     );
 
-    let running = pods::a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "containerd");
+    let (running, _) = pods::a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "containerd");
     // containerd runs it in the CRI namespace.
     let out = n
         .exec(&[pods::CTR, "--namespace", "k8s.io", "tasks", "list"])
@@ -200,8 +198,14 @@ fn a_kubelet_on_docker_runs_a_pod_that_kubectl_logs_and_exec_reach() {
     let parts = testkit::kube::parts().unwrap();
     let (cp, plane) = control_plane(&parts);
     let name = "docker-worker";
-    // dockershim, no network plugin (hostNetwork pods only).
-    let mut n = kubelet_worker(&cp, &parts, name, "--network-plugin=");
+    // dockershim with CNI (kubelet.env's --network-plugin=cni), the plugins
+    // where Debian puts them.
+    let mut n = kubelet_worker(
+        &cp,
+        &parts,
+        name,
+        &format!("--cni-bin-dir={}", pods::CNI_BIN_DIR),
+    );
     pods::install_runc_shim(&n).unwrap();
     n.drop_in(
         "docker.service",
@@ -234,7 +238,7 @@ fn a_kubelet_on_docker_runs_a_pod_that_kubectl_logs_and_exec_reach() {
         "{info:?}"
     );
 
-    let running = pods::a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "docker");
+    let (running, _) = pods::a_pod_runs_and_kubectl_reaches_it(&plane.kubectl, &n, "docker");
     eprintln!(
         "docker answered {docker_up:?} after boot; Node Ready {node_ready:?} after boot; \
          pod Running {running:?} after creation"

@@ -37,6 +37,9 @@ mod follow_cluster;
 mod containerd_pod;
 // containerd as a sysext the agent chose and merged where the OS has none; it answers CRI.
 mod containerd_package_node;
+// Today's Flatcar: containerd 2.1.4 (the OS's, and the bakery's sysext), the agent for a
+// 1.32 cluster, crictl 1.32 runs a pod; kubelet 1.20 with containerd 2.1 refused.
+mod containerd2_node;
 // The docker addon inside `node-bootstrap run`: one reboot, datadir wiped.
 mod addon_run;
 // Pull mode: init-assets.service pulls from moto, bootkube.path fires once.

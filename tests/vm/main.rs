@@ -23,6 +23,10 @@
 //!   the real runc (the VM's kernel lets it set the sandbox's
 //!   `oom_score_adj`), and `kubectl logs` and `exec` reach it through the
 //!   API server, which dials the VM's kubelet through a QEMU forward;
+//!   then Kubernetes' [NodeConformance] specs run on it (a named sample of
+//!   39, among them what a simulated node cannot host: a privileged pod
+//!   making a dummy network device; image pulls from the host's
+//!   registries; the whole suite with `NB_VM_CONFORMANCE=all`);
 //! - power cuts (SIGKILL of QEMU: the guest's page cache is lost) at points
 //!   of that flow, right after the agent's unsynced journal writes, right
 //!   after its durable record before the reboot, right after kubelet.env:
@@ -41,6 +45,8 @@ mod checks;
 mod rig;
 
 mod bootkube_master_push;
+// Kubernetes' node conformance suite on the worker VM (called by worker_joins_a_control_plane).
+mod conformance_vm;
 mod power_cuts;
 mod worker_first_boot;
 mod worker_joins_a_control_plane;

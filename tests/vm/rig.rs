@@ -17,8 +17,10 @@ use testkit::terraform::Terraform;
 use testkit::torcx_fixtures::{AddonRig, PkgEntry, docker_archive};
 use testkit::vm::{HOST_ALIAS, VmNode};
 
-/// The agent as a mirror serves it: the test build, stripped (Ignition
-/// fetches it through QEMU's user-mode network, under emulation).
+/// The agent as a mirror serves it: the static build nodes run
+/// (`scripts/build-static.sh`, README "Does it fit your cluster?"),
+/// stripped (Ignition fetches it through QEMU's user-mode network, under
+/// emulation).
 pub(crate) struct ServedAgent {
     pub(crate) bytes: Vec<u8>,
     pub(crate) sha512: String,
@@ -26,7 +28,14 @@ pub(crate) struct ServedAgent {
 
 impl ServedAgent {
     pub(crate) fn new(work: &Path) -> ServedAgent {
-        let built = testkit::built_binary("node-bootstrap");
+        let built = testkit::cli::static_agent_binary().unwrap_or_else(|| {
+            panic!(
+                "no {}: the VM tier boots the static build; run scripts/build-static.sh",
+                testkit::cli::agent_binary()
+                    .with_file_name("node-bootstrap-static")
+                    .display()
+            )
+        });
         let out = work.join("node-bootstrap");
         let st = std::process::Command::new("strip")
             .arg("-o")

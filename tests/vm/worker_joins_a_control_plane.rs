@@ -21,6 +21,9 @@
 //! address of its own, and `kubectl logs` and `exec` reach it through the
 //! API server on the host, which dials the VM's kubelet. How the host
 //! reaches a kubelet behind QEMU's user networking: [`KubeletReach`].
+//!
+//! Then Kubernetes' node conformance suite runs on that worker
+//! (`conformance_vm`: CI's sample of it, or the whole suite).
 
 use crate::checks::*;
 use crate::rig::*;
@@ -37,7 +40,10 @@ use testkit::vm::{BootEnd, HOST_ALIAS, VmNode};
 
 #[test]
 fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_runs_a_pod() {
-    if skip(&["terraform", "ssh-keygen", "strip"]) || testkit::kube::skip_unless_available() {
+    if skip(&["terraform", "ssh-keygen", "strip"])
+        || testkit::kube::skip_unless_available()
+        || testkit::conformance::skip_unless_available()
+    {
         return;
     }
     let _one_at_a_time = testkit::vm::exclusive();
@@ -76,6 +82,7 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
     check_holds_bootstrap_token_only(&serde_json::from_str(&ignition).unwrap(), &token)
         .unwrap_or_else(|e| panic!("the worker's Ignition config: {e:#}"));
     vm.forward_to_host(cp.apiserver_port);
+    let registries = crate::conformance_vm::registries_for(&mut vm);
     let booted_at = std::time::SystemTime::now();
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
@@ -165,6 +172,17 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
         "vm {}: the pod ran and kubectl reached it in {:.1}s",
         vm.name(),
         pod_started.elapsed().as_secs_f64()
+    );
+    let suite_started = Instant::now();
+    crate::conformance_vm::the_node_conformance_suite_passes_on_the_vm(
+        &running.kubectl,
+        &vm,
+        &registries,
+    );
+    eprintln!(
+        "vm {}: node conformance took {:.0}s",
+        vm.name(),
+        suite_started.elapsed().as_secs_f64()
     );
     vm.shutdown().unwrap();
     report(&vm, t0);

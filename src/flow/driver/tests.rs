@@ -222,6 +222,8 @@ impl Seams for FakeNode {
             runtime: "containerd://1.6.20".into(),
             cri_api: crate::container_runtime::cri::CriApi::V1,
             cgroup_driver: "systemd".into(),
+            verified: None,
+            advice: None,
             package: None,
         })
     }

@@ -165,6 +165,13 @@ resource "aws_instance" "bootkube_master" {
   }
 
   tags = { Name = "${var.cluster_name}-master-0", cluster = var.cluster_name }
+
+  # A node runs its config once, at first boot: a new one (a new agent pin,
+  # a new bootstrap token) is for instances made from now on, not a reason
+  # to stop or replace running ones (docs/operators.md).
+  lifecycle {
+    ignore_changes = [user_data]
+  }
 }
 
 resource "aws_instance" "worker" {
@@ -181,4 +188,11 @@ resource "aws_instance" "worker" {
   }
 
   tags = { Name = "${var.cluster_name}-worker-${count.index}", cluster = var.cluster_name }
+
+  # A node runs its config once, at first boot: a new one (a new agent pin,
+  # a new bootstrap token) is for instances made from now on, not a reason
+  # to stop or replace running ones (docs/operators.md).
+  lifecycle {
+    ignore_changes = [user_data]
+  }
 }

@@ -1,18 +1,31 @@
-# Bare metal: Ignition configs for every node (serve them with your PXE /
-# matchbox setup), and the cluster assets pushed over SSH to the bootkube
-# master once it is up, as Tectonic's metal platform did.
+# Bare metal: an Ignition config for every node, written to
+# <ignition_dir>/<node>.ign for your PXE / matchbox setup to serve, and the
+# cluster assets pushed over SSH to the bootkube master once it is up, as
+# Tectonic's metal platform did. Two steps (docs/operators.md, "Push mode"):
+# `terraform apply` renders and writes the configs and pushes nothing; once
+# the nodes boot from them, `terraform apply -var push_assets=true` pushes.
 
 locals {
   agent_config = var.agent_config_path != null ? file(var.agent_config_path) : "{}"
 
-  node_roles = merge(
-    { (var.bootkube_master.name) = "bootkube-master" },
-    { for n in var.masters : n => "master" },
-    { for n in var.workers : n => "worker" },
-  )
+  kubeconfig       = file(var.kubeconfig_path)
+  runtime_mappings = file(var.runtime_mappings_path)
+  keyring          = var.keyring_path != null ? file(var.keyring_path) : null
+  ca_bundle        = var.ca_bundle_path != null ? file(var.ca_bundle_path) : null
+  bootstrap        = nonsensitive(var.bootstrap_token != null)
 
-  # Which nodes start with the bootstrap token: the workers, if there is one.
-  bootstrap_worker = { for n, r in local.node_roles : n => r == "worker" && nonsensitive(var.bootstrap_token != null) }
+  # A node's config depends only on its role: each role is rendered once,
+  # and every node of it gets that config.
+  configs = merge(
+    { (var.bootkube_master.name) = module.bootkube_master.rendered },
+    { for n in var.masters : n => module.master[0].rendered },
+    { for n in var.workers : n => module.worker[0].rendered },
+  )
+  enabled_units = merge(
+    { (var.bootkube_master.name) = module.bootkube_master.enabled_units },
+    { for n in var.masters : n => module.master[0].enabled_units },
+    { for n in var.workers : n => module.worker[0].enabled_units },
+  )
 }
 
 # Workers with a bootstrap token (var.bootstrap_token): their bootstrap
@@ -20,38 +33,126 @@ locals {
 # cluster.
 module "bootstrap_token" {
   source = "../../modules/bootstrap-token"
-  count  = nonsensitive(var.bootstrap_token != null) ? 1 : 0
+  count  = local.bootstrap ? 1 : 0
 
   token_id       = nonsensitive(var.bootstrap_token.id)
   token_secret   = var.bootstrap_token.secret
   expiration     = nonsensitive(var.bootstrap_token.expiration)
-  api_server_url = yamldecode(file(var.kubeconfig_path)).clusters[0].cluster.server
-  cluster_ca     = base64decode(yamldecode(file(var.kubeconfig_path)).clusters[0].cluster["certificate-authority-data"])
+  api_server_url = yamldecode(local.kubeconfig).clusters[0].cluster.server
+  cluster_ca     = base64decode(yamldecode(local.kubeconfig).clusters[0].cluster["certificate-authority-data"])
 }
 
-module "ignition" {
-  source   = "../../modules/ignition"
-  for_each = local.node_roles
+# The bootkube master first: the other roles' configs wait for it
+# (depends_on below), so a mistake in the inputs they share is reported once,
+# here.
+module "bootkube_master" {
+  source = "../../modules/ignition"
 
-  role              = each.value
+  role                = "bootkube-master"
+  assets_mode         = "push"
+  agent_url           = var.agent_url
+  agent_sha512        = var.agent_sha512
+  agent_config        = local.agent_config
+  kubelet_image_url   = var.kubelet_image_url
+  kubelet_image_tag   = var.kubelet_image_tag
+  runtime_mappings    = local.runtime_mappings
+  keyring             = local.keyring
+  kubeconfig          = local.kubeconfig
+  ssh_user            = var.ssh_user
+  ssh_authorized_keys = var.ssh_authorized_keys
+  ca_bundle           = local.ca_bundle
+  cluster_dns_ip      = var.cluster_dns_ip
+  cluster_domain      = var.cluster_domain
+  node_labels         = var.node_labels
+  node_taints         = var.master_taints
+  kubelet_extra_args  = var.kubelet_extra_args
+}
+
+module "master" {
+  source = "../../modules/ignition"
+  count  = length(var.masters) > 0 ? 1 : 0
+
+  role                = "master"
+  assets_mode         = "push"
+  agent_url           = var.agent_url
+  agent_sha512        = var.agent_sha512
+  agent_config        = local.agent_config
+  kubelet_image_url   = var.kubelet_image_url
+  kubelet_image_tag   = var.kubelet_image_tag
+  runtime_mappings    = local.runtime_mappings
+  keyring             = local.keyring
+  kubeconfig          = local.kubeconfig
+  ssh_user            = var.ssh_user
+  ssh_authorized_keys = var.ssh_authorized_keys
+  ca_bundle           = local.ca_bundle
+  cluster_dns_ip      = var.cluster_dns_ip
+  cluster_domain      = var.cluster_domain
+  node_labels         = var.node_labels
+  node_taints         = var.master_taints
+  kubelet_extra_args  = var.kubelet_extra_args
+
+  depends_on = [module.bootkube_master]
+}
+
+module "worker" {
+  source = "../../modules/ignition"
+  count  = length(var.workers) > 0 ? 1 : 0
+
+  role              = "worker"
   assets_mode       = "push"
   agent_url         = var.agent_url
   agent_sha512      = var.agent_sha512
   agent_config      = local.agent_config
   kubelet_image_url = var.kubelet_image_url
   kubelet_image_tag = var.kubelet_image_tag
-  runtime_mappings  = file(var.runtime_mappings_path)
-  keyring           = var.keyring_path != null ? file(var.keyring_path) : null
-  kubeconfig        = local.bootstrap_worker[each.key] ? null : file(var.kubeconfig_path)
-  # A worker with a bootstrap token holds it only (no client credential).
-  bootstrap_kubeconfig = local.bootstrap_worker[each.key] ? module.bootstrap_token[0].kubeconfig : null
+  runtime_mappings  = local.runtime_mappings
+  keyring           = local.keyring
+  # With a bootstrap token a worker holds it only (no client credential).
+  kubeconfig           = local.bootstrap ? null : local.kubeconfig
+  bootstrap_kubeconfig = local.bootstrap ? module.bootstrap_token[0].kubeconfig : null
   ssh_user             = var.ssh_user
   ssh_authorized_keys  = var.ssh_authorized_keys
-  ca_bundle            = var.ca_bundle_path != null ? file(var.ca_bundle_path) : null
+  ca_bundle            = local.ca_bundle
+  cluster_dns_ip       = var.cluster_dns_ip
+  cluster_domain       = var.cluster_domain
+  node_labels          = var.node_labels
+  node_taints          = var.worker_taints
+  kubelet_extra_args   = var.kubelet_extra_args
+
+  depends_on = [module.bootkube_master, module.bootstrap_token]
 }
 
+# One file per node, <ignition_dir>/<node>.ign (mode 0600: it carries the
+# node's credential), written when its config changes; removed with the node.
+resource "terraform_data" "ignition_file" {
+  for_each = var.ignition_dir != null ? toset(keys(local.configs)) : toset([])
+
+  triggers_replace = {
+    sha512 = sha512(local.configs[each.key])
+    path   = "${abspath(var.ignition_dir)}/${each.key}.ign"
+  }
+
+  provisioner "local-exec" {
+    command = "umask 077 && mkdir -p \"$(dirname \"$FILE\")\" && printf '%s' \"$CONFIG\" > \"$FILE.tmp\" && mv -f \"$FILE.tmp\" \"$FILE\""
+    environment = {
+      FILE   = self.triggers_replace.path
+      CONFIG = local.configs[each.key]
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "rm -f \"$FILE\""
+    environment = {
+      FILE = self.triggers_replace.path
+    }
+  }
+}
+
+# The push, once the nodes boot from their configs (push_assets = true).
 module "assets" {
   source = "../../modules/push-assets"
+  count  = var.push_assets ? 1 : 0
 
   host        = var.bootkube_master.host
   port        = var.bootkube_master.port
@@ -63,7 +164,10 @@ module "assets" {
   # With a bootstrap token, its Secret and the RBAC for kubelet TLS
   # bootstrapping go with the assets: tectonic applies manifests/ before
   # the first worker asks for its certificate.
-  extra_files = nonsensitive(var.bootstrap_token != null) ? {
+  extra_files = local.bootstrap ? {
     for name, yaml in module.bootstrap_token[0].manifests : "manifests/${name}" => yaml
   } : tomap({})
+
+  # The configs are on disk before the push starts waiting for the master.
+  depends_on = [terraform_data.ignition_file]
 }

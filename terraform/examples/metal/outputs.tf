@@ -1,15 +1,20 @@
 output "ignition_configs" {
-  description = "Node name => Ignition config (JSON) to serve to that node. Sensitive: each carries the kubeconfig."
-  value       = { for n, m in module.ignition : n => m.rendered }
+  description = "Node name => Ignition config (JSON) to serve to that node; the same as the files in ignition_dir. Sensitive: each carries the node's credential."
+  value       = local.configs
   sensitive   = true
+}
+
+output "ignition_files" {
+  description = "Node name => the file its config was written to (null: ignition_dir is null)."
+  value       = { for n, f in terraform_data.ignition_file : n => f.triggers_replace.path }
 }
 
 output "enabled_units" {
   description = "Node name => the units its Ignition config enables."
-  value       = { for n, m in module.ignition : n => m.enabled_units }
+  value       = local.enabled_units
 }
 
 output "assets_sha256" {
-  description = "SHA-256 of the pushed assets' manifest."
-  value       = module.assets.assets_sha256
+  description = "SHA-256 of the pushed assets' manifest (null until push_assets is true)."
+  value       = one(module.assets[*].assets_sha256)
 }

@@ -26,12 +26,30 @@ variable "workers" {
   type        = set(string)
   default     = []
   nullable    = false
+
+  validation {
+    condition     = length(setintersection(var.workers, var.masters)) == 0 && !contains(setunion(var.workers, var.masters), var.bootkube_master.name)
+    error_message = "every node needs a name of its own: bootkube_master.name, masters and workers overlap."
+  }
 }
 
 variable "assets_dir" {
-  description = "Local directory with the cluster assets (bootkube.sh, tectonic-wrapper.sh, manifests, TLS), pushed to /opt/tectonic on the bootkube master."
+  description = "Local directory with the cluster assets (bootkube.sh, tectonic-wrapper.sh, manifests, TLS; docs/operators.md, \"The control plane\"), pushed to /opt/tectonic on the bootkube master when push_assets is true."
   type        = string
   nullable    = false
+}
+
+variable "push_assets" {
+  description = "Push the assets to the bootkube master (it must be booting from its config: the push waits up to ssh_timeout for its SSH). false: render and write the configs only. Render first, serve the configs, then apply with true."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "ignition_dir" {
+  description = "Directory the nodes' configs are written to, one <node>.ign each (mode 0600), for your PXE / matchbox setup to serve. null: write none (the ignition_configs output has them)."
+  type        = string
+  default     = "./rendered"
 }
 
 variable "ssh_user" {
@@ -45,6 +63,11 @@ variable "ssh_private_key_path" {
   description = "Path of the SSH private key terraform pushes with. null: use the SSH agent."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.ssh_private_key_path == null || try(fileexists(pathexpand(var.ssh_private_key_path)), false)
+    error_message = "ssh_private_key_path names no file (relative paths are from the directory terraform runs in); null uses the SSH agent."
+  }
 }
 
 variable "ssh_authorized_keys" {
@@ -67,46 +90,70 @@ variable "agent_url" {
 }
 
 variable "agent_sha512" {
-  description = "SHA-512 (hex) of the binary at agent_url."
+  description = "SHA-512 of the binary at agent_url: 128 lowercase hex digits, as `sha512sum node-bootstrap` prints them."
   type        = string
   nullable    = false
 }
 
 variable "agent_config_path" {
-  description = "Path of the agent's config.json, shared by all nodes (role and assets.mode are set per node). null: defaults only."
+  description = "Path of the agent's config.json, shared by all nodes (role and assets.mode are set per node); ./config.json beside this file is a template. null: defaults only."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.agent_config_path == null || try(fileexists(var.agent_config_path), false)
+    error_message = "agent_config_path names no file (relative paths are from the directory terraform runs in; ./config.json here is a template to edit)."
+  }
 }
 
 variable "kubelet_image_url" {
-  description = "Kubelet image repository (seed kubelet.env)."
+  description = "Kubelet image repository (seed kubelet.env's KUBELET_IMAGE_URL): the kubelet-wrapper's image on Container Linux; unused with kubelet.backend \"sysext\"."
   type        = string
   default     = "quay.io/coreos/hyperkube"
   nullable    = false
 }
 
 variable "kubelet_image_tag" {
-  description = "Kubelet image tag (seed kubelet.env), e.g. \"v1.9.6_coreos.0\"."
+  description = "Seed kubelet.env's KUBELET_IMAGE_TAG: the cluster's Kubernetes version as an image tag (\"+\" written as \"_\"), e.g. \"v1.9.6_coreos.0\". The bootkube master takes the cluster's version from it (its API server does not exist yet); the other nodes ask the API server and use it only with cluster.fallback_to_seed."
   type        = string
   nullable    = false
 }
 
 variable "runtime_mappings_path" {
-  description = "Path of runtime-mappings.yaml (Kubernetes minor => docker versions)."
+  description = "Path of runtime-mappings.yaml (Kubernetes minor => docker versions, containerd series); ./runtime-mappings.yaml beside this file is a template."
   type        = string
   nullable    = false
+
+  validation {
+    condition     = try(fileexists(var.runtime_mappings_path), false)
+    error_message = "runtime_mappings_path names no file (relative paths are from the directory terraform runs in; ./runtime-mappings.yaml here is a template)."
+  }
 }
 
 variable "keyring_path" {
-  description = "Path of the armored OpenPGP public keyring that signs torcx manifests and metadata. null: none."
+  description = "Path of the armored OpenPGP public keyring that signs your mirror's torcx manifests and metadata (yours: export it with `gpg --export --armor KEYID`). null: none (then the agent config must allow unsigned sources)."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.keyring_path == null || try(fileexists(var.keyring_path), false)
+    error_message = "keyring_path names no file (relative paths are from the directory terraform runs in); export your mirror's signing key with `gpg --export --armor KEYID > keyring.asc`, or set null."
+  }
 }
 
 variable "kubeconfig_path" {
-  description = "Path of the nodes' kubeconfig with long-lived credentials, written to /etc/kubernetes/kubeconfig (mode 0600) on every node, or only on the masters with bootstrap_token."
+  description = "Path of the nodes' kubeconfig with long-lived credentials, written to /etc/kubernetes/kubeconfig (mode 0600) on every node, or only on the masters with bootstrap_token. `bootkube render` writes it to <assets_dir>/auth/kubeconfig. Its first cluster must carry certificate-authority-data (the CA inline)."
   type        = string
   nullable    = false
+
+  validation {
+    condition     = try(fileexists(var.kubeconfig_path), false)
+    error_message = "kubeconfig_path names no file (relative paths are from the directory terraform runs in; `bootkube render` writes it to <assets_dir>/auth/kubeconfig)."
+  }
+  validation {
+    condition     = !try(fileexists(var.kubeconfig_path), false) || can(yamldecode(file(var.kubeconfig_path)).clusters[0].cluster["certificate-authority-data"])
+    error_message = "kubeconfig_path: its first cluster has no certificate-authority-data; put the CA inline (a certificate-authority: path is not read: the file would not exist on the nodes)."
+  }
 }
 
 variable "bootstrap_token" {
@@ -124,4 +171,53 @@ variable "ca_bundle_path" {
   description = "Path of PEM CA certificates of a private mirror, trusted by Ignition and the nodes. null: none."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.ca_bundle_path == null || try(fileexists(var.ca_bundle_path), false)
+    error_message = "ca_bundle_path names no file (relative paths are from the directory terraform runs in), or set null."
+  }
+}
+
+# The kubelet's settings, as the ignition module takes them
+# (docs/operators.md, "The kubelet a node runs"). Check cluster_dns_ip
+# against your service network: every pod's DNS depends on it.
+
+variable "cluster_dns_ip" {
+  description = "The cluster DNS service address in the service network (the kube-dns/CoreDNS Service's clusterIP): 10.3.0.10 in Tectonic's 10.3.0.0/16, 10.96.0.10 in kubeadm's default 10.96.0.0/12."
+  type        = string
+  default     = "10.3.0.10"
+  nullable    = false
+}
+
+variable "cluster_domain" {
+  description = "The cluster's DNS domain."
+  type        = string
+  default     = "cluster.local"
+  nullable    = false
+}
+
+variable "node_labels" {
+  description = "Labels every node's kubelet registers with, besides node.kubernetes.io/role (set from the role)."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+}
+
+variable "master_taints" {
+  description = "Taints of the masters' Nodes (\"key=value:Effect\"). null: node-role.kubernetes.io/master=:NoSchedule."
+  type        = list(string)
+  default     = null
+}
+
+variable "worker_taints" {
+  description = "Taints of the workers' Nodes (\"key=value:Effect\"). null: none."
+  type        = list(string)
+  default     = null
+}
+
+variable "kubelet_extra_args" {
+  description = "More kubelet flags for every node, one per element (e.g. \"--max-pods=50\")."
+  type        = list(string)
+  default     = []
+  nullable    = false
 }

@@ -1,31 +1,27 @@
-# Each output that carries the token checks it first, on a sensitive value,
-# so a malformed secret fails the plan without ever being printed.
+# The token's secret is checked once, by a precondition on token_id (every
+# output is evaluated, used or not, so a malformed secret fails the plan with
+# one error), on a sensitive value that is never printed.
 
 output "kubeconfig" {
   description = "The bootstrap kubeconfig (YAML): the API server URL, the cluster CA and the token. Give it to the ignition module as bootstrap_kubeconfig (written to /etc/kubernetes/bootstrap-kubeconfig, mode 0600). Sensitive."
   value       = local.kubeconfig
   sensitive   = true
-
-  precondition {
-    condition     = local.token_valid
-    error_message = "token_secret must be exactly 16 characters of [a-z0-9] (lowercase letters and digits), the second half of a bootstrap token \"<id>.<secret>\"."
-  }
 }
 
 output "token" {
   description = "The bootstrap token, \"<id>.<secret>\". Sensitive."
   value       = local.token
   sensitive   = true
-
-  precondition {
-    condition     = local.token_valid
-    error_message = "token_secret must be exactly 16 characters of [a-z0-9] (lowercase letters and digits), the second half of a bootstrap token \"<id>.<secret>\"."
-  }
 }
 
 output "token_id" {
   description = "The token's id: the API server authenticates it as user system:bootstrap:<id>."
   value       = var.token_id
+
+  precondition {
+    condition     = local.token_valid
+    error_message = "token_secret must be exactly 16 characters of [a-z0-9] (lowercase letters and digits), the second half of a bootstrap token \"<id>.<secret>\"."
+  }
 }
 
 output "secret_name" {
@@ -37,11 +33,6 @@ output "token_secret_manifest" {
   description = "The token's Secret (YAML) for the bootkube master's manifests/ (or kubectl apply -f). Sensitive."
   value       = local.secret_manifest
   sensitive   = true
-
-  precondition {
-    condition     = local.token_valid
-    error_message = "token_secret must be exactly 16 characters of [a-z0-9] (lowercase letters and digits), the second half of a bootstrap token \"<id>.<secret>\"."
-  }
 }
 
 output "rbac_manifest" {
@@ -56,9 +47,4 @@ output "manifests" {
     "node-bootstrap-rbac.yaml"  = local.rbac_manifest
   }
   sensitive = true
-
-  precondition {
-    condition     = local.token_valid
-    error_message = "token_secret must be exactly 16 characters of [a-z0-9] (lowercase letters and digits), the second half of a bootstrap token \"<id>.<secret>\"."
-  }
 }

@@ -26,7 +26,9 @@ variable "expiration" {
     error_message = "expiration must be an RFC 3339 timestamp such as \"2026-12-01T00:00:00Z\" (uppercase T, and Z or an offset like +01:00)."
   }
   validation {
-    condition     = !can(timecmp(var.expiration, plantimestamp())) || timecmp(var.expiration, plantimestamp()) > 0
+    # try(): terraform evaluates both sides of ||, and a malformed
+    # timestamp is the rule above's to report.
+    condition     = try(timecmp(var.expiration, plantimestamp()) > 0, true)
     error_message = "expiration is in the past: the API server would refuse this token. Make a new token with a future expiration (docs/operators.md, \"Node credentials: bootstrap tokens or client certificates\")."
   }
 }

@@ -36,17 +36,22 @@ locals {
   # /usr/bin/kubelet through the drop-in units/kubelet-sysext.conf.
   kubelet_sysext = try(jsondecode(var.agent_config).kubelet.backend, "wrapper") == "sysext"
 
+  # Every file read from units_dir; a missing one fails the plan naming
+  # units_dir (outputs.tf), not with file()'s own error.
+  unit_files         = concat(local.unit_names, ["node-bootstrap.catalog"], local.kubelet_sysext ? ["kubelet-sysext.conf"] : [])
+  missing_unit_files = [for f in local.unit_files : f if !fileexists("${local.units_dir}/${f}")]
+
   units = [
     for name in local.unit_names : merge(
       {
         name     = name
         enabled  = contains(local.enabled_units, name)
-        contents = file("${local.units_dir}/${name}")
+        contents = try(file("${local.units_dir}/${name}"), "")
       },
       name == "kubelet.service" ? {
         dropins = concat(
           [{ name = "10-node.conf", contents = local.kubelet_dropin }],
-          local.kubelet_sysext ? [{ name = "10-kubelet-sysext.conf", contents = file("${local.units_dir}/kubelet-sysext.conf") }] : [],
+          local.kubelet_sysext ? [{ name = "10-kubelet-sysext.conf", contents = try(file("${local.units_dir}/kubelet-sysext.conf"), "") }] : [],
         )
       } : {},
     )
@@ -150,7 +155,7 @@ locals {
     var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
     var.ca_bundle != null ? [{ path = "/etc/ssl/certs/node-bootstrap-ca.pem", mode = 420, text = var.ca_bundle }] : [],
     [
-      { path = "${local.sysext_dir}/usr/lib/systemd/catalog/node-bootstrap.catalog", mode = 420, text = file("${local.units_dir}/node-bootstrap.catalog") },
+      { path = "${local.sysext_dir}/usr/lib/systemd/catalog/node-bootstrap.catalog", mode = 420, text = try(file("${local.units_dir}/node-bootstrap.catalog"), "") },
       { path = "${local.sysext_dir}/usr/lib/extension-release.d/extension-release.node-bootstrap", mode = 420, text = "ID=_any\n" },
     ],
   )
@@ -200,4 +205,35 @@ locals {
   )
 
   rendered = jsonencode(local.config)
+
+  # Whether the node will find a key for what it must verify (the agent's
+  # own rule: `node-bootstrap check-config`, src/config/checks.rs): a
+  # signed source the agent config uses, with the keyring where this
+  # module writes it, needs var.keyring.
+  keyring_path_default = "/etc/kubernetes/installer/keyring.asc"
+  sources              = try(local.agent_config_in.sources, {})
+  addon                = try(local.agent_config_in.addon, {})
+  # A setting of the agent config, or its default when absent or null.
+  upgrade            = coalesce(try(local.agent_config_in.agent.upgrade, null), "off")
+  package_source     = coalesce(try(local.addon.package_source, null), "torcx-manifest")
+  addon_enabled      = coalesce(try(local.addon.enabled, null), false)
+  addon_unsigned     = coalesce(try(local.addon.allow_unsigned, null), false)
+  addon_keyring      = coalesce(try(local.addon.keyring, null), local.keyring_path_default)
+  sources_keyring    = coalesce(try(local.sources.keyring, null), local.keyring_path_default)
+  allow_unsigned     = try(local.sources.allow_unsigned, null) == null ? [] : local.sources.allow_unsigned
+  use_cluster_bucket = coalesce(try(local.sources.use_cluster_bucket, null), true)
+  use_default        = try(local.sources.default_url, null) != null || coalesce(try(local.sources.use_default, null), false)
+  searches_metadata = anytrue([
+    local.kubelet_sysext,
+    local.addon_enabled && local.package_source == "metadata",
+    local.upgrade != "off",
+  ])
+  # The locations searched whose unsigned metadata is not accepted.
+  signed_locations = concat(
+    try(local.sources.url, null) != null && !contains(local.allow_unsigned, "url") ? ["sources.url"] : [],
+    local.use_cluster_bucket && try(local.agent_config_in.assets.s3, null) != null && !contains(local.allow_unsigned, "bucket") ? ["the cluster's bucket"] : [],
+    local.use_default && !contains(local.allow_unsigned, "default") ? ["the default location"] : [],
+  )
+  needs_sources_keyring = local.searches_metadata && length(local.signed_locations) > 0 && local.sources_keyring == local.keyring_path_default
+  needs_addon_keyring   = local.addon_enabled && local.package_source != "metadata" && !local.addon_unsigned && local.addon_keyring == local.keyring_path_default
 }

@@ -21,6 +21,18 @@ output "rendered" {
     error_message = "bootstrap_kubeconfig's token is not a bootstrap token: it must be \"<id>.<secret>\" with 6 and 16 characters of [a-z0-9] (lowercase letters and digits)."
   }
   precondition {
+    condition     = length(local.missing_unit_files) == 0
+    error_message = "units_dir: no ${join(", ", local.missing_unit_files)} in ${local.units_dir}. The module reads the unit files from the repository's units/ beside it; used from an absolute path or a registry, terraform copies the module away from them: set units_dir to <checkout>/units, or use the module by a relative or git source."
+  }
+  precondition {
+    condition     = var.keyring != null || !local.needs_sources_keyring
+    error_message = "keyring is null, but agent_config searches ${join(" and ", local.signed_locations)} for metadata it accepts only signed (kubelet.backend \"sysext\", addon.package_source \"metadata\" or agent.upgrade), and the node would have no key at ${local.keyring_path_default} to verify it: set keyring to the mirror's public key, or add the location (\"url\", \"bucket\", \"default\") to agent_config.sources.allow_unsigned."
+  }
+  precondition {
+    condition     = var.keyring != null || !local.needs_addon_keyring
+    error_message = "keyring is null, but agent_config's addon takes docker from a torcx manifest, which the node accepts only signed, and it would have no key at ${local.keyring_path_default} to verify it: set keyring to the manifest's signing key, or set agent_config.addon.allow_unsigned."
+  }
+  precondition {
     condition     = can(regex("^\\s*-----BEGIN CERTIFICATE-----", local.kubelet_client_ca))
     error_message = "kubelet_client_ca is null and the kubeconfig's first cluster has no certificate-authority-data to take the kubelet's client CA from; set kubelet_client_ca."
   }

@@ -126,7 +126,7 @@ variable "agent_config" {
 }
 
 variable "kubelet_image_url" {
-  description = "KUBELET_IMAGE_URL of the seed /etc/kubernetes/installer/kubelet.env: the kubelet image repository, without a tag."
+  description = "KUBELET_IMAGE_URL of the seed /etc/kubernetes/installer/kubelet.env: the kubelet image repository kubelet-wrapper runs (Container Linux), without a tag; unused with kubelet.backend \"sysext\"."
   type        = string
   default     = "quay.io/coreos/hyperkube"
   nullable    = false
@@ -138,7 +138,7 @@ variable "kubelet_image_url" {
 }
 
 variable "kubelet_image_tag" {
-  description = "KUBELET_IMAGE_TAG of the seed kubelet.env, e.g. \"v1.9.6_coreos.0\" (an image tag: \"+\" written as \"_\"). The agent replaces it with the cluster's version when it can discover one."
+  description = "KUBELET_IMAGE_TAG of the seed kubelet.env: the cluster's Kubernetes version as an image tag (\"+\" written as \"_\"), e.g. \"v1.31.4\" or \"v1.9.6_coreos.0\". On the bootkube master it is the cluster's version (no API server exists yet); every other node asks the API server and uses it only with cluster.fallback_to_seed. Required with kubelet.backend \"sysext\" too (the agent reads the seed), where no image is pulled."
   type        = string
   nullable    = false
 

@@ -309,7 +309,7 @@ fn worker_boots(
 /// its log through the API server and the kubelet.
 fn run_pod(out: &mut dyn Write, rig: &ClusterRig, w: &SimNode) -> Result<(PodStatus, String)> {
     let image = pods::busybox_image()?;
-    let mut pod = pods::busybox_pod(POD, WORKER, &image.tag, GREETING, true);
+    let mut pod = pods::busybox_pod(POD, WORKER, &image.tag, GREETING, false);
     // Not bound by name: the real scheduler places it.
     let spec = pod["spec"]
         .as_object_mut()
@@ -321,7 +321,7 @@ fn run_pod(out: &mut dyn Write, rig: &ClusterRig, w: &SimNode) -> Result<(PodSta
     );
     writeln!(
         out,
-        "\n$ kubectl create -f {POD}.json    # busybox {}, hostNetwork, nodeSelector {WORKER}",
+        "\n$ kubectl create -f {POD}.json    # busybox {}, nodeSelector {WORKER}",
         image.tag
     )?;
     pods::create_pod(&rig.kubectl, &pod)?;

@@ -13,7 +13,8 @@
 //! beyond the product: the rig's test parts of each runtime
 //! ([`crate::cluster`], [`crate::pods`]: the runc shim, a TEST PART this
 //! machine kind needs, as no CAP_SYS_RESOURCE lets the real runc give a pod
-//! sandbox the oom_score_adj the kubelet asks for; VMs run the real runc),
+//! sandbox the oom_score_adj the kubelet asks for; VMs run the real runc;
+//! the pods' network, [`crate::podnet`], the network add-on's part),
 //! and the pause image (the sandbox) and the busybox image (the workload),
 //! loaded offline into the worker's runtime once it answers (no registry is
 //! reachable here).
@@ -70,13 +71,15 @@ impl WorkerRuntime {
             WorkerRuntime::Docker => {
                 "the runc shim as docker's default runtime: this machine kind lacks \
                  CAP_SYS_RESOURCE, so the shim clamps a pod's oomScoreAdj to 0 (VMs run the \
-                 real runc); docker on vfs (a node's root is an overlay)"
+                 real runc); docker on vfs (a node's root is an overlay); the pods' network \
+                 added by the rig as a cluster's network add-on would (a bridge per node)"
             }
             WorkerRuntime::Containerd => {
                 "the runc shim first on containerd's PATH: this machine kind lacks \
                  CAP_SYS_RESOURCE, so the shim clamps a pod's oomScoreAdj to 0 (VMs run the \
                  real runc); /var/lib/containerd on a tmpfs (a node's root is an overlay); \
-                 the master's docker on vfs"
+                 the master's docker on vfs; the pods' network added by the rig as a \
+                 cluster's network add-on would (a bridge per node)"
             }
         }
     }
