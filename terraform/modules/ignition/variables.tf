@@ -313,7 +313,7 @@ variable "kubelet_client_ca" {
 }
 
 variable "follow" {
-  description = "Day two: whether this node follows its cluster's Kubernetes version (docs/operators.md, \"Following the cluster's version\"): true installs node-bootstrap-follow.service, enables its timer and node-bootstrap-follow-converge.service, and sets agent_config.follow.enabled. Off by default: turn it on per role (the module instance of that role), once the cluster has the follow-rbac module's RBAC and Lease."
+  description = "Day two: whether this node follows its cluster's Kubernetes version (docs/operators.md, \"Following the cluster's version\"): true installs node-bootstrap-follow.service, enables its timer and node-bootstrap-follow-converge.service, and sets agent_config.follow.enabled. Off by default: turn it on per role (the module instance of that role), once the cluster has what the follow-rbac module renders (its RBAC and the follow lease, a ConfigMap)."
   type        = bool
   default     = false
   nullable    = false
