@@ -445,11 +445,17 @@ pub fn move_control_plane(
     let unit = master
         .read(unit_path)
         .context("no kube-apiserver.service on the master")?;
-    let old = an::image_dir(SEED_URL, &rig.tag());
+    // The release it runs now: the cluster's first, or one it was moved
+    // to before (a minor after a patch).
+    let store = an::image_dir(SEED_URL, "");
+    let Some(old) = unit.find(&store).and_then(|start| {
+        unit[start..]
+            .find("/kube-apiserver")
+            .map(|len| unit[start..start + len].to_string())
+    }) else {
+        bail!("kube-apiserver.service runs no kube-apiserver of {store}:\n{unit}");
+    };
     let new = an::image_dir(SEED_URL, &tag);
-    if !unit.contains(&format!("{old}/kube-apiserver")) {
-        bail!("kube-apiserver.service does not run {old}/kube-apiserver:\n{unit}");
-    }
     master.write(
         unit_path,
         unit.replace(

@@ -392,9 +392,15 @@ fn the_others_never_start(rig: &ClusterRig, workers: &[&SimNode], first: &str, b
     assert_eq!(holders(rig).len(), 1);
 }
 
-/// The lease never had two holders; the workers' holding windows, and
-/// their not-Ready windows, never overlap; each changed its version while
-/// it held the lease.
+/// The lease never had two holders; the workers' holding windows never
+/// overlap; while a worker's change took it out (a not-Ready window of its
+/// own that meets its holding), no other worker was not Ready; each
+/// changed its version while it held the lease. A not-Ready window that
+/// meets no holding of its node is the control plane's restart (the
+/// controller manager marks every node Unknown when the API server was away
+/// longer than its grace period: seen in one run of two, 5 s on two workers
+/// at once, before anyone held the lease): no change of the agent's, shown
+/// and not counted.
 fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
     assert!(history.len() > 10, "too few looks: {}", history.len());
     for s in history {
@@ -409,6 +415,25 @@ fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
         .iter()
         .map(|n| (*n, follow::windows(history, n, version)))
         .collect();
+    // The not-Ready windows of each worker's own change.
+    let changing = |wa: &follow::Windows| -> Vec<(Duration, Duration)> {
+        let own: Vec<_> = wa
+            .not_ready
+            .iter()
+            .copied()
+            .filter(|nr| follow::overlap(&[*nr], &wa.holding))
+            .collect();
+        if own.len() < wa.not_ready.len() {
+            eprintln!(
+                "not Ready outside its changes (not counted): {:?}",
+                wa.not_ready
+                    .iter()
+                    .filter(|nr| !own.contains(nr))
+                    .collect::<Vec<_>>()
+            );
+        }
+        own
+    };
     for (i, (a, wa)) in w.iter().enumerate() {
         for (b, wb) in &w[i + 1..] {
             assert!(
@@ -416,8 +441,9 @@ fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
                 "{a} and {b} held the lease at once: {wa:?} {wb:?}"
             );
             assert!(
-                !follow::overlap(&wa.not_ready, &wb.not_ready),
-                "{a} and {b} not Ready at once: {wa:?} {wb:?}"
+                !follow::overlap(&changing(wa), &wb.not_ready)
+                    && !follow::overlap(&wa.not_ready, &changing(wb)),
+                "{a} and {b} not Ready at once during a change: {wa:?} {wb:?}"
             );
         }
         let at = wa
