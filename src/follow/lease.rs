@@ -59,7 +59,9 @@ pub struct Holder {
 /// The lease as read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaseView {
-    /// `None`: no Lease exists (it is created on the first take).
+    /// `None`: there is no lease ConfigMap (the follow-rbac module creates
+    /// it). A take then POSTs one, refused (403) unless an operator granted
+    /// nodes `create`; the refusal says to apply follow-rbac.
     pub resource_version: Option<String>,
     pub holders: Vec<Holder>,
     pub transitions: u64,

@@ -406,7 +406,8 @@ fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
     for s in history {
         assert!(
             s.holders.len() <= 1,
-            "two holders at {:?}: {:?}",
+            "{} holders at {:?}: {:?}",
+            s.holders.len(),
             s.at,
             s.holders
         );
