@@ -88,7 +88,8 @@ pub fn bench(agent: &Path) -> Result<Vec<String>> {
             .iter()
             .filter(|nr| follow::overlap(&[**nr], &win.holding))
             .map(|(a, b)| (*b - *a).as_secs_f64() + 0.5)
-            .sum();
+            .sum::<f64>()
+            + 0.0; // an empty sum of f64 is -0.0
         let out = n.exec(&["/opt/bin/node-bootstrap", "status", "--json"])?;
         let s: serde_json::Value = serde_json::from_slice(&out.stdout)?;
         let back = s["follow"]["last_change"]["back_after_secs"]
