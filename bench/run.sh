@@ -28,7 +28,10 @@
 # real cluster: docker and containerd workers on simulated nodes against the
 # same workers with nothing to bootstrap, with the step-by-step table of
 # where the time goes; and, unless --quick or VM=0, one worker VM through
-# the VM tier's join test, about 12 minutes under emulation).
+# the VM tier's join test, about 12 minutes under emulation), follow (day
+# two: a cluster of a master and three workers at v1.20.2, the control
+# plane moved to the stand-in of v1.20.3; the time to the last worker
+# following, and each worker's Not-Ready window; about 6 minutes).
 #
 # Builds what it needs: the harness `nb-bench` (crate benchkit/) and
 # testkit's `fake-update-engine` (debug), and a release build of
@@ -51,7 +54,7 @@ fi
 RUNS=${RUNS:-7}
 FLEET=${FLEET:-300}
 VM=${VM:-1}
-ONLY=${ONLY:-footprint critical status assets fleet ready}
+ONLY=${ONLY:-footprint critical status assets fleet ready follow}
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 log() { echo "bench: $*" >&2; }
 
@@ -153,6 +156,12 @@ if want ready; then
             >>"$OUT/log" 2>&1 || log "the VM join test failed (its output: in the raw log)"
         [ -f "$OUT/vm-rows" ] && collect < "$OUT/vm-rows"
     fi
+fi
+
+if want follow; then
+    log "day two: 3 workers follow the control plane to the stand-in of v1.20.3, one at a time (a real cluster, simulated nodes)"
+    echo "follow: each worker of the rollout (seconds since the control plane's change)" >> "$STEPS"
+    "$H" follow --agent "$BIN" 2> >(tee -a "$OUT/log" | grep -E '^follow' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect
 fi
 
 if want fleet; then

@@ -292,7 +292,10 @@ if [ "$mode" != s ]; then
     # 7.5 minutes on a quiet 2-core machine when it is not).
     v=$(apt-get source --print-uris -qq kubernetes 2>/dev/null |
         sed -nE "s/^'[^']*' kubernetes_([^ ]*)\.dsc .*/\1/p" | sed -E 's/.*really//; s/-[^-]*$//') || true
-    step kubernetes "Kubernetes ${v:+$v }from Debian 12's source (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl)" \
+    # Then kube-apiserver and kubelet linked again from the same tree and Go
+    # cache, stamped as the next patch and the next minor release (v1.20.3,
+    # v1.21.0): the stand-ins the day-two tests (`follow`) move a cluster to.
+    step kubernetes "Kubernetes ${v:+$v }from Debian 12's source (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl; the stand-ins of the next patch and minor)" \
         "building: runs once, about 8 minutes on 2 cores (more with the cargo build beside it)" \
         "$root/scripts/build-kubernetes.sh"
     # The pod sandbox image (pause, from the same source package, kept by

@@ -36,6 +36,7 @@ pub mod assets;
 pub mod cluster;
 pub mod container_runtime;
 pub mod flow;
+pub mod follow;
 pub(crate) mod helper;
 pub mod join;
 pub mod kubelet_config;

@@ -38,6 +38,15 @@ pub const NODE_NOT_READY: &str = "7d7acba420d5423798c943775f5d9f73";
 /// The kubelet's newest certificate request for this node was denied, or
 /// approved and not signed (`NODE`, `CSR`, `JOIN_STATE`, `DETAIL`).
 pub const CERTIFICATE_REQUEST_REFUSED: &str = "23e88cde729a4182999362fcf9121055";
+/// `follow` took a place in the lease and starts changing the kubelet
+/// (`FROM`, `TO`, `KIND`: patch or minor, `APISERVER`).
+pub const FOLLOW_STARTED: &str = "ba4b38c47fd94737876d243e8740a325";
+/// `follow` changed the kubelet and the Node is Ready with it (`FROM`,
+/// `TO`, `BACK_AFTER_SECS`: from the kubelet's restart).
+pub const FOLLOW_SUCCEEDED: &str = "9f5480c21b1a4868b7649a3103c43c34";
+/// `follow` rolled a kubelet change back: the Node was not Ready with the
+/// new version in time (`FROM`, `TO`, `WHY`); the rollout halts here.
+pub const FOLLOW_ROLLED_BACK: &str = "058b27a45c7a44569c7a61fa3e1f8ee9";
 
 /// The agent panicked: a bug (`PANIC_LOCATION`, `PANIC_THREAD`,
 /// `ERROR_CLASS`, `EXIT_CODE`; [`crate::panic_hook`]).
@@ -45,7 +54,7 @@ pub const PANICKED: &str = "30c4968befe84d13978d2ab7930081fe";
 
 /// Every id with its name, for the catalog check.
 #[cfg(test)]
-pub const ALL: [(&str, &str); 13] = [
+pub const ALL: [(&str, &str); 16] = [
     ("RUN_STARTED", RUN_STARTED),
     ("STEP_DONE", STEP_DONE),
     ("STEP_FAILED", STEP_FAILED),
@@ -59,6 +68,9 @@ pub const ALL: [(&str, &str); 13] = [
     ("NODE_NOT_READY", NODE_NOT_READY),
     ("CERTIFICATE_REQUEST_REFUSED", CERTIFICATE_REQUEST_REFUSED),
     ("PANICKED", PANICKED),
+    ("FOLLOW_STARTED", FOLLOW_STARTED),
+    ("FOLLOW_SUCCEEDED", FOLLOW_SUCCEEDED),
+    ("FOLLOW_ROLLED_BACK", FOLLOW_ROLLED_BACK),
 ];
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 pub mod breakdown;
 pub mod bundle;
 pub mod critical;
+pub mod follow;
 pub mod nodewatch;
 pub mod ready;
 pub mod report;

@@ -11,6 +11,7 @@ mod addon;
 mod assets;
 mod check_config;
 mod containerd;
+mod follow;
 #[cfg(test)]
 mod help_text;
 mod helper;
@@ -102,6 +103,12 @@ pub enum Command {
     /// Artifact metadata for private mirrors.
     #[command(subcommand)]
     Metadata(metadata::MetadataCommand),
+    /// Follow the cluster's Kubernetes version (day two): when the API
+    /// server moved to a newer patch release (or the operator named a
+    /// minor), change this node's kubelet, one node at a time
+    /// cluster-wide, rolled back when the node does not come back Ready.
+    /// The ExecStart of node-bootstrap-follow.service (its timer).
+    Follow(follow::FollowArgs),
     /// Upgrade this agent to the newest version of its major: found
     /// through the metadata search path (`sources`), verified,
     /// checked to run here, installed over agent.binary with the previous
@@ -293,5 +300,9 @@ fn dispatch(cli: Cli) -> Result<u8> {
             mappings,
         }) => containerd::choose(&load(&cli)?, cluster_version, *json, mappings.as_deref()),
         Command::Metadata(cmd) => metadata::command(&cli, cmd),
+        Command::Follow(args) if args.converge => follow::command(&load(&cli)?, args),
+        Command::Follow(args) => published(&cli, crate::metrics::Command::Follow, true, |c| {
+            follow::command(c, args)
+        }),
     }
 }

@@ -149,7 +149,24 @@ impl ApiClient {
     /// why there is none (network, TLS, a body over `max_body` bytes)
     /// and whether to try again.
     async fn get(&self, url: &url::Url, max_body: usize) -> std::result::Result<Answer, Attempt> {
-        let mut req = self.client.get(url.clone());
+        self.send(reqwest::Method::GET, url, None, max_body).await
+    }
+
+    /// One request (`body`: its content type and bytes) with the
+    /// kubeconfig's credentials; see [`get`](Self::get).
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: &url::Url,
+        body: Option<(&'static str, Vec<u8>)>,
+        max_body: usize,
+    ) -> std::result::Result<Answer, Attempt> {
+        let mut req = self.client.request(method, url.clone());
+        if let Some((content_type, bytes)) = body {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(bytes);
+        }
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -285,6 +302,34 @@ impl ApiClient {
                 answer.snippet()
             ))),
         }
+    }
+
+    /// One `method <server><path>` with a JSON body (`content_type`: JSON,
+    /// or a merge patch), read as JSON whatever its status (`Null` when
+    /// the body is not JSON): the caller tells the statuses apart (409
+    /// Conflict, 429 of an eviction a PodDisruptionBudget refuses). One
+    /// attempt; a 401 is [`ErrorClass::BadInput`] as for `/version`;
+    /// no answer at all is [`ErrorClass::Retryable`].
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        content_type: &'static str,
+        body: &serde_json::Value,
+    ) -> Result<(u16, serde_json::Value)> {
+        let url = self.api_url(path);
+        let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
+        let answer = self
+            .send(method, &url, Some((content_type, bytes)), MAX_OBJECT_BODY)
+            .await
+            .map_err(|a| match a {
+                Attempt::Retry { error, .. } | Attempt::Fail(error) => error,
+            })?;
+        if answer.status == 401 {
+            return Err(self.rejected(&url, &answer));
+        }
+        let value = serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
+        Ok((answer.status, value))
     }
 
     /// `<server><path>`, keeping a path prefix of the server URL; `path`

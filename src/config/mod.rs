@@ -57,6 +57,8 @@ pub struct RawConfig {
     pub kubelet_config: crate::kubelet_config::config::RawKubeletConfig,
     #[serde(default)]
     pub runtime: crate::container_runtime::config::RawRuntime,
+    #[serde(default)]
+    pub follow: crate::follow::config::RawFollow,
 }
 
 /// Validated settings the rest of the agent uses.
@@ -78,6 +80,7 @@ pub struct Config {
     pub kubelet: crate::kubelet_sysext::config::KubeletSettings,
     pub kubelet_config: crate::kubelet_config::config::KubeletConfigSettings,
     pub runtime: crate::container_runtime::config::RuntimeSettings,
+    pub follow: crate::follow::config::FollowSettings,
 }
 
 impl RawConfig {
@@ -99,6 +102,7 @@ impl RawConfig {
             kubelet: self.kubelet.validate()?,
             kubelet_config: self.kubelet_config.validate()?,
             runtime: self.runtime.validate()?,
+            follow: self.follow.validate()?,
         })
     }
 }
@@ -162,6 +166,7 @@ impl Config {
             kubelet: self.kubelet.to_raw(),
             kubelet_config: self.kubelet_config.to_raw(),
             runtime: self.runtime.to_raw(),
+            follow: self.follow.to_raw(),
         }
     }
 
@@ -285,6 +290,18 @@ impl Config {
             master: !matches!(self.role, crate::settings::Role::Worker),
             sandbox_image: self.runtime.sandbox_image.as_deref(),
             containerd_sandbox_image: self.runtime.containerd_sandbox_image(),
+        }
+    }
+
+    pub fn follow_inputs(&self) -> crate::follow::Inputs<'_> {
+        crate::follow::Inputs {
+            paths: &self.paths,
+            cluster: &self.cluster,
+            follow: &self.follow,
+            kubelet: self.kubelet_sysext_inputs(),
+            runtime_requested: self.runtime.requested,
+            allow_newer_kubernetes: self.kubelet_config.allow_newer_kubernetes,
+            textfile_dir: self.metrics.textfile_dir.as_deref(),
         }
     }
 

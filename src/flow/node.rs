@@ -276,31 +276,8 @@ impl Seams for NodeSeams<'_> {
         containerd: Option<&ContainerdRecord>,
     ) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
-        let seed = kubelet_env::read_seed(&paths.seed_kubelet_env())?;
-        let unified = unified_cgroup_hierarchy();
-        let facts = match (runtime.runtime, containerd) {
-            (Runtime::Docker, _) => RuntimeFacts::Docker {
-                cgroup_driver: kubelet_env::cgroup_driver_for(&seed, unified),
-            },
-            (Runtime::Containerd, Some(c)) => RuntimeFacts::Containerd {
-                socket: c.socket.display().to_string(),
-                cgroup_driver: c.cgroup_driver.clone(),
-            },
-            (Runtime::Containerd, None) => {
-                return Err(Error::internal(
-                    "kubelet.env for containerd without the containerd step done in this boot",
-                ));
-            }
-        };
-        let rules = runtime.rules().ok_or_else(|| {
-            Error::internal(format!(
-                "the runtime step recorded no usable kubelet rules ({:?})",
-                runtime.kubelet_rules
-            ))
-        })?;
-        let inputs = self.config.kubelet_config_inputs();
-        let rendered = kubelet_config::render(rules, &inputs.kubelet_inputs(&facts, !unified))?;
-        if let Some(file) = &rendered.file {
+        let files = render_kubelet_files(self.config, cluster_version, runtime, containerd)?;
+        if let Some(file) = &files.config {
             fsutil::write_file(
                 "the kubelet's configuration",
                 &paths.kubelet_config,
@@ -308,39 +285,95 @@ impl Seams for NodeSeams<'_> {
                 fsutil::MODE_PUBLIC,
             )?;
         }
-        let text = kubelet_env::render_for(
-            &seed,
-            cluster_version,
-            facts.cgroup_driver(),
-            Some((facts.name(), &rendered.flags)),
-        )
-        .context(|| {
-            format!(
-                "cannot render kubelet.env from seed {}",
-                paths.seed_kubelet_env().display()
-            )
-        })?;
         fsutil::write_file(
             "kubelet.env",
             &paths.kubelet_env,
-            text.as_bytes(),
+            files.env.as_bytes(),
             fsutil::MODE_PUBLIC,
         )?;
         let tag = kubelet_env::image_tag(cluster_version);
-        let kubelet_config = rendered
-            .file
+        let kubelet_config = files
+            .config
             .is_some()
             .then(|| paths.kubelet_config.display().to_string());
         info!(step = "kubelet-env", path = %paths.kubelet_env.display(), image_tag = %tag,
-            runtime = facts.name(), cgroup_driver = facts.cgroup_driver(), kubelet_rules = %rules,
+            runtime = files.runtime, cgroup_driver = %files.cgroup_driver, kubelet_rules = %files.rules,
             kubelet_config = kubelet_config.as_deref().unwrap_or("none (flags only)"), "kubelet.env written");
         Ok(KubeletEnvRecord {
             path: paths.kubelet_env.display().to_string(),
             image_tag: tag,
-            runtime: Some(facts.name().to_string()),
+            runtime: Some(files.runtime.to_string()),
             kubelet_config,
         })
     }
+}
+
+/// The kubelet's files for `cluster_version` on this node, rendered, not
+/// written: `run` writes them once (kubelet.env last, the commit point),
+/// `follow` when the cluster's version moves.
+pub(crate) struct KubeletFiles {
+    /// The KubeletConfiguration (`paths.kubelet_config`), for the
+    /// versions that take one.
+    pub config: Option<String>,
+    /// kubelet.env.
+    pub env: String,
+    pub runtime: &'static str,
+    pub cgroup_driver: String,
+    pub rules: Minor,
+}
+
+/// Renders [`KubeletFiles`] from the seed kubelet.env, the runtime's
+/// record (containerd's when it is containerd) and the config.
+pub(crate) fn render_kubelet_files(
+    config: &Config,
+    cluster_version: &str,
+    runtime: &RuntimeRecord,
+    containerd: Option<&ContainerdRecord>,
+) -> Result<KubeletFiles> {
+    let paths = &config.paths;
+    let seed = kubelet_env::read_seed(&paths.seed_kubelet_env())?;
+    let unified = unified_cgroup_hierarchy();
+    let facts = match (runtime.runtime, containerd) {
+        (Runtime::Docker, _) => RuntimeFacts::Docker {
+            cgroup_driver: kubelet_env::cgroup_driver_for(&seed, unified),
+        },
+        (Runtime::Containerd, Some(c)) => RuntimeFacts::Containerd {
+            socket: c.socket.display().to_string(),
+            cgroup_driver: c.cgroup_driver.clone(),
+        },
+        (Runtime::Containerd, None) => {
+            return Err(Error::internal(
+                "kubelet.env for containerd without the containerd step done in this boot",
+            ));
+        }
+    };
+    let rules = runtime.rules().ok_or_else(|| {
+        Error::internal(format!(
+            "the runtime step recorded no usable kubelet rules ({:?})",
+            runtime.kubelet_rules
+        ))
+    })?;
+    let inputs = config.kubelet_config_inputs();
+    let rendered = kubelet_config::render(rules, &inputs.kubelet_inputs(&facts, !unified))?;
+    let env = kubelet_env::render_for(
+        &seed,
+        cluster_version,
+        facts.cgroup_driver(),
+        Some((facts.name(), &rendered.flags)),
+    )
+    .context(|| {
+        format!(
+            "cannot render kubelet.env from seed {}",
+            paths.seed_kubelet_env().display()
+        )
+    })?;
+    Ok(KubeletFiles {
+        config: rendered.file,
+        env,
+        runtime: facts.name(),
+        cgroup_driver: facts.cgroup_driver().to_string(),
+        rules,
+    })
 }
 
 /// Whether `/sys/fs/cgroup` is the unified cgroup v2 hierarchy (what

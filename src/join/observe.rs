@@ -221,7 +221,7 @@ async fn ask(client: &ApiClient, asked_as: AskedAs, name: &str) -> Result<JoinSt
 }
 
 /// `<name>` of a client certificate's `CN=system:node:<name>`.
-fn node_name_of(kc: &Kubeconfig) -> Option<String> {
+pub(crate) fn node_name_of(kc: &Kubeconfig) -> Option<String> {
     let pem = &kc.credentials.client_cert.as_ref()?.cert_pem;
     let (_, block) = x509_parser::pem::parse_x509_pem(pem).ok()?;
     let cert = block.parse_x509().ok()?;
@@ -233,7 +233,7 @@ fn node_name_of(kc: &Kubeconfig) -> Option<String> {
 
 /// A node name as one path segment (names are DNS subdomains; anything
 /// else is escaped rather than trusted).
-fn percent_encode(name: &str) -> String {
+pub(crate) fn percent_encode(name: &str) -> String {
     name.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_') {

@@ -56,6 +56,7 @@ pub enum Command {
     HelperTectonic,
     Upgrade,
     AssetsPull,
+    Follow,
 }
 
 impl Command {
@@ -67,6 +68,7 @@ impl Command {
             Command::HelperTectonic => "helper-tectonic",
             Command::Upgrade => "upgrade",
             Command::AssetsPull => "assets-pull",
+            Command::Follow => "follow",
         }
     }
 }

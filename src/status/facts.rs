@@ -50,8 +50,33 @@ pub struct Facts {
     /// The join, seen from the node: what the API server says of this
     /// node (`None` until kubelet.env exists: nothing to ask before).
     pub join: Option<JoinFacts>,
+    /// Day two (`node-bootstrap follow`): where following the cluster's
+    /// version stands; `None` when follow is off and never ran.
+    pub follow: Option<FollowFacts>,
     /// Sources that could not be read, and why.
     pub unreachable: Vec<Unreachable>,
+}
+
+/// Following the cluster's version, as `follow` last recorded it
+/// (docs/status-json.md, `follow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FollowFacts {
+    /// `follow.enabled` in the config.
+    pub enabled: bool,
+    /// up-to-date, settling, awaiting-operator, waiting, refused,
+    /// changing, halted, unknown (src/follow/record.rs).
+    pub standing: &'static str,
+    /// Why it waits, refuses or halted.
+    pub why: Option<String>,
+    /// The kubelet's version and the one it follows.
+    pub current: Option<String>,
+    pub target: Option<String>,
+    /// When the API server was last asked (RFC 3339).
+    pub last_check: Option<String>,
+    /// The change under way: its phase (`switched`, ...).
+    pub change_phase: Option<&'static str>,
+    /// The last change that ended.
+    pub last_change: Option<crate::follow::record::Outcome>,
 }
 
 /// The join as the API server shows it (docs/status-json.md, `join`).

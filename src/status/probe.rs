@@ -93,8 +93,40 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         docker,
         update_engine,
         join,
+        follow: follow(config, &mut u),
         unreachable: u.0,
     }
+}
+
+/// What `follow` recorded (`<state_dir>/follow/`).
+fn follow(
+    config: &crate::config::Config,
+    u: &mut Unreachables,
+) -> Option<super::facts::FollowFacts> {
+    let files = crate::follow::record::Files::new(&config.paths.state_dir);
+    let state = u.ok("follow", files.load_state())?;
+    let change = u.ok("follow", files.load_change()).flatten();
+    if !config.follow.enabled && state.last_check.is_none() && change.is_none() {
+        return None;
+    }
+    let rfc = |t: u64| {
+        time::OffsetDateTime::from_unix_timestamp(t as i64)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+    };
+    Some(super::facts::FollowFacts {
+        enabled: config.follow.enabled,
+        standing: state.standing.name(),
+        why: state.why,
+        current: state.current,
+        target: state.target,
+        last_check: state.last_check.and_then(rfc),
+        change_phase: change.map(|c| c.phase.name()),
+        last_change: state.last_change,
+    })
 }
 
 /// Once kubelet.env exists: what the API server says of this node

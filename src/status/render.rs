@@ -30,6 +30,7 @@ pub fn text(r: &Report) -> String {
     steps(&mut o, f, now);
     files(&mut o, f);
     join(&mut o, f);
+    follow(&mut o, f);
     if !f.unreachable.is_empty() {
         let _ = writeln!(o, "\nCould not reach:");
         for u in &f.unreachable {
@@ -192,6 +193,50 @@ fn join(o: &mut String, f: &super::facts::Facts) {
         "cluster ({}, asked with {who}, {}): {}",
         j.state, j.kubeconfig, j.detail
     );
+}
+
+/// Following the cluster's version: where it stands, why, the last change.
+fn follow(o: &mut String, f: &super::facts::Facts) {
+    let Some(fo) = &f.follow else {
+        return;
+    };
+    let versions = match (&fo.current, &fo.target) {
+        (Some(c), Some(t)) if c != t => format!("kubelet {c} -> {t}"),
+        (Some(c), _) => format!("kubelet {c}"),
+        _ => "kubelet unknown".to_string(),
+    };
+    let phase = fo
+        .change_phase
+        .map(|p| format!(", change {p}"))
+        .unwrap_or_default();
+    let off = if fo.enabled {
+        ""
+    } else {
+        " (follow.enabled is off)"
+    };
+    let _ = writeln!(
+        o,
+        "follow: {} ({versions}{phase}){off}{}",
+        fo.standing,
+        fo.why
+            .as_deref()
+            .map(|w| format!(": {w}"))
+            .unwrap_or_default()
+    );
+    if let Some(c) = &fo.last_change {
+        let why = c
+            .why
+            .as_deref()
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  last change: {} -> {} {}{why}",
+            c.from,
+            c.to,
+            c.result.name()
+        );
+    }
 }
 
 /// kubelet.env, the assets, torcx, the kubelet sysext, docker and update_engine.

@@ -528,6 +528,7 @@ mod tests {
             docker: None,
             update_engine: None,
             join: None,
+            follow: None,
             unreachable: vec![],
         }
     }

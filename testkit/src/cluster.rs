@@ -131,6 +131,9 @@ pub struct NodeSpec {
     pub os_update: Option<String>,
     /// The runtime its agent is told to use.
     pub runtime: Runtime,
+    /// Day two: the ignition module's `follow` switch on, the agent's
+    /// follow settings of a test's size ([`crate::follow`]).
+    pub follow: bool,
 }
 
 impl NodeSpec {
@@ -142,6 +145,7 @@ impl NodeSpec {
             kubelet_sysext: false,
             os_update: None,
             runtime: Runtime::Auto,
+            follow: false,
         }
     }
     pub fn worker(name: &str, auth: Auth) -> NodeSpec {
@@ -152,6 +156,7 @@ impl NodeSpec {
             kubelet_sysext: false,
             os_update: None,
             runtime: Runtime::Auto,
+            follow: false,
         }
     }
     /// A worker whose agent is told to run containerd, starting with the
@@ -168,6 +173,13 @@ impl NodeSpec {
         NodeSpec {
             kubelet_sysext: true,
             ..NodeSpec::containerd_worker(name)
+        }
+    }
+    /// This node, following its cluster's version (see [`NodeSpec::follow`]).
+    pub fn following(self) -> NodeSpec {
+        NodeSpec {
+            follow: true,
+            ..self
         }
     }
     /// This node, with the update_engine stand-in offering OS `version`
@@ -215,7 +227,7 @@ pub fn runtime_mappings() -> String {
 }
 
 /// `v1.20.2` -> `[v1.20.1, v1.21.0]` (no older patch of a `.0`).
-fn neighbour_versions(version: &str) -> Result<Vec<String>> {
+pub(crate) fn neighbour_versions(version: &str) -> Result<Vec<String>> {
     let parts: Vec<u32> = version
         .trim_start_matches('v')
         .split('.')
@@ -388,6 +400,9 @@ impl ClusterRig {
                 .expect("the kubelet image mirror");
             an::merge(&mut config, mirror.config_patch());
         }
+        if spec.follow {
+            an::merge(&mut config, crate::follow::follow_config());
+        }
         if spec.os_update.is_some() {
             an::merge(
                 &mut config,
@@ -446,6 +461,7 @@ impl ClusterRig {
                     bootstrap_kubeconfig,
                     cluster_dns_ip: CLUSTER_DNS_IP.into(),
                     cluster_domain: CLUSTER_DOMAIN.into(),
+                    follow: s.follow,
                 };
                 (s.name.clone(), v)
             })

@@ -172,6 +172,8 @@ pub struct NodeVars {
     /// `cluster_dns_ip` and `cluster_domain`).
     pub cluster_dns_ip: String,
     pub cluster_domain: String,
+    /// The module's `follow` switch (day two).
+    pub follow: bool,
 }
 
 /// Renders each node's Ignition config with `terraform/modules/ignition`
@@ -206,6 +208,7 @@ module "node" {{
   bootstrap_kubeconfig = each.value.bootstrap_kubeconfig
   cluster_dns_ip    = each.value.cluster_dns_ip
   cluster_domain    = each.value.cluster_domain
+  follow            = each.value.follow
   units_dir         = "{}"
 }}
 

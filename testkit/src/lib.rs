@@ -19,6 +19,7 @@ pub mod fake_update_engine;
 pub mod faults;
 pub mod files;
 pub mod fleet;
+pub mod follow;
 pub mod hostload;
 pub mod ignition;
 pub mod kube;

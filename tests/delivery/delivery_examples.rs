@@ -220,6 +220,69 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
             && stderr.contains("keyring ok:"),
         "{stderr}"
     );
+    // Day two is off unless asked for: no follow unit, no follow config,
+    // nothing to apply.
+    let follow_units = |cfg: &Value| -> Vec<(String, bool)> {
+        cfg["systemd"]["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| {
+                u["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("node-bootstrap-follow")
+            })
+            .map(|u| {
+                (
+                    u["name"].as_str().unwrap().to_string(),
+                    u["enabled"] == true,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(follow_units(cfg), []);
+    assert!(agent.get("follow").is_none(), "{agent}");
+    // (terraform keeps no null output in its state)
+    let outputs: Value =
+        serde_json::from_str(&operator_shell(&dir, "terraform output -json")).unwrap();
+    assert!(
+        outputs.get("follow_rbac").is_none() && outputs.get("follow_config").is_none(),
+        "{outputs}"
+    );
+    // `follow = true` in the operator's tfvars: every worker's config has
+    // the timer and the converge unit enabled (the service runs from its
+    // timer), follow.enabled, and still passes ignition-validate and
+    // check-config; the example hands out what the cluster needs.
+    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
+    operator_shell(&dir, "terraform apply");
+    let nodes = rendered(&dir);
+    assert_eq!(nodes.len(), 2);
+    for (node, cfg) in &nodes {
+        assert_eq!(
+            follow_units(cfg),
+            [
+                ("node-bootstrap-follow.service".to_string(), false),
+                ("node-bootstrap-follow.timer".to_string(), true),
+                ("node-bootstrap-follow-converge.service".to_string(), true),
+            ],
+            "{node}"
+        );
+        assert_eq!(agent_config(cfg)["follow"]["enabled"], true, "{node}");
+    }
+    let rbac = operator_shell(&dir, "terraform output -raw follow_rbac");
+    assert!(
+        rbac.contains("name: node-bootstrap-follow-lease")
+            && rbac.contains("kind: Role\n")
+            && rbac.contains("name: system:nodes"),
+        "{rbac}"
+    );
+    let config_map = operator_shell(&dir, "terraform output -raw follow_config");
+    assert!(
+        config_map.contains("name: node-bootstrap-follow\n") && !config_map.contains("minor:"),
+        "{config_map}"
+    );
+    fs::remove_file(dir.join("follow.auto.tfvars")).unwrap();
 
     // Mappings a node would refuse (containerd 1.5 cannot serve the CRI v1
     // a 1.31 kubelet speaks) render, and check-config refuses them as the

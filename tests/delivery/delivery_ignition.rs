@@ -596,7 +596,7 @@ fn a_sysext_kubelet_config_gets_kubelet_services_sysext_drop_in() {
 
 /// Applies the ignition module alone for a worker with minimal inputs
 /// (and `extra` variables) and returns the rendered config.
-fn render_worker(tf: &Terraform, extra: Value) -> Value {
+pub(crate) fn render_worker(tf: &Terraform, extra: Value) -> Value {
     let mut vars_json = serde_json::json!({
         "role": "worker",
         "agent_url": "https://mirror.example.com/node-bootstrap",

@@ -17,6 +17,7 @@ use testkit::files::names;
 /// Modules and root modules that need no provider.
 const PROVIDER_FREE: &[&str] = &[
     "terraform/modules/bootstrap-token",
+    "terraform/modules/follow-rbac",
     "terraform/modules/ignition",
     "terraform/modules/ignition-pointer",
     "terraform/modules/push-assets",

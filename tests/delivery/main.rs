@@ -23,6 +23,8 @@
 
 // Bootstrap tokens: the module's exact output and refusals; a worker with no client credential.
 mod delivery_bootstrap_token;
+// Day two: the ignition module's follow switch, the follow-rbac module.
+mod delivery_follow;
 // The examples as an operator runs them: rendered, validated, checked by the agent; errors once.
 mod delivery_examples;
 // The Ignition configs: fresh, valid, each role's units and files.

@@ -32,6 +32,8 @@ mod addon_metadata;
 mod addon_sysext;
 // The kubelet sysext: refusals before anything is installed (exit 7, 6).
 mod kubelet_sysext;
+// Day two's textfile: lint-clean, and the halted alert fires on it (promtool).
+mod follow_metrics;
 // Where containerd comes from: the OS's, or a package from a signed mirror.
 mod containerd_package;
 // Push mode: `assets check` recognises pushed assets.

@@ -67,7 +67,7 @@ fn the_rules_load_and_their_hand_written_cases_pass() {
         &monitoring(),
         None,
     );
-    assert!(ok && out.contains("SUCCESS: 5 rules found"), "{out}");
+    assert!(ok && out.contains("SUCCESS: 8 rules found"), "{out}");
     let (ok, out) = promtool(
         &["test", "rules", "node-bootstrap.rules.test.yml"],
         &monitoring(),

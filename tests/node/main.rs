@@ -31,6 +31,8 @@ mod addon_node;
 mod cluster_demo;
 // A real cluster: a bootkube master and workers joining it, Ready.
 mod cluster_join;
+// Day two: workers follow the control plane to v1.20.3 one at a time; a bad release halts at the first.
+mod follow_cluster;
 // The real kubelet on containerd through CRI: Node Ready, a pod Running, logs and exec.
 mod containerd_pod;
 // containerd as a sysext the agent chose and merged where the OS has none; it answers CRI.

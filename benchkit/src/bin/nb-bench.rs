@@ -10,6 +10,7 @@
 //! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
 //! nb-bench soak --agent BIN [--points N]
 //! nb-bench node-ready --agent BIN [--agent-b BIN] [--runs N]   (real cluster: first boot to Node Ready)
+//! nb-bench follow --agent BIN     (real cluster: 3 workers follow the control plane to v1.20.3)
 //! nb-bench make-bundle --mib N --out FILE     (the asset-pull bundle)
 //! nb-bench s3 [--port P] --object BUCKET/KEY=FILE...   (S3 stand-in)
 //! ```
@@ -88,6 +89,16 @@ fn main() -> Result<()> {
         "docker-run" => docker_run(&args),
         "soak" => soak(&args),
         "node-ready" => node_ready(&args),
+        "follow" => {
+            let agent = args
+                .agent
+                .clone()
+                .context("follow needs --agent <node-bootstrap binary>")?;
+            for line in benchkit::follow::bench(&agent)? {
+                println!("{line}");
+            }
+            Ok(())
+        }
         other => bail!("unknown command {other:?}"),
     }
 }

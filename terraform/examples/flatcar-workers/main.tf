@@ -43,8 +43,17 @@ module "worker" {
   node_labels          = var.node_labels
   node_taints          = var.worker_taints
   kubelet_extra_args   = var.kubelet_extra_args
+  follow               = var.follow
 
   depends_on = [module.bootstrap_token]
+}
+
+# Day two (var.follow): the follow lease and the least RBAC the workers'
+# identities need, and the operator's ConfigMap; the follow_rbac and
+# follow_config outputs, applied once to the cluster before the workers boot.
+module "follow" {
+  source = "../../modules/follow-rbac"
+  count  = var.follow ? 1 : 0
 }
 
 # One file per worker, <ignition_dir>/<worker>.ign (mode 0600: it carries the

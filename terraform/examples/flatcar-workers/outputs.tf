@@ -19,3 +19,13 @@ output "token_manifests" {
   value       = module.bootstrap_token.manifests
   sensitive   = true
 }
+
+output "follow_rbac" {
+  description = "With follow: YAML to `kubectl apply` once on the cluster before the workers boot (docs/operators.md, \"Following the cluster's version (day two)\"): the follow lease (a ConfigMap with no holder), a Role and RoleBinding letting system:nodes get and update it and read the operator's ConfigMap. Absent without follow."
+  value       = var.follow ? module.follow[0].manifest : null
+}
+
+output "follow_config" {
+  description = "With follow: the operator's follow ConfigMap (YAML) to `kubectl apply` once, then edit as the rollout goes (a minor named there when one is due). Absent without follow."
+  value       = var.follow ? module.follow[0].config_map : null
+}

@@ -159,3 +159,10 @@ variable "ignition_dir" {
   type        = string
   default     = "./rendered"
 }
+
+variable "follow" {
+  description = "Day two: whether the workers follow the control plane's Kubernetes version (docs/operators.md, \"Following the cluster's version (day two)\"): patch releases of their minor on their own, a minor once you name it in the follow ConfigMap; one worker at a time, a worker that does not come back Ready rolled back and the rollout halted there. Apply the follow_rbac and follow_config outputs to the cluster first. Off by default."
+  type        = bool
+  default     = false
+  nullable    = false
+}

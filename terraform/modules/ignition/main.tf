@@ -16,15 +16,19 @@ locals {
   # The bootkube master: the path units are enabled; the services they
   # trigger are installed but not enabled.
   # Pull mode: init-assets.service, enabled.
+  # Day two (var.follow): the follow service, its timer and the boot-time
+  # converge unit; the timer and the converge unit enabled.
   unit_names = concat(
     ["k8s-node-bootstrap.service", "kubelet.service", "node-bootstrap-catalog.service"],
     local.bootkube_master ? ["bootkube.path", "bootkube.service", "tectonic.path", "tectonic.service"] : [],
     local.pull ? ["init-assets.service"] : [],
+    var.follow ? ["node-bootstrap-follow.service", "node-bootstrap-follow.timer", "node-bootstrap-follow-converge.service"] : [],
   )
   enabled_units = concat(
     ["k8s-node-bootstrap.service", "kubelet.service", "node-bootstrap-catalog.service"],
     local.bootkube_master ? ["bootkube.path", "tectonic.path"] : [],
     local.pull ? ["init-assets.service"] : [],
+    var.follow ? ["node-bootstrap-follow.timer", "node-bootstrap-follow-converge.service"] : [],
   )
 
   # kubelet.backend "sysext" in the agent config (today's Flatcar, no
@@ -97,7 +101,8 @@ locals {
   # cluster.credential "bootstrap-token" with a bootstrap kubeconfig (with a
   # shared kubeconfig the agent's default, "kubeconfig", applies), the
   # join watched for 30 minutes after kubelet.env (cluster.join_watch_secs,
-  # unless the caller's config sets it), and the metrics textfile in
+  # unless the caller's config sets it), follow.enabled with var.follow,
+  # and the metrics textfile in
   # node_exporter's usual directory unless the caller's config has a
   # metrics section of its own.
   agent_config_in = jsondecode(var.agent_config)
@@ -115,6 +120,9 @@ locals {
         local.bootstrap ? { credential = "bootstrap-token" } : {},
       )
     },
+    var.follow ? {
+      follow = merge(try(local.agent_config_in.follow, {}), { enabled = true })
+    } : {},
     {
       kubelet_config = merge(try(local.agent_config_in.kubelet_config, {}), {
         cluster_dns    = [var.cluster_dns_ip]

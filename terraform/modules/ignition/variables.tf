@@ -116,6 +116,10 @@ variable "agent_config" {
     error_message = "agent_config.kubelet_config must not set cluster_dns, cluster_domain or taints: the module sets them from the cluster_dns_ip, cluster_domain and node_taints variables."
   }
   validation {
+    condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).follow.enabled, var.follow) == var.follow
+    error_message = "agent_config.follow.enabled disagrees with the follow variable; remove it from agent_config (the module sets it, and enables the follow timer with it) or make them equal."
+  }
+  validation {
     condition     = !can(keys(jsondecode(var.agent_config))) || try(jsondecode(var.agent_config).paths.bootstrap_kubeconfig, "/etc/kubernetes/bootstrap-kubeconfig") == "/etc/kubernetes/bootstrap-kubeconfig"
     error_message = "agent_config.paths.bootstrap_kubeconfig must be /etc/kubernetes/bootstrap-kubeconfig (or absent): the module writes the bootstrap kubeconfig there and kubelet.service's --bootstrap-kubeconfig names it."
   }
@@ -306,4 +310,11 @@ variable "kubelet_client_ca" {
     condition     = var.kubelet_client_ca == null || can(regex("^\\s*-----BEGIN CERTIFICATE-----", var.kubelet_client_ca))
     error_message = "kubelet_client_ca must be PEM certificates (starting with -----BEGIN CERTIFICATE-----), or null."
   }
+}
+
+variable "follow" {
+  description = "Day two: whether this node follows its cluster's Kubernetes version (docs/operators.md, \"Following the cluster's version\"): true installs node-bootstrap-follow.service, enables its timer and node-bootstrap-follow-converge.service, and sets agent_config.follow.enabled. Off by default: turn it on per role (the module instance of that role), once the cluster has what the follow-rbac module renders (its RBAC and the follow lease, a ConfigMap)."
+  type        = bool
+  default     = false
+  nullable    = false
 }

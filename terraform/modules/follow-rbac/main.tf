@@ -1,0 +1,86 @@
+# What the nodes that follow their cluster's Kubernetes version
+# (`node-bootstrap follow`, the ignition module's `follow` switch) need in
+# the cluster, the least that works, with built-in functions only:
+#
+# - the follow lease, a ConfigMap created here with no holder, so the
+#   nodes need not create ConfigMaps (a create cannot be narrowed to one
+#   name). Not a coordination.k8s.io Lease: the NodeRestriction admission
+#   plugin refuses a node every Lease but its own heartbeat Lease in
+#   kube-node-lease, whatever RBAC says;
+# - a Role in var.namespace letting the group system:nodes (every
+#   kubelet's identity, system:node:<name>) get and update that one
+#   ConfigMap and get the operator's; a RoleBinding to the group;
+# - the operator's ConfigMap (a separate manifest: the operator edits it
+#   as the rollout goes, `kubectl edit`, or renders it again here).
+#
+# What the Node authorizer and the NodeRestriction admission plugin already
+# allow a kubelet's identity, so nothing here grants it: read /version,
+# list Nodes, read and patch its own Node (spec.unschedulable for the
+# cordon of a minor change; not its taints), list pods, evict the pods
+# bound to itself (the Eviction API, which honours PodDisruptionBudgets),
+# create Events. What they do not: any ConfigMap its pods do not use; and
+# what NodeRestriction refuses whatever RBAC says: any Lease but its own in
+# kube-node-lease.
+
+locals {
+  lease_name = "${var.name}-lease"
+
+  rbac_manifest = <<-EOT
+    # Rendered by terraform/modules/follow-rbac: the follow lease and what
+    # the nodes may do with it and the operator's ConfigMap. Once per cluster.
+    apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: ${local.lease_name}
+      namespace: ${var.namespace}
+    data:
+      holders: "[]"
+      leaseTransitions: "0"
+    ---
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: Role
+    metadata:
+      name: ${var.name}
+      namespace: ${var.namespace}
+    rules:
+    - apiGroups: [""]
+      resources: ["configmaps"]
+      resourceNames: ["${local.lease_name}"]
+      verbs: ["get", "update"]
+    - apiGroups: [""]
+      resources: ["configmaps"]
+      resourceNames: ["${var.name}"]
+      verbs: ["get"]
+    ---
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: RoleBinding
+    metadata:
+      name: ${var.name}
+      namespace: ${var.namespace}
+    roleRef:
+      apiGroup: rbac.authorization.k8s.io
+      kind: Role
+      name: ${var.name}
+    subjects:
+    - apiGroup: rbac.authorization.k8s.io
+      kind: Group
+      name: system:nodes
+    EOT
+
+  # Every value a JSON string, which is also a YAML string.
+  config_map_data = merge(
+    {
+      maxChanging = tostring(var.max_changing)
+      maxNotReady = tostring(var.max_not_ready)
+    },
+    var.minor != null ? { minor = var.minor } : {},
+  )
+
+  config_map_manifest = join("", [
+    "# Rendered by terraform/modules/follow-rbac: the operator's word on the\n",
+    "# rollout (docs/operators.md, \"Following the cluster's version\").\n",
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n",
+    "  name: ${var.name}\n  namespace: ${var.namespace}\ndata:\n",
+    join("", [for k in sort(keys(local.config_map_data)) : "  ${k}: ${jsonencode(local.config_map_data[k])}\n"]),
+  ])
+}
