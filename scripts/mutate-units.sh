@@ -74,6 +74,18 @@ mutations=(
   "init-assets.service|RuntimeDirectory=node-bootstrap|$SANDBOX"
   "node-bootstrap-catalog.service|ReadOnlyPaths=/run|$SANDBOX"
   "node-bootstrap-catalog.service|StateDirectory=systemd/catalog|$SANDBOX"
+  "node-bootstrap-follow.service|ReadOnlyPaths=/run|$SANDBOX"
+  "node-bootstrap-follow.service|ReadWritePaths=-/etc/kubernetes -/etc/extensions -/opt/extensions|$SANDBOX"
+  "node-bootstrap-follow.service|StateDirectory=node-bootstrap node_exporter/textfile_collector|$SANDBOX"
+  "node-bootstrap-follow.service|RuntimeDirectory=node-bootstrap|$SANDBOX"
+  "node-bootstrap-follow.service|DeviceAllow=/dev/loop-control rw|$SANDBOX"
+  "node-bootstrap-follow.service|DeviceAllow=block-loop rw|$SANDBOX"
+  "node-bootstrap-follow-converge.service|ReadOnlyPaths=/run|$SANDBOX"
+  "node-bootstrap-follow-converge.service|ReadWritePaths=-/etc/kubernetes -/etc/extensions -/opt/extensions|$SANDBOX"
+  "node-bootstrap-follow-converge.service|StateDirectory=node-bootstrap node_exporter/textfile_collector|$SANDBOX"
+  "node-bootstrap-follow-converge.service|RuntimeDirectory=node-bootstrap|$SANDBOX"
+  "node-bootstrap-follow-converge.service|DeviceAllow=/dev/loop-control rw|$SANDBOX"
+  "node-bootstrap-follow-converge.service|DeviceAllow=block-loop rw|$SANDBOX"
 )
 
 # Sandbox settings the analyzer does not score and no node_units test

@@ -19,6 +19,9 @@ const CEILINGS: &[(&str, f64)] = &[
     ("node-bootstrap-catalog.service", 2.5),
     ("init-assets.service", 2.5),
     ("k8s-node-bootstrap.service", 5.0),
+    // Issue 34's day-two services: the agent's own work, the agent's ceiling.
+    ("node-bootstrap-follow.service", 5.0),
+    ("node-bootstrap-follow-converge.service", 5.0),
     ("bootkube.service", 6.5),
     ("tectonic.service", 6.5),
     // No sandbox, on purpose (units/kubelet.service says why).

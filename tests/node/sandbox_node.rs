@@ -129,6 +129,41 @@ fn expectations(all: u64) -> Vec<Expect> {
         proc_subset: false,
         own_uts: false,
     };
+    // The day-two services (issue 34): the kubelet's files, a kubelet
+    // sysext's link and images, the agent's state and run dirs.
+    let follow = |unit, private_network| Expect {
+        unit,
+        cap_bnd: caps(&[CAP_SYS_ADMIN]),
+        no_new_privs: true,
+        writable: &[
+            "/etc/kubernetes",
+            "/etc/extensions",
+            "/opt/extensions",
+            "/var/lib/node-bootstrap",
+            "/var/lib/node_exporter/textfile_collector",
+            "/run/node-bootstrap",
+            "/tmp",
+        ],
+        read_only: &[
+            "/",
+            "/etc",
+            "/usr",
+            "/var/lib",
+            "/opt",
+            "/opt/bin",
+            "/etc/systemd/system",
+            "/etc/node-bootstrap",
+            "/run",
+            "/run/systemd",
+        ],
+        private_tmp: true,
+        hidden_home: true,
+        private_network,
+        private_devices: false,
+        proc_invisible: true,
+        proc_subset: false,
+        own_uts: false,
+    };
     vec![
         Expect {
             unit: "k8s-node-bootstrap.service",
@@ -225,6 +260,8 @@ fn expectations(all: u64) -> Vec<Expect> {
         },
         helper("bootkube.service"),
         helper("tectonic.service"),
+        follow("node-bootstrap-follow.service", false),
+        follow("node-bootstrap-follow-converge.service", true),
     ]
 }
 
@@ -233,7 +270,12 @@ fn expectations(all: u64) -> Vec<Expect> {
 fn node() -> SimNode {
     let n = SimNode::new("sandbox").unwrap();
     let mut units: Vec<&str> = testkit::agentnode::UNITS.to_vec();
-    units.extend(["init-assets.service", "node-bootstrap-catalog.service"]);
+    units.extend([
+        "init-assets.service",
+        "node-bootstrap-catalog.service",
+        "node-bootstrap-follow.service",
+        "node-bootstrap-follow-converge.service",
+    ]);
     install_units(&n, &units).unwrap();
     n.install_file(&testkit::standin("agent-stub"), AGENT_PATH, 0o755)
         .unwrap();
@@ -242,6 +284,9 @@ fn node() -> SimNode {
     n.write("/etc/node-bootstrap/config.json", "{}", 0o600)
         .unwrap();
     n.write("/opt/tectonic/.keep", "", 0o644).unwrap();
+    // The converge service's condition: a kubelet change under way.
+    n.write("/var/lib/node-bootstrap/follow/change.json", "{}", 0o600)
+        .unwrap();
     n.write("/root/.home-marker", "", 0o600).unwrap();
     for (unit, _) in SERVICES {
         n.drop_in(
@@ -260,6 +305,8 @@ const SERVICES: &[(&str, ())] = &[
     ("node-bootstrap-catalog.service", ()),
     ("bootkube.service", ()),
     ("tectonic.service", ()),
+    ("node-bootstrap-follow.service", ()),
+    ("node-bootstrap-follow-converge.service", ()),
 ];
 
 #[test]
@@ -370,27 +417,31 @@ fn every_sandbox_option_of_the_shipped_units_is_applied_on_a_simulated_node() {
             format!("private /dev: {private_dev} ({dev_mount})"),
         );
     }
-    // The device list of k8s-node-bootstrap's cgroup (DevicePolicy=closed
+    // The device list of the services that mount images (DevicePolicy=closed
     // and the loop devices), as the v1 devices controller holds it.
-    let cgroup = n
-        .prop("k8s-node-bootstrap.service", "ControlGroup")
-        .unwrap();
-    let list = n
-        .read(&format!("/sys/fs/cgroup/devices{cgroup}/devices.list"))
-        .unwrap_or_default();
-    for (line, why) in [
-        ("c 10:237 rw", "/dev/loop-control"),
-        ("b 7:* rw", "block-loop"),
-        ("c 1:3 rwm", "/dev/null"),
+    for unit in [
+        "k8s-node-bootstrap.service",
+        "node-bootstrap-follow.service",
+        "node-bootstrap-follow-converge.service",
     ] {
-        if !list.lines().any(|l| l == line) {
-            wrong.push(format!(
-                "k8s-node-bootstrap.service: devices.list has no {line:?} ({why}): {list:?}"
-            ));
+        let cgroup = n.prop(unit, "ControlGroup").unwrap();
+        let list = n
+            .read(&format!("/sys/fs/cgroup/devices{cgroup}/devices.list"))
+            .unwrap_or_default();
+        for (line, why) in [
+            ("c 10:237 rw", "/dev/loop-control"),
+            ("b 7:* rw", "block-loop"),
+            ("c 1:3 rwm", "/dev/null"),
+        ] {
+            if !list.lines().any(|l| l == line) {
+                wrong.push(format!(
+                    "{unit}: devices.list has no {line:?} ({why}): {list:?}"
+                ));
+            }
         }
-    }
-    if list.lines().any(|l| l == "a *:* rwm") {
-        wrong.push("k8s-node-bootstrap.service: devices.list allows every device".into());
+        if list.lines().any(|l| l == "a *:* rwm") {
+            wrong.push(format!("{unit}: devices.list allows every device"));
+        }
     }
     assert!(
         wrong.is_empty(),
