@@ -5,7 +5,8 @@
 # /var/cache/node-bootstrap-tests)/cargo-deny/<version>, outside the
 # checkout, so a second run costs nothing. Measured here: 33 minutes for
 # the release build of about 300 crates on 2 cores beside other builds
-# (load above 20), 8.5 MB installed; the check itself then takes seconds.
+# (load above 20) with the crate's own release profile (fat LTO), 8.5 MB
+# installed; the check itself then takes seconds.
 # Prints the path of the binary.
 set -euo pipefail
 version=0.20.2
@@ -17,6 +18,10 @@ if [ ! -x "$out" ] || ! "$out" --version >/dev/null 2>&1; then
     tmp=$(mktemp -d "$cache/cargo-deny/.$version.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
     # Its build dir under the temp dir: nothing of it in the checkout's target/.
+    # Its manifest's release profile (fat LTO, one codegen unit) makes the
+    # final link alone take many minutes on 2 cores; a checker run once per
+    # test run needs none of it.
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
     CARGO_TARGET_DIR=$tmp/build nice -n 10 cargo install --locked --quiet \
         --root "$tmp/root" "cargo-deny@$version" >&2
     rm -rf "$dir"
