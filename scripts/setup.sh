@@ -8,6 +8,14 @@
 #                                      Debian packages, torcx, Kubernetes, the
 #                                      pods' images, and the demo's binaries
 #   scripts/setup.sh --demo=standins   only what ./scripts/demo.sh --standins uses
+#   scripts/setup.sh --apt-plan ADMINDIR
+#                                      prints, without installing anything, the
+#                                      apt-get install arguments the test setup
+#                                      would use on a machine whose dpkg database
+#                                      is ADMINDIR (ADMINDIR/status): a package
+#                                      counts as present only if installed there.
+#                                      The delivery tier simulates that install
+#                                      against the machine image's package set.
 #
 # Each step says what it does; one that runs longer than a few seconds says
 # how long it takes the first time, ticks on a terminal, and keeps its
@@ -22,9 +30,13 @@ case "${1:-}" in
     "") mode=t ;;
     --demo) mode=d ;;
     --demo=standins) mode=s ;;
-    *) echo "setup: unknown option ${1} (--demo, --demo=standins, or none: everything the tests use)" >&2
+    --apt-plan)
+        mode=t plan_admindir=${2:?setup: --apt-plan needs the dpkg admin dir}
+        [ -r "$plan_admindir/status" ] || { echo "setup: --apt-plan: no dpkg status file at $plan_admindir/status" >&2; exit 64; } ;;
+    *) echo "setup: unknown option ${1} (--demo, --demo=standins, --apt-plan ADMINDIR, or none: everything the tests use)" >&2
        exit 64 ;;
 esac
+plan_admindir=${plan_admindir:-}
 [ "$mode" = t ] || "$root/scripts/check-machine.sh" setup
 
 # --- prereqs: what this script does not install (README, "Before you
@@ -53,7 +65,7 @@ prereqs() {
     fi
     [ "$missing" = 0 ] || exit 3
 }
-prereqs
+[ -n "$plan_admindir" ] || prereqs
 # --- end of prereqs
 
 # --- steps: `step NAME LABEL ESTIMATE CMD...` runs CMD with its output in
@@ -135,10 +147,14 @@ need() {
     local modes=$1 pkg=$2
     shift 2
     [[ $modes == *"$mode"* ]] || return 0
-    "$@" >/dev/null 2>&1 || need_apt+=("$pkg")
+    if [ -n "$plan_admindir" ]; then
+        installed "$pkg" || need_apt+=("$pkg")
+    else
+        "$@" >/dev/null 2>&1 || need_apt+=("$pkg")
+    fi
 }
 on_path() { command -v "$1"; }
-installed() { dpkg-query -W -f='${Status}' "$1" | grep -q 'ok installed'; }
+installed() { dpkg-query ${plan_admindir:+--admindir="$plan_admindir"} -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 # The real docker: its binaries are packed as the nodes' docker torcx image.
 need td docker.io on_path dockerd
 need t ignition on_path ignition-validate
@@ -194,24 +210,9 @@ need td containernetworking-plugins test -x /usr/lib/cni/bridge
 need tds gcc on_path gcc
 need tds libc6-dev installed libc6-dev
 # containerd 2.1 and cri-tools 1.32 (scripts/build-containerd2.sh) need
-# Go 1.23: bookworm-backports' golang-1.23-go (the tests only; an apt
-# source for bookworm-backports is added below when the machine has none).
-backports=
-if [ "$mode" = t ] && [ ! -x /usr/lib/go-1.23/bin/go ]; then
-    need_apt+=(golang-1.23-go)
-    grep -rqsE '^(Suites:.*bookworm-backports|deb .* bookworm-backports )' /etc/apt/sources.list /etc/apt/sources.list.d/ || backports=1
-fi
-if [ -n "$backports" ]; then
-    cat > /etc/apt/sources.list.d/node-bootstrap-backports.sources <<'SRC'
-# Added by node-bootstrap's scripts/setup.sh (test setup): Go 1.23
-# (golang-1.23-go), which containerd 2.1 and cri-tools 1.32 need.
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-    echo "setup: added the bookworm-backports apt source (/etc/apt/sources.list.d/node-bootstrap-backports.sources) for golang-1.23-go"
+# Go 1.23: bookworm-backports' golang-1.23-go (the tests only).
+if [ "$mode" = t ] && { [ -n "$plan_admindir" ] || [ ! -x /usr/lib/go-1.23/bin/go ]; }; then
+    installed golang-1.23-go || need_apt+=(golang-1.23-go)
 fi
 # Kubernetes' node conformance suite (tests/conformance/,
 # scripts/conformance.sh): its images served by Debian's docker-registry on
@@ -224,7 +225,66 @@ need t apache2-utils on_path htpasswd
 # upstream image carries Alpine's (its specs dial with `curl` and `nc -u`).
 need t curl on_path curl
 need t netcat-openbsd test -x /bin/nc.openbsd
+# The backports rule. A machine of this kind comes with some packages from
+# bookworm-backports (qemu-utils 10, say). A package whose source package
+# has a binary installed from backports (a version with ~bpo) is installed
+# from backports too, with the siblings it needs: apt would otherwise pair
+# Debian 12's qemu-system-x86 7.2 with the installed qemu-utils 10, which
+# Breaks it, and the install fails. Every package setup installs goes
+# through this rule, and then the bookworm-backports source is needed (added
+# below when the machine has none; it changes no other package's candidate:
+# backports is NotAutomatic).
+bpo_sources=$(dpkg-query ${plan_admindir:+--admindir="$plan_admindir"} -W \
+    -f='${db:Status-Abbrev} ${source:Package} ${Version}\n' 2>/dev/null |
+    awk '$1 == "ii" && $3 ~ /~bpo/ { print $2 }' | sort -u)
+backports_wanted=
+[[ " ${need_apt[*]} " == *" golang-1.23-go "* ]] && backports_wanted=1
+[ -n "$bpo_sources" ] && [ ${#need_apt[@]} -gt 0 ] && backports_wanted=1
+backports_source=/etc/apt/sources.list.d/node-bootstrap-backports.sources
+has_backports() {
+    grep -rqsE '^(Suites:.*bookworm-backports|deb .* bookworm-backports )' /etc/apt/sources.list /etc/apt/sources.list.d/
+}
+# The arguments of apt-get install: PKG, or PKG/bookworm-backports by the
+# rule (needs apt's lists: run after apt-get update).
+apt_args() {
+    # One apt-cache call: each known package's source (its own name when
+    # the stanza has no Source:); unknown packages print nothing here.
+    local sources
+    sources=$(apt-cache show --no-all-versions "$@" 2>/dev/null |
+        awk '/^Package:/ { p = $2; s[p] = p } /^Source:/ { s[p] = $2 } END { for (p in s) print p, s[p] }') || true
+    local pkg src
+    for pkg in "$@"; do
+        src=$(awk -v p="$pkg" '$1 == p { print $2 }' <<<"$sources")
+        if [ -n "$bpo_sources" ] && grep -qxF "${src:-$pkg}" <<<"$bpo_sources"; then
+            echo "$pkg/bookworm-backports"
+        else
+            echo "$pkg"
+        fi
+    done
+}
+if [ -n "$plan_admindir" ]; then
+    # --apt-plan: the arguments only (this machine's apt lists must know
+    # bookworm-backports when the plan needs it: the delivery tier runs
+    # after setup, which added it).
+    [ ${#need_apt[@]} -gt 0 ] && apt_args "${need_apt[@]}" | tr '\n' ' '
+    echo
+    exit 0
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ -n "$backports_wanted" ] && ! has_backports; then
+        cat > "$backports_source" <<'SRC'
+# Added by node-bootstrap's scripts/setup.sh (test setup): Go 1.23
+# (golang-1.23-go), which containerd 2.1 and cri-tools 1.32 need, and the
+# siblings of packages this machine has from backports (qemu-system-x86
+# beside qemu-utils 10): scripts/setup.sh, "The backports rule".
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        echo "setup: added the bookworm-backports apt source ($backports_source)"
+    fi
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
     own_policy=
@@ -234,9 +294,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         own_policy=1
         trap 'rm -f /usr/sbin/policy-rc.d; [ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
     fi
-    step apt "Debian packages: ${need_apt[*]}" "about a minute, mostly downloading" \
-        sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' \
-        apt "${need_apt[@]}"
+    step apt-update "apt-get update" "seconds" apt-get update -qq
+    mapfile -t apt_install < <(apt_args "${need_apt[@]}")
+    step apt "Debian packages: ${apt_install[*]}" "about a minute, mostly downloading" \
+        sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' \
+        apt "${apt_install[@]}"
     if [ -n "$own_policy" ]; then
         rm -f /usr/sbin/policy-rc.d
         trap '[ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
