@@ -228,50 +228,54 @@ need t netcat-openbsd test -x /bin/nc.openbsd
 # The backports rule. A machine of this kind comes with some packages from
 # bookworm-backports (qemu-utils 10, say). A package whose source package
 # has a binary installed from backports (a version with ~bpo) is installed
-# from backports too, with the siblings it needs: apt would otherwise pair
-# Debian 12's qemu-system-x86 7.2 with the installed qemu-utils 10, which
-# Breaks it, and the install fails. Every package setup installs goes
-# through this rule, and then the bookworm-backports source is needed (added
-# below when the machine has none; it changes no other package's candidate:
-# backports is NotAutomatic).
+# from backports too, in a second `apt-get install -t bookworm-backports`,
+# so that its siblings and the versions they depend on come from there
+# (qemu-system-x86 10 needs qemu-system-data 10 and seabios 1.16.3, which
+# only backports has). Without the rule apt pairs Debian 12's
+# qemu-system-x86 7.2 with the installed qemu-utils 10, which Breaks it,
+# and the install fails; `pkg/bookworm-backports` alone is not enough
+# either (its dependencies stay on Debian 12's versions). golang-1.23-go
+# exists only in backports. Every package setup installs goes through the
+# rule. The delivery tier simulates both installs against the machine
+# image's package set (tests/delivery/apt_plan.rs).
 bpo_sources=$(dpkg-query ${plan_admindir:+--admindir="$plan_admindir"} -W \
-    -f='${db:Status-Abbrev} ${source:Package} ${Version}\n' 2>/dev/null |
-    awk '$1 == "ii" && $3 ~ /~bpo/ { print $2 }' | sort -u)
-backports_wanted=
-[[ " ${need_apt[*]} " == *" golang-1.23-go "* ]] && backports_wanted=1
-[ -n "$bpo_sources" ] && [ ${#need_apt[@]} -gt 0 ] && backports_wanted=1
+    -f='${db:Status-Abbrev} ${source:Package} ${Version}\n' |
+    awk '$1 == "ii" && $3 ~ /~bpo/ { print $2 }' | sort -u) || {
+    echo "setup: cannot read the dpkg database${plan_admindir:+ at $plan_admindir} (dpkg-query -W failed)" >&2
+    exit 4
+}
+# Splits need_apt into apt_plain (Debian 12) and apt_bpo (the rule's), by
+# each package's source in apt's lists (a package apt does not know keeps
+# its own name as its source).
+apt_plain=() apt_bpo=()
+split_by_rule() {
+    local sources pkg src
+    sources=$(apt-cache show --no-all-versions "${need_apt[@]}" 2>/dev/null |
+        awk '/^Package:/ { p = $2; s[p] = p } /^Source:/ { s[p] = $2 } END { for (p in s) print p, s[p] }') || true
+    for pkg in "${need_apt[@]}"; do
+        src=$(awk -v p="$pkg" '$1 == p { print $2 }' <<<"$sources")
+        if [ "$pkg" = golang-1.23-go ] || { [ -n "$bpo_sources" ] && grep -qxF "${src:-$pkg}" <<<"$bpo_sources"; }; then
+            apt_bpo+=("$pkg")
+        else
+            apt_plain+=("$pkg")
+        fi
+    done
+}
+[ ${#need_apt[@]} -eq 0 ] || split_by_rule
 backports_source=/etc/apt/sources.list.d/node-bootstrap-backports.sources
 has_backports() {
     grep -rqsE '^(Suites:.*bookworm-backports|deb .* bookworm-backports )' /etc/apt/sources.list /etc/apt/sources.list.d/
 }
-# The arguments of apt-get install: PKG, or PKG/bookworm-backports by the
-# rule (needs apt's lists: run after apt-get update).
-apt_args() {
-    # One apt-cache call: each known package's source (its own name when
-    # the stanza has no Source:); unknown packages print nothing here.
-    local sources
-    sources=$(apt-cache show --no-all-versions "$@" 2>/dev/null |
-        awk '/^Package:/ { p = $2; s[p] = p } /^Source:/ { s[p] = $2 } END { for (p in s) print p, s[p] }') || true
-    local pkg src
-    for pkg in "$@"; do
-        src=$(awk -v p="$pkg" '$1 == p { print $2 }' <<<"$sources")
-        if [ -n "$bpo_sources" ] && grep -qxF "${src:-$pkg}" <<<"$bpo_sources"; then
-            echo "$pkg/bookworm-backports"
-        else
-            echo "$pkg"
-        fi
-    done
-}
 if [ -n "$plan_admindir" ]; then
-    # --apt-plan: the arguments only (this machine's apt lists must know
-    # bookworm-backports when the plan needs it: the delivery tier runs
-    # after setup, which added it).
-    [ ${#need_apt[@]} -gt 0 ] && apt_args "${need_apt[@]}" | tr '\n' ' '
-    echo
+    # --apt-plan: the two installs, one line each (this machine's apt
+    # lists must know bookworm-backports: the delivery tier runs after
+    # setup, which added it).
+    echo "install: ${apt_plain[*]}"
+    echo "install -t bookworm-backports: ${apt_bpo[*]}"
     exit 0
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
-    if [ -n "$backports_wanted" ] && ! has_backports; then
+    if [ ${#apt_bpo[@]} -gt 0 ] && ! has_backports; then
         cat > "$backports_source" <<'SRC'
 # Added by node-bootstrap's scripts/setup.sh (test setup): Go 1.23
 # (golang-1.23-go), which containerd 2.1 and cri-tools 1.32 need, and the
@@ -283,7 +287,7 @@ Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-        echo "setup: added the bookworm-backports apt source ($backports_source)"
+        echo "setup: added the bookworm-backports apt source ($backports_source) for ${apt_bpo[*]}"
     fi
     # No package's service is started by its installation (etcd-server,
     # docker.io, prometheus): the tests start what they need, privately.
@@ -295,10 +299,16 @@ SRC
         trap 'rm -f /usr/sbin/policy-rc.d; [ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
     fi
     step apt-update "apt-get update" "seconds" apt-get update -qq
-    mapfile -t apt_install < <(apt_args "${need_apt[@]}")
-    step apt "Debian packages: ${apt_install[*]}" "about a minute, mostly downloading" \
-        sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' \
-        apt "${apt_install[@]}"
+    if [ ${#apt_plain[@]} -gt 0 ]; then
+        step apt "Debian packages: ${apt_plain[*]}" "about a minute, mostly downloading" \
+            sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' \
+            apt "${apt_plain[@]}"
+    fi
+    if [ ${#apt_bpo[@]} -gt 0 ]; then
+        step apt-backports "Debian packages from bookworm-backports: ${apt_bpo[*]}" "about a minute, mostly downloading" \
+            sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -t bookworm-backports "$@"' \
+            apt "${apt_bpo[@]}"
+    fi
     if [ -n "$own_policy" ]; then
         rm -f /usr/sbin/policy-rc.d
         trap '[ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT

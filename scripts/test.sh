@@ -24,19 +24,26 @@ trap 'rm -rf "$skips"' EXIT
 
 failed=()
 times=()
+# The machine's CPU time so far (all cores), busy and total, in clock ticks
+# (/proc/stat): each step's line says how busy it kept the machine, which
+# tells a step that waits from one that computes.
+cpu_ticks() { awk '/^cpu / { print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat; }
 step() {
   local name=$1
   shift
-  local t0=$SECONDS
+  local t0=$SECONDS busy0 total0 busy1 total1
+  read -r busy0 total0 < <(cpu_ticks)
   echo "=== $name"
   if ! NODE_BOOTSTRAP_SKIP_LOG="$skips/$name" "$@"; then
     failed+=("$name")
   fi
+  read -r busy1 total1 < <(cpu_ticks)
   local skipped=""
   if [ -s "$skips/$name" ]; then
     skipped="  ($(wc -l <"$skips/$name") test(s) SKIPPED)"
   fi
-  times+=("$(printf '%-10s %5d s%s' "$name" $((SECONDS - t0)) "$skipped")")
+  times+=("$(printf '%-10s %5d s  cpu %3d%%%s' "$name" $((SECONDS - t0)) \
+    $(((busy1 - busy0) * 100 / (total1 - total0 > 0 ? total1 - total0 : 1))) "$skipped")")
 }
 
 step build cargo build --workspace --all-targets

@@ -21,6 +21,8 @@
 //! Run it: `cargo test --test delivery`; one file: `cargo test --test
 //! delivery delivery_terraform::`.
 
+// Setup's apt step simulated against the machine image's packages (the backports rule).
+mod apt_plan;
 // Bootstrap tokens: the module's exact output and refusals; a worker with no client credential.
 mod delivery_bootstrap_token;
 // Day two: the ignition module's follow switch, the follow-rbac module.
