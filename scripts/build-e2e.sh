@@ -12,8 +12,10 @@
 #
 # Built as scripts/build-kubernetes.sh builds (make WHAT=..., static,
 # vendored modules, Debian's Go; `go test -c ./test/e2e` does not work
-# with Go 1.19: "updates to go.mod needed"). About 8-10 minutes on 2
-# cores, niced. Cached by the source package's key and this script under
+# with Go 1.19: "updates to go.mod needed"), in the same unpacked tree with
+# the same Go cache (scripts/kubernetes-tree.sh), so what the cluster's
+# parts compiled is not compiled again: 8-10 minutes on 2 cores alone,
+# niced, less after build-kubernetes.sh. Cached by the source package's key and this script under
 # $NB_TEST_CACHE/e2e/<key>/ (default /var/cache/node-bootstrap-tests).
 # Fails loudly, naming what is missing.
 set -euo pipefail
@@ -38,12 +40,13 @@ out="$cache/e2e/$key"
 if [ ! -x "$out/e2e.test" ]; then
     echo "build-e2e: building ${bins[*]} from $(basename "$dsc") into $out" >&2
     t0=$SECONDS
-    work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-e2e-src.XXXXXX")
+    tree=$("$root/scripts/kubernetes-tree.sh") || die "no unpacked kubernetes tree (above)"
+    exec 9>"$tree/.lock"
+    flock 9
+    work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-e2e-build.XXXXXX")
     trap 'rm -rf "$work"' EXIT
-    dpkg-source -x "$dsc" "$work/src" >/dev/null 2>"$work/dpkg-source.log" ||
-        die "dpkg-source -x failed: $(tail -3 "$work/dpkg-source.log")"
-    if ! (cd "$work/src" && nice -n 10 env CGO_ENABLED=0 GOFLAGS=-mod=vendor HOME="$work/home" \
-            GOPATH="$work/gopath" GOCACHE="$work/gocache" \
+    if ! (cd "$tree/src" && nice -n 10 env CGO_ENABLED=0 GOFLAGS=-mod=vendor HOME="$tree/home" \
+            GOPATH="$tree/gopath" GOCACHE="$tree/gocache" \
             make WHAT="${whats[*]}" >"$work/build.log" 2>&1); then
         tail -30 "$work/build.log" >&2
         die "make WHAT=\"${whats[*]}\" failed (log above)"
@@ -53,7 +56,7 @@ if [ ! -x "$out/e2e.test" ]; then
     rm -rf "$tmp"
     mkdir -p "$tmp"
     for b in "${bins[@]}"; do
-        cp "$work/src/_output/bin/$b" "$tmp/$b"
+        cp "$tree/src/_output/bin/$b" "$tmp/$b"
     done
     "$tmp/e2e.test" --version > "$tmp/VERSION" 2>&1 || true
     rm -rf "$out"

@@ -15,7 +15,10 @@
 # script, under
 # $NB_TEST_CACHE/kubernetes/<key>/ (default /var/cache/node-bootstrap-tests):
 # a second run costs nothing and downloads nothing. A build takes about 7.5
-# minutes on a quiet 2-core machine (Go's cache is thrown away afterwards).
+# minutes on a quiet 2-core machine. It builds in the unpacked tree and Go
+# cache it shares with scripts/build-e2e.sh (scripts/kubernetes-tree.sh),
+# holding the tree's lock, so the suite's build later compiles only what
+# these parts did not.
 #
 # Then, in the same tree with the same Go build cache (so it is mostly
 # linking), kube-apiserver and kubelet again, stamped as the next patch
@@ -55,14 +58,17 @@ out="$cache/kubernetes/$key"
 if [ ! -x "$out/kubelet" ]; then
     echo "build-kubernetes: building ${bins[*]} from $dsc_name into $out" >&2
     t0=$SECONDS
-    work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-kubernetes-src.XXXXXX")
+    # The shared tree and Go cache (scripts/kubernetes-tree.sh), held for
+    # the whole build; $work keeps this build's logs and version file.
+    tree=$("$root/scripts/kubernetes-tree.sh") || die "no unpacked kubernetes tree (above)"
+    exec 9>"$tree/.lock"
+    flock 9
+    work=$(mktemp -d "${TMPDIR:-/var/tmp}/nb-kubernetes-build.XXXXXX")
     trap 'rm -rf "$work"' EXIT
-    dpkg-source -x "$dsc" "$work/src" >/dev/null 2>"$work/dpkg-source.log" ||
-        die "dpkg-source -x failed: $(tail -3 "$work/dpkg-source.log")"
     whats=$(printf 'cmd/%s ' "${bins[@]}")
     # As debian/rules builds it: static (no cgo), vendored modules.
-    if ! (cd "$work/src" && env CGO_ENABLED=0 GOFLAGS=-mod=vendor HOME="$work/home" \
-            GOPATH="$work/gopath" GOCACHE="$work/gocache" \
+    if ! (cd "$tree/src" && env CGO_ENABLED=0 GOFLAGS=-mod=vendor HOME="$tree/home" \
+            GOPATH="$tree/gopath" GOCACHE="$tree/gocache" \
             make WHAT="$whats" >"$work/build.log" 2>&1); then
         tail -30 "$work/build.log" >&2
         die "make WHAT=\"$whats\" failed (log above)"
@@ -72,7 +78,7 @@ if [ ! -x "$out/kubelet" ]; then
     rm -rf "$tmp"
     mkdir -p "$tmp"
     for b in "${bins[@]}"; do
-        cp "$work/src/_output/bin/$b" "$tmp/$b"
+        cp "$tree/src/_output/bin/$b" "$tmp/$b"
     done
     "$tmp/kubelet" --version > "$tmp/VERSION"
     # The stand-ins: same tree, same Go cache, another version stamped
@@ -81,7 +87,7 @@ if [ ! -x "$out/kubelet" ]; then
     [[ $version =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] ||
         die "kubelet --version said \"$(cat "$tmp/VERSION")\", not Kubernetes vX.Y.Z"
     major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]} patch=${BASH_REMATCH[3]}
-    commit=$(sed -nE "s/^ *KUBE_GIT_COMMIT='([0-9a-f]+)'.*/\1/p" "$work/src/hack/lib/version.sh" | head -1)
+    commit=$(sed -nE "s/^ *KUBE_GIT_COMMIT='([0-9a-f]+)'.*/\1/p" "$tree/src/hack/lib/version.sh" | head -1)
     next_whats=$(printf 'cmd/%s ' "${next_bins[@]}")
     for next in "v$major.$minor.$((patch + 1))" "v$major.$((minor + 1)).0"; do
         [[ $next =~ ^v[0-9]+\.([0-9]+)\. ]]
@@ -89,8 +95,8 @@ if [ ! -x "$out/kubelet" ]; then
             "KUBE_GIT_TREE_STATE='archive'" "KUBE_GIT_VERSION='$next'" \
             "KUBE_GIT_MAJOR='$major'" "KUBE_GIT_MINOR='${BASH_REMATCH[1]}'" > "$work/next-version"
         t1=$SECONDS
-        if ! (cd "$work/src" && env CGO_ENABLED=0 GOFLAGS=-mod=vendor HOME="$work/home" \
-                GOPATH="$work/gopath" GOCACHE="$work/gocache" \
+        if ! (cd "$tree/src" && env CGO_ENABLED=0 GOFLAGS=-mod=vendor HOME="$tree/home" \
+                GOPATH="$tree/gopath" GOCACHE="$tree/gocache" \
                 KUBE_GIT_VERSION_FILE="$work/next-version" \
                 make WHAT="$next_whats" >"$work/build-next.log" 2>&1); then
             tail -30 "$work/build-next.log" >&2
@@ -98,7 +104,7 @@ if [ ! -x "$out/kubelet" ]; then
         fi
         mkdir -p "$tmp/stand-in-$next"
         for b in "${next_bins[@]}"; do
-            cp "$work/src/_output/bin/$b" "$tmp/stand-in-$next/$b"
+            cp "$tree/src/_output/bin/$b" "$tmp/stand-in-$next/$b"
         done
         "$tmp/stand-in-$next/kubelet" --version > "$tmp/stand-in-$next/VERSION"
         grep -qx "Kubernetes $next" "$tmp/stand-in-$next/VERSION" ||

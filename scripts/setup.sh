@@ -348,6 +348,19 @@ case $mode in
                --bin node-bootstrap --bin simnode-demo --bin fake-update-engine ;;
 esac
 
+# The real torcx / torcx-generator (cached; see the script).
+step torcx "torcx, the real torcx-generator, from its sources (Go)" \
+    "about a minute the first time, then cached" "$root/scripts/build-torcx.sh"
+if [ "$mode" = t ]; then
+    # The VM tier's OS image, built from Debian packages (cached by its
+    # inputs; 2-4 minutes when they change, mostly mmdebstrap downloading
+    # and unpacking, see the script): beside the Go and cargo builds below,
+    # which keep the cores busy while it waits for the mirror. It needs
+    # torcx (above).
+    start_bg vm-image "the VM tier's OS image (mmdebstrap, Debian packages)" \
+        "2-4 minutes when its inputs change, mostly downloading; then cached" \
+        "$root/scripts/vm-image.sh"
+fi
 if [ "$mode" = t ]; then
     # cargo-deny, the supply-chain check of the test command (crates.io,
     # `cargo install --locked`, cached by its version; see the script).
@@ -355,9 +368,6 @@ if [ "$mode" = t ]; then
         "once: a release build of about 300 crates (33 minutes measured on 2 cores beside other builds), then cached" \
         "$root/scripts/build-cargo-deny.sh"
 fi
-# The real torcx / torcx-generator (cached; see the script).
-step torcx "torcx, the real torcx-generator, from its sources (Go)" \
-    "about a minute the first time, then cached" "$root/scripts/build-torcx.sh"
 if [ "$mode" != s ]; then
     # kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
     # kubectl from Debian's kubernetes source (cached by the source package;
@@ -397,13 +407,6 @@ if [ "$mode" = t ]; then
     # runs (cached; seconds).
     step critest-images "critest's images (busybox, nonewprivs, predefined group, web server stand-ins)" \
         "seconds" "$root/scripts/build-critest-images.sh"
-fi
-if [ "$mode" = t ]; then
-    # The VM tier's OS image, built from Debian packages (cached by its
-    # inputs; 2-4 minutes when they change, see the script).
-    step vm-image "the VM tier's OS image (mmdebstrap, Debian packages)" \
-        "2-4 minutes when its inputs change, mostly downloading; then cached" \
-        "$root/scripts/vm-image.sh"
 fi
 [ -z "$bg_pid" ] || finish_bg
 
