@@ -57,7 +57,7 @@ fn field<'a>(fields: &'a [String], name: &str) -> Option<&'a str> {
 }
 
 /// What a dpkg status file needs of a package: the fields apt resolves
-/// with (from apt's lists, which know every version the image has).
+/// with, from apt's lists.
 const KEPT: &[&str] = &[
     "Package",
     "Version",
@@ -99,19 +99,54 @@ fn stanzas(names: &[&str]) -> BTreeMap<(String, String), Vec<String>> {
     map
 }
 
-/// Writes the dpkg status file of `installed` (name to version).
-fn write_status(status: &Path, installed: &BTreeMap<String, String>) {
+/// Writes the dpkg status file of `installed` (name to version). A version
+/// that apt's lists no longer carry (Debian 12's point releases replace
+/// packages: the image's list was read on 2026-11-01) is taken at the
+/// version the lists carry now, from the same origin (a `~bpo` version
+/// from backports, another from Debian 12): the image as a new machine of
+/// its kind would have it after the same point release. Returns how many.
+fn write_status(status: &Path, installed: &BTreeMap<String, String>) -> usize {
     let names: Vec<&str> = installed.keys().map(String::as_str).collect();
     let known = stanzas(&names);
     let mut text = String::new();
+    let mut moved = 0;
     for (name, version) in installed {
         let fs = known.get(&(name.clone(), version.clone())).unwrap_or_else(|| {
-            panic!("apt's lists do not know {name} {version}: run scripts/setup.sh (apt-get update) first")
+            moved += 1;
+            let bpo = version.contains("~bpo");
+            known
+                .range((name.clone(), String::new())..)
+                .take_while(|((n, _), _)| n == name)
+                .filter(|((_, v), _)| v.contains("~bpo") == bpo)
+                .max_by(|((_, a), _), ((_, b), _)| debian_version_order(a, b))
+                .map(|(_, fs)| fs)
+                .unwrap_or_else(|| {
+                    panic!("apt's lists know no {name} like {version}: run scripts/setup.sh (apt-get update) first")
+                })
         });
         text.push_str(&fs.join("\n"));
         text.push_str("\nDescription: from the machine image\nStatus: install ok installed\n\n");
     }
     fs::write(status, text).unwrap();
+    moved
+}
+
+/// Debian's order of two versions (`dpkg --compare-versions`).
+fn debian_version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let lt = |x: &str, y: &str| {
+        Command::new("dpkg")
+            .args(["--compare-versions", x, "lt", y])
+            .status()
+            .expect("running dpkg --compare-versions")
+            .success()
+    };
+    if lt(a, b) {
+        std::cmp::Ordering::Less
+    } else if lt(b, a) {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Equal
+    }
 }
 
 /// `apt-get -s install ARGS` against the dpkg database in `admin`: the
@@ -133,9 +168,10 @@ fn simulate(admin: &Path, args: &[&str]) -> Result<Vec<(String, String)>, String
         .expect("running apt-get -s");
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
         let why: Vec<&str> = stdout
             .lines()
-            .chain(String::from_utf8_lossy(&out.stderr).lines())
+            .chain(stderr.lines())
             .filter(|l| l.contains("Breaks:") || l.contains("Depends:") || l.starts_with("E:"))
             .collect();
         return Err(format!(
@@ -185,6 +221,10 @@ fn plan(admin: &Path) -> (Vec<String>, Vec<String>) {
     (line("install:"), line("install -t bookworm-backports:"))
 }
 
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 fn backports_known() -> bool {
     Command::new("apt-cache")
         .args(["policy"])
@@ -197,16 +237,32 @@ fn setup_apt_step_installs_on_the_machine_images_package_set() {
     if skip_without(&["apt-get", "apt-cache", "dpkg-query"]) {
         return;
     }
-    if !backports_known() && testkit::skip_because("apt's lists do not know bookworm-backports (scripts/setup.sh adds it)") {
+    if !backports_known()
+        && testkit::skip_because(
+            "apt's lists do not know bookworm-backports (scripts/setup.sh adds it)",
+        )
+    {
         return;
     }
     let admin = tempfile::tempdir().unwrap();
     fs::write(admin.path().join("extended_states"), "").unwrap();
     let status = admin.path().join("status");
     let mut installed: BTreeMap<String, String> = image_packages().into_iter().collect();
-    write_status(&status, &installed);
+    let moved = write_status(&status, &installed);
+    eprintln!(
+        "apt_plan: {} packages of the image, {moved} of them taken at the version apt's lists carry now (their image version is gone from the mirror)",
+        installed.len()
+    );
 
     let (plain, bpo) = plan(admin.path());
+    // In order, as setup runs them: the first install's packages are
+    // installed when the second one resolves.
+    let first = simulate(admin.path(), &strs(&plain)).unwrap_or_else(|e| panic!("{e}"));
+    installed.extend(first);
+    write_status(&status, &installed);
+    let mut second_args = vec!["-t", "bookworm-backports"];
+    second_args.extend(strs(&bpo));
+    let second = simulate(admin.path(), &second_args).unwrap_or_else(|e| panic!("{e}"));
     // The image's qemu-utils is from backports, so its sibling is too.
     assert!(
         bpo.iter().any(|p| p == "qemu-system-x86"),
@@ -217,15 +273,6 @@ fn setup_apt_step_installs_on_the_machine_images_package_set() {
         "the plan must name the Debian 12 packages a new machine lacks: {plain:?}"
     );
 
-    // In order, as setup runs them: the first install's packages are
-    // installed when the second one resolves.
-    let args = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>();
-    let first = simulate(admin.path(), &args(&plain)).unwrap_or_else(|e| panic!("{e}"));
-    installed.extend(first);
-    write_status(&status, &installed);
-    let mut second_args = vec!["-t", "bookworm-backports"];
-    second_args.extend(args(&bpo));
-    let second = simulate(admin.path(), &second_args).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         second
             .iter()

@@ -10,9 +10,13 @@
 //! and the agent's `check-config --ignition`, with each mistake reported
 //! once; and push mode end to end, following docs/operators.md's metal
 //! steps as written (render, outputs, then the push over SSH to a
-//! simulated node running sshd), and a second apply changes nothing.
+//! simulated node running sshd), and a second apply changes nothing. And
+//! setup's own apt step, simulated (`apt-get -s`) against the packages a
+//! new machine of CI's kind starts with: it installs, by setup's
+//! backports rule (docs/testing.md).
 //!
-//! What it needs: `terraform`, `ignition-validate`, `python3` with
+//! What it needs: `terraform`, `ignition-validate`, apt (its lists
+//! updated by setup, bookworm-backports among them), `python3` with
 //! python-hcl2 (scripts/setup.sh installs them); root for
 //! `install-assets.sh` (it chowns) and for the push end to end (a
 //! simulated node with sshd). Elsewhere each test says
