@@ -365,7 +365,7 @@ if [ "$mode" = t ]; then
     # cargo-deny, the supply-chain check of the test command (crates.io,
     # `cargo install --locked`, cached by its version; see the script).
     step cargo-deny "cargo-deny from crates.io (the crates' advisories, licenses, bans, sources)" \
-        "once: a release build of about 300 crates (33 minutes measured on 2 cores beside other builds), then cached" \
+        "once: an unoptimised build of about 300 crates (about 2.5 CPU-minutes), then cached" \
         "$root/scripts/build-cargo-deny.sh"
 fi
 if [ "$mode" != s ]; then
