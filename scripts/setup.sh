@@ -76,8 +76,7 @@ logs=$root/target/setup-logs
 mkdir -p "$logs"
 tty=
 [ -t 1 ] && tty=1
-bg_pid=
-trap '[ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
+trap 'kill_bg' EXIT
 
 clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 
@@ -119,23 +118,34 @@ step() { # NAME LABEL ESTIMATE CMD...
     [ "$status" = 0 ] || failed "$name" "$label" "$log" "$status"
 }
 
-# A step in the background (the demo's cargo build, beside the others);
-# finish_bg waits for it.
-bg_name= bg_label= bg_estimate= bg_t0=
+# Steps in the background (cargo builds, the VM image), beside the others;
+# finish_bg waits for each in the order they started.
+bg_names=() bg_labels=() bg_estimates=() bg_t0s=() bg_pids=()
 start_bg() { # NAME LABEL ESTIMATE CMD...
-    bg_name=$1 bg_label=$2 bg_estimate=$3 bg_t0=$SECONDS
+    bg_names+=("$1") bg_labels+=("$2") bg_estimates+=("$3") bg_t0s+=("$SECONDS")
+    echo "setup: $2: in the background ($3); log: target/setup-logs/$1.log"
+    local log=$logs/$1.log
     shift 3
-    echo "setup: $bg_label: in the background ($bg_estimate); log: target/setup-logs/$bg_name.log"
-    "$@" >"$logs/$bg_name.log" 2>&1 &
-    bg_pid=$!
+    "$@" >"$log" 2>&1 &
+    bg_pids+=("$!")
 }
 finish_bg() {
-    local status=0
-    printf 'setup: waiting for %s ...' "$bg_label"
-    follow "$bg_pid" "$logs/$bg_name.log" "$bg_estimate" "$bg_t0"
-    wait "$bg_pid" || status=$?
-    bg_pid=
-    [ "$status" = 0 ] || failed "$bg_name" "$bg_label" "$logs/$bg_name.log" "$status"
+    local i status
+    for i in "${!bg_pids[@]}"; do
+        status=0
+        printf 'setup: waiting for %s ...' "${bg_labels[$i]}"
+        follow "${bg_pids[$i]}" "$logs/${bg_names[$i]}.log" "${bg_estimates[$i]}" "${bg_t0s[$i]}"
+        wait "${bg_pids[$i]}" || status=$?
+        bg_pids[$i]=
+        [ "$status" = 0 ] || failed "${bg_names[$i]}" "${bg_labels[$i]}" "$logs/${bg_names[$i]}.log" "$status"
+    done
+    bg_pids=()
+}
+kill_bg() {
+    local pid
+    for pid in "${bg_pids[@]}"; do
+        [ -z "$pid" ] || kill "$pid" 2>/dev/null || true
+    done
 }
 # --- end of steps
 
@@ -296,7 +306,7 @@ SRC
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
         chmod 0755 /usr/sbin/policy-rc.d
         own_policy=1
-        trap 'rm -f /usr/sbin/policy-rc.d; [ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
+        trap 'rm -f /usr/sbin/policy-rc.d; kill_bg' EXIT
     fi
     step apt-update "apt-get update" "seconds" apt-get update -qq
     if [ ${#apt_plain[@]} -gt 0 ]; then
@@ -311,7 +321,7 @@ SRC
     fi
     if [ -n "$own_policy" ]; then
         rm -f /usr/sbin/policy-rc.d
-        trap '[ -z "$bg_pid" ] || kill "$bg_pid" 2>/dev/null || true' EXIT
+        trap 'kill_bg' EXIT
     fi
 fi
 # docker.io, containerd, etcd-server and prometheus enable their own
@@ -346,6 +356,12 @@ case $mode in
            "about 4 minutes the first time" \
            cargo build --manifest-path "$root/Cargo.toml" --workspace \
                --bin node-bootstrap --bin simnode-demo --bin fake-update-engine ;;
+    # The tests' build (scripts/test.sh's first step, which then finds it
+    # done): beside the Go builds, whose single-threaded links and the
+    # crates that compile alone leave a core idle.
+    t) start_bg cargo "the tests' build (cargo build --workspace --all-targets)" \
+           "about 4 minutes the first time, longer beside the Go builds" \
+           nice -n 5 cargo build --manifest-path "$root/Cargo.toml" --workspace --all-targets ;;
 esac
 
 # The real torcx / torcx-generator (cached; see the script).
@@ -408,7 +424,7 @@ if [ "$mode" = t ]; then
     step critest-images "critest's images (busybox, nonewprivs, predefined group, web server stand-ins)" \
         "seconds" "$root/scripts/build-critest-images.sh"
 fi
-[ -z "$bg_pid" ] || finish_bg
+finish_bg
 
 case $mode in
     t) tools="dockerd containerd ctr gcc ignition-validate terraform moto_server unshare nsenter sshd ssh-keygen sudo systemd-sysext go gpg gpgv sstream-query sstream-mirror json2streams qemu-system-x86_64 mmdebstrap debugfs e2fsck strip etcd dpkg-source promtool prometheus-node-exporter iptables-save docker-registry skopeo htpasswd" ;;
