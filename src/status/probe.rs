@@ -517,7 +517,7 @@ mod tests {
         .unwrap();
         let on_wrapper = backends(&wrapper);
         assert_eq!(on_wrapper.kubelet.as_deref(), Some("wrapper"));
-        assert_eq!(on_wrapper.kubelet_why, "auto: coreos 1632.3.0 has kubelet-wrapper (releases before 2857.0.0)");
+        assert_eq!(on_wrapper.kubelet_why, "auto: coreos 1632.3.0 has kubelet-wrapper");
         assert!(
             kubelet_sysext(&wrapper, &on_wrapper, None).is_none(),
             "wrapper: nothing"
