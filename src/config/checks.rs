@@ -38,7 +38,7 @@ pub fn warnings(config: &Config) -> Vec<String> {
         w.push(format!(
             "kubelet.backend is {backend}, but no remote location is set to take the kubelet \
              from (sources.url, the cluster's bucket, sources.default_url): only {} is searched, \
-             and a new node has nothing there, so its kubelet-sysext step would stop (exit 7)",
+             and a new node has nothing there, so its kubelet-sysext step would stop (exit 5)",
             s.local_dir.display()
         ));
     }
