@@ -142,13 +142,13 @@ variable "keyring_path" {
 }
 
 variable "kubeconfig_path" {
-  description = "Path of the nodes' kubeconfig with long-lived credentials, written to /etc/kubernetes/kubeconfig (mode 0600) on every node, or only on the masters with bootstrap_token. `bootkube render` writes it to <assets_dir>/auth/kubeconfig. Its first cluster must carry certificate-authority-data (the CA inline)."
+  description = "Path of the nodes' kubeconfig with long-lived credentials, written to /etc/kubernetes/kubeconfig (mode 0600) on every node, or only on the masters with bootstrap_token. The assets carry it as <assets_dir>/auth/kubeconfig (docs/operators.md, \"The control plane\"). Its first cluster must carry certificate-authority-data (the CA inline)."
   type        = string
   nullable    = false
 
   validation {
     condition     = try(fileexists(var.kubeconfig_path), false)
-    error_message = "kubeconfig_path names no file (relative paths are from the directory terraform runs in; `bootkube render` writes it to <assets_dir>/auth/kubeconfig)."
+    error_message = "kubeconfig_path names no file (relative paths are from the directory terraform runs in; the assets carry it as <assets_dir>/auth/kubeconfig)."
   }
   validation {
     condition     = !try(fileexists(var.kubeconfig_path), false) || can(yamldecode(file(var.kubeconfig_path)).clusters[0].cluster["certificate-authority-data"])
