@@ -151,6 +151,7 @@ pub fn run(out: &mut dyn Write, flow: Flow) -> Result<Report> {
     )?;
     master_boots(out, &rig, master, flow)
         .with_context(|| format!("{MASTER}'s first boots (the control plane)"))?;
+    wait_for_token_secret(&rig)?;
     let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker, flow, runtime)
         .with_context(|| format!("{WORKER}'s first boot to its Node Ready"))?;
     let runtime_version = runtime
@@ -398,6 +399,23 @@ fn worker_boots(
     writeln!(out, " Node Ready {ready:.1} s after the first boot began")?;
     let agent = cluster::agent_seconds(&w.journal_json(&[cluster::AGENT_JOURNAL_MATCH]))?;
     Ok((ready, agent))
+}
+
+/// With a worker of a bootstrap token: until the token's Secret is in the
+/// cluster (tectonic applies the master's manifests after bootkube), which
+/// the worker's first request needs.
+fn wait_for_token_secret(rig: &ClusterRig) -> Result<()> {
+    let Some(token) = rig.bootstrap_token() else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + BOOT;
+    while !rig.kubectl.bootstrap_token_exists(&token.id).unwrap_or(false) {
+        if Instant::now() > deadline {
+            bail!("the bootstrap token's Secret never appeared in the cluster");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
 }
 
 /// `/usr/bin/kubelet --version` in the node (the merged extension's).
