@@ -56,9 +56,11 @@ impl Keyring {
         }
         // A keyring file may hold several armored blocks one after another.
         let unreadable = || {
-            bad("it is not an OpenPGP public key: no key could be read from it (its content \
+            bad(
+                "it is not an OpenPGP public key: no key could be read from it (its content \
                  is not shown); give the public keys as `gpg --export --armor KEYID` writes them"
-                .to_string())
+                    .to_string(),
+            )
         };
         let mut parsed = Vec::new();
         for block in armored_blocks(bytes) {
@@ -228,7 +230,9 @@ fn not_a_keyring(bytes: &[u8]) -> Option<String> {
             .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == ' ')
             .take(40)
             .collect();
-        if label.trim_end() != "PGP PUBLIC KEY BLOCK" && !trimmed.contains("-----BEGIN PGP PUBLIC KEY BLOCK-----") {
+        if label.trim_end() != "PGP PUBLIC KEY BLOCK"
+            && !trimmed.contains("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+        {
             return Some(format!(
                 "it is not an OpenPGP public key: it holds a {:?} block, not \
                  \"PGP PUBLIC KEY BLOCK\" (the content is not shown)",
@@ -447,7 +451,8 @@ mod tests {
         // A binary secret-key packet (new format, tag 5), then its bytes.
         let mut secret_binary = vec![0xC5, 0x20];
         secret_binary.extend(b"SECRETSECRETSECRETSECRETSECRET01");
-        let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIESECRETSECRET\n-----END RSA PRIVATE KEY-----\n";
+        let pem =
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIESECRETSECRET\n-----END RSA PRIVATE KEY-----\n";
         let cert = "-----BEGIN CERTIFICATE-----\nMIIBSECRETSECRET\n-----END CERTIFICATE-----\n";
         // Armored, but what is inside is not a key.
         let broken = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nSECRETSECRETSECRET\n-----END PGP PUBLIC KEY BLOCK-----\n";

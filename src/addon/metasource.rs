@@ -462,8 +462,8 @@ mod tests {
             BOARD,
             OS,
         )
-            .await
-            .unwrap_err();
+        .await
+        .unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
         assert!(err.to_string().contains("has no sha512"), "{err}");
     }

@@ -220,8 +220,14 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
             choice
         }
         PackageSource::Metadata => {
-            let choice =
-                Box::pin(metasource::choose(config, backend, &prefs, &os.board, &target_str)).await?;
+            let choice = Box::pin(metasource::choose(
+                config,
+                backend,
+                &prefs,
+                &os.board,
+                &target_str,
+            ))
+            .await?;
             let found = &choice
                 .origin
                 .as_ref()
@@ -407,8 +413,7 @@ async fn same_docker_for_running_os(
             Ok(None)
         }
         PackageSource::Metadata => {
-            metasource::same_version_for(config, &choice.version, &os.board, &os.version_id)
-                .await
+            metasource::same_version_for(config, &choice.version, &os.board, &os.version_id).await
         }
     }
 }
@@ -526,11 +531,7 @@ fn outcome(
 }
 
 /// OS versions before 1520.3.0: no remote packages, the vendor docker stays.
-async fn skip_old_os(
-    config: &Inputs<'_>,
-    backend: Backend,
-    target: &str,
-) -> Result<AddonOutcome> {
+async fn skip_old_os(config: &Inputs<'_>, backend: Backend, target: &str) -> Result<AddonOutcome> {
     let note = format!(
         "OS version {target} predates remote docker packages ({}); the OS's own docker stays",
         OsVersion::FIRST_REMOTE_PACKAGES

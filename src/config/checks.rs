@@ -31,7 +31,9 @@ pub fn warnings(config: &Config) -> Vec<String> {
     let mut w = Vec::new();
     let backend = match config.kubelet.backend {
         Backend::Sysext => Some("\"sysext\""),
-        Backend::Auto => Some("\"auto\" (the sysext on every release from 2857.0.0, which has no kubelet-wrapper)"),
+        Backend::Auto => Some(
+            "\"auto\" (the sysext on every release from 2857.0.0, which has no kubelet-wrapper)",
+        ),
         Backend::Wrapper => None,
     };
     if let (Some(backend), false) = (backend, remote) {

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub mod checks;
-mod serde_errors;
 #[cfg(test)]
 mod field_names;
+mod serde_errors;
 
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";

@@ -38,7 +38,10 @@ fn redact(msg: &str) -> String {
         let end = quoted_end(body, close).unwrap_or(body.len());
         let value = &body[..end];
         if value.chars().count() > QUOTED_MAX {
-            out.push_str(&format!("<{} characters, not shown>", value.chars().count()));
+            out.push_str(&format!(
+                "<{} characters, not shown>",
+                value.chars().count()
+            ));
         } else {
             out.push_str(value);
         }
@@ -99,7 +102,9 @@ mod tests {
     #[test]
     fn a_near_name_is_suggested() {
         assert_eq!(
-            describe("unknown field `kubelet_evn`, expected one of `kubelet_env`, `seed_dir`, `kubeconfig`"),
+            describe(
+                "unknown field `kubelet_evn`, expected one of `kubelet_env`, `seed_dir`, `kubeconfig`"
+            ),
             "unknown field `kubelet_evn`, expected one of `kubelet_env`, `seed_dir`, `kubeconfig` (did you mean `kubelet_env`?)"
         );
         assert_eq!(
@@ -117,7 +122,10 @@ mod tests {
     fn long_values_are_said_by_their_length() {
         let token = "abcdef.0123456789abcdef";
         let m = describe(&format!("invalid type: string \"{token}\", expected u32"));
-        assert_eq!(m, "invalid type: string \"<23 characters, not shown>\", expected u32");
+        assert_eq!(
+            m,
+            "invalid type: string \"<23 characters, not shown>\", expected u32"
+        );
         let m = describe(&format!("unknown variant `{token}`, expected `a` or `b`"));
         assert!(!m.contains(token), "{m}");
         let m = describe("invalid type: string \"a \\\"q\\\" longer than sixteen\", expected u32");

@@ -201,9 +201,24 @@ pub fn recommended(kube: Minor) -> Option<&'static [(Series, u64)]> {
         Minor(1, 30) => Some(&[(Series(1, 6), 28), (Series(1, 7), 13), (Series(2, 0), 0)]),
         Minor(1, 31) => Some(&[(Series(1, 6), 34), (Series(1, 7), 20), (Series(2, 0), 0)]),
         // At v2.1.0 and v2.3.0.
-        Minor(1, 32) => Some(&[(Series(1, 6), 36), (Series(1, 7), 24), (Series(2, 0), 1), (Series(2, 1), 0)]),
-        Minor(1, 33) => Some(&[(Series(1, 6), 36), (Series(1, 7), 24), (Series(2, 0), 4), (Series(2, 1), 0)]),
-        Minor(1, 34) => Some(&[(Series(1, 6), 39), (Series(1, 7), 28), (Series(2, 0), 6), (Series(2, 1), 3)]),
+        Minor(1, 32) => Some(&[
+            (Series(1, 6), 36),
+            (Series(1, 7), 24),
+            (Series(2, 0), 1),
+            (Series(2, 1), 0),
+        ]),
+        Minor(1, 33) => Some(&[
+            (Series(1, 6), 36),
+            (Series(1, 7), 24),
+            (Series(2, 0), 4),
+            (Series(2, 1), 0),
+        ]),
+        Minor(1, 34) => Some(&[
+            (Series(1, 6), 39),
+            (Series(1, 7), 28),
+            (Series(2, 0), 6),
+            (Series(2, 1), 3),
+        ]),
         Minor(1, 35) => Some(&[(Series(1, 7), 28), (Series(2, 1), 5), (Series(2, 2), 0)]),
         Minor(1, 36..) => Some(&[(Series(2, 2), 0), (Series(2, 3), 0)]),
         _ => None,
@@ -483,8 +498,14 @@ mod tests {
             (34, "1.7.27", "1.7.28"),
             (34, "1.6.38", "1.6.39"),
         ] {
-            assert!(below_recommended(k(minor), &v(below)).is_some(), "1.{minor} {below}");
-            assert!(below_recommended(k(minor), &v(at)).is_none(), "1.{minor} {at}");
+            assert!(
+                below_recommended(k(minor), &v(below)).is_some(),
+                "1.{minor} {below}"
+            );
+            assert!(
+                below_recommended(k(minor), &v(at)).is_none(),
+                "1.{minor} {at}"
+            );
         }
         // Today's Flatcar stable containerd for 1.32 to 1.34.
         for minor in [32, 33, 34] {
@@ -495,11 +516,17 @@ mod tests {
     #[test]
     fn from_1_29_containerd_must_pin_the_pause_image() {
         let k = |m| Minor(1, m);
-        assert!(unpinned_pause(k(28), &v("1.6.15")).is_none(), "the kubelet still keeps it");
+        assert!(
+            unpinned_pause(k(28), &v("1.6.15")).is_none(),
+            "the kubelet still keeps it"
+        );
         for unpinned in ["1.6.21", "1.7.2", "1.5.18"] {
             let why = unpinned_pause(k(29), &v(unpinned)).unwrap();
             assert!(why.contains("kubernetes #118544"), "{why}");
-            assert!(why.contains(&format!("containerd {unpinned} does not pin")), "{why}");
+            assert!(
+                why.contains(&format!("containerd {unpinned} does not pin")),
+                "{why}"
+            );
         }
         for pinned in ["1.6.22", "1.7.3", "2.0.0", "2.1.4"] {
             assert!(unpinned_pause(k(29), &v(pinned)).is_none(), "{pinned}");

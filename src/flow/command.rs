@@ -91,8 +91,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<Ran> {
 /// the `runtime` step's to refuse, in the journal; until then, no sysext.
 fn kubelet_is_sysext(config: &Config) -> bool {
     use crate::kubelet_sysext::backend::{Runs, on_node};
-    on_node(config.kubelet.backend, &config.paths.os_release)
-        .is_ok_and(|r| r.runs == Runs::Sysext)
+    on_node(config.kubelet.backend, &config.paths.os_release).is_ok_and(|r| r.runs == Runs::Sysext)
 }
 
 /// After a run that wrote kubelet.env (and published its outcome): the

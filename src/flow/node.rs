@@ -24,7 +24,8 @@ use tracing::{info, warn};
 /// the release does not have is refused (exit 7), naming the release that
 /// removed it. What was found goes in the record, the journal and `status`.
 fn backends(config: &Config, mut record: RuntimeRecord) -> Result<RuntimeRecord> {
-    let kubelet = crate::kubelet_sysext::backend::on_node(config.kubelet.backend, &config.paths.os_release)?;
+    let kubelet =
+        crate::kubelet_sysext::backend::on_node(config.kubelet.backend, &config.paths.os_release)?;
     info!(step = "runtime", kubelet_backend = kubelet.runs.name(), why = %kubelet.why,
         "the kubelet's backend chosen");
     record.kubelet = Some(kubelet.runs.name().to_string());

@@ -223,7 +223,8 @@ impl Seams for NodeSeams<'_> {
         if backend(
             self.local.inputs.kubelet.kubelet,
             &self.local.inputs.paths.os_release,
-        ) == Backend::Wrapper {
+        ) == Backend::Wrapper
+        {
             return Ok(None);
         }
         let inputs = self.local.inputs.kubelet;

@@ -67,13 +67,18 @@ pub struct NodeHas {
 impl NodeHas {
     /// kubelet-wrapper is there, or the release is one that has it.
     pub fn kubelet_wrapper(&self) -> bool {
-        self.wrapper_file || self.os.as_ref().is_some_and(|o| o.version.has_kubelet_wrapper())
+        self.wrapper_file
+            || self
+                .os
+                .as_ref()
+                .is_some_and(|o| o.version.has_kubelet_wrapper())
     }
 
     fn describe(&self) -> String {
-        self.os
-            .as_ref()
-            .map_or_else(|| "an OS whose os-release cannot be read".to_string(), OsIdentity::describe)
+        self.os.as_ref().map_or_else(
+            || "an OS whose os-release cannot be read".to_string(),
+            OsIdentity::describe,
+        )
     }
 }
 
@@ -134,8 +139,10 @@ mod tests {
         }
     }
 
-    const FLATCAR: &str = "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION_ID=4593.2.0\n";
-    const CONTAINER_LINUX: &str = "NAME=\"Container Linux by CoreOS\"\nID=coreos\nVERSION_ID=1632.3.0\n";
+    const FLATCAR: &str =
+        "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION_ID=4593.2.0\n";
+    const CONTAINER_LINUX: &str =
+        "NAME=\"Container Linux by CoreOS\"\nID=coreos\nVERSION_ID=1632.3.0\n";
 
     #[test]
     fn auto_takes_the_wrapper_where_the_node_has_it_and_the_sysext_elsewhere() {
@@ -148,14 +155,31 @@ mod tests {
         // The same release with the wrapper on its disk (a test image).
         let r = resolve(Backend::Auto, &has(FLATCAR, true)).unwrap();
         assert_eq!(r.runs, Runs::Wrapper);
-        assert_eq!(r.why, "auto: Flatcar Container Linux by Kinvolk 4593.2.0 has kubelet-wrapper");
+        assert_eq!(
+            r.why,
+            "auto: Flatcar Container Linux by Kinvolk 4593.2.0 has kubelet-wrapper"
+        );
         // An old release has it, whether or not this tree shows the file.
-        assert_eq!(resolve(Backend::Auto, &has(CONTAINER_LINUX, false)).unwrap().runs, Runs::Wrapper);
+        assert_eq!(
+            resolve(Backend::Auto, &has(CONTAINER_LINUX, false))
+                .unwrap()
+                .runs,
+            Runs::Wrapper
+        );
         let v = |v: &str| has(&format!("ID=flatcar\nVERSION_ID={v}\n"), false);
-        assert_eq!(resolve(Backend::Auto, &v("2856.9.9")).unwrap().runs, Runs::Wrapper);
-        assert_eq!(resolve(Backend::Auto, &v("2857.0.0")).unwrap().runs, Runs::Sysext);
+        assert_eq!(
+            resolve(Backend::Auto, &v("2856.9.9")).unwrap().runs,
+            Runs::Wrapper
+        );
+        assert_eq!(
+            resolve(Backend::Auto, &v("2857.0.0")).unwrap().runs,
+            Runs::Sysext
+        );
         // No os-release and no wrapper: the sysext.
-        let none = NodeHas { os: None, wrapper_file: false };
+        let none = NodeHas {
+            os: None,
+            wrapper_file: false,
+        };
         assert_eq!(resolve(Backend::Auto, &none).unwrap().runs, Runs::Sysext);
     }
 
@@ -164,7 +188,10 @@ mod tests {
         let e = resolve(Backend::Wrapper, &has(FLATCAR, false)).unwrap_err();
         assert_eq!(e.class(), ErrorClass::Refused);
         let m = e.to_string();
-        assert!(m.contains("Flatcar Container Linux by Kinvolk 4593.2.0"), "{m}");
+        assert!(
+            m.contains("Flatcar Container Linux by Kinvolk 4593.2.0"),
+            "{m}"
+        );
         assert!(m.contains("removed it, with rkt, in 2857.0.0"), "{m}");
         assert!(m.contains("set kubelet.backend to \"auto\""), "{m}");
         for ok in [has(FLATCAR, true), has(CONTAINER_LINUX, false)] {

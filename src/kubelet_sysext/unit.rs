@@ -24,7 +24,12 @@ pub fn drop_in_path(systemd_config_dir: &Path) -> PathBuf {
 /// kubelet.service starts.
 pub fn ensure_drop_in(systemd_config_dir: &Path) -> Result<bool> {
     let path = drop_in_path(systemd_config_dir);
-    if crate::fsutil::read_optional(&path).ok().flatten().as_deref() == Some(DROP_IN) {
+    if crate::fsutil::read_optional(&path)
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some(DROP_IN)
+    {
         return Ok(false);
     }
     let dir = path.parent().expect("a drop-in has a directory");

@@ -434,11 +434,13 @@ fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
 /// cannot be decided says why).
 pub fn backends(config: &Config) -> Backends {
     let os = crate::osrelease::OsIdentity::read(&config.paths.os_release);
-    let (kubelet, kubelet_why) =
-        match crate::kubelet_sysext::backend::on_node(config.kubelet.backend, &config.paths.os_release) {
-            Ok(r) => (Some(r.runs.name().to_string()), r.why),
-            Err(e) => (None, e.to_string()),
-        };
+    let (kubelet, kubelet_why) = match crate::kubelet_sysext::backend::on_node(
+        config.kubelet.backend,
+        &config.paths.os_release,
+    ) {
+        Ok(r) => (Some(r.runs.name().to_string()), r.why),
+        Err(e) => (None, e.to_string()),
+    };
     let (docker, docker_why) = match (&os, config.addon.enabled) {
         (_, false) => (None, None),
         (Ok(os), true) => match config.addon.backend.resolve(os.version, &os.describe()) {
@@ -517,7 +519,10 @@ mod tests {
         .unwrap();
         let on_wrapper = backends(&wrapper);
         assert_eq!(on_wrapper.kubelet.as_deref(), Some("wrapper"));
-        assert_eq!(on_wrapper.kubelet_why, "auto: coreos 1632.3.0 has kubelet-wrapper");
+        assert_eq!(
+            on_wrapper.kubelet_why,
+            "auto: coreos 1632.3.0 has kubelet-wrapper"
+        );
         assert!(
             kubelet_sysext(&wrapper, &on_wrapper, None).is_none(),
             "wrapper: nothing"

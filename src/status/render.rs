@@ -269,8 +269,10 @@ fn files(o: &mut String, f: &super::facts::Facts) {
     let a = &f.assets;
     let yn = |b: bool| if b { "present" } else { "absent" };
     // The bootkube master's scripts: on other nodes only when there.
-    let any_asset =
-        a.bootkube_script_present || a.tectonic_script_present || a.bootkube_done || a.tectonic_done;
+    let any_asset = a.bootkube_script_present
+        || a.tectonic_script_present
+        || a.bootkube_done
+        || a.tectonic_done;
     if f.node.role.is_bootkube_master() || any_asset {
         let _ = writeln!(
             o,

@@ -71,7 +71,8 @@ fn rendered(dir: &Path) -> Vec<(String, Value)> {
         // The pure steps ran: the backend said, the runtime step for the
         // seed's version (a master) or for each mapped minor (a worker).
         assert!(
-            stderr.contains("kubelet backend: ") && stderr.contains("runtime step ok for Kubernetes"),
+            stderr.contains("kubelet backend: ")
+                && stderr.contains("runtime step ok for Kubernetes"),
             "{name}: {stderr}"
         );
         let node = name.trim_end_matches(".ign").to_string();
@@ -164,12 +165,24 @@ fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() 
         // Today's Flatcar by default: no backend named (the agent's auto
         // takes the sysext and writes kubelet.service's drop-in on the
         // node), no docker addon, the mirror named; the cluster's 1.31.
-        assert!(agent.get("kubelet").is_none() && agent.get("addon").is_none(), "{node}: {agent}");
-        assert_eq!(agent["sources"]["url"], "https://mirror.example.internal/node-bootstrap");
+        assert!(
+            agent.get("kubelet").is_none() && agent.get("addon").is_none(),
+            "{node}: {agent}"
+        );
+        assert_eq!(
+            agent["sources"]["url"],
+            "https://mirror.example.internal/node-bootstrap"
+        );
         assert_eq!(kubelet_dropins(cfg), ["10-node.conf"], "{node}");
         let seed = ignition_file_text(cfg, "/etc/kubernetes/installer/kubelet.env").unwrap();
-        assert!(seed.contains("KUBELET_IMAGE_TAG=\"v1.31.4\""), "{node}: {seed}");
-        assert!(ignition_file(cfg, "/etc/kubernetes/installer/keyring.asc").is_some(), "{node}");
+        assert!(
+            seed.contains("KUBELET_IMAGE_TAG=\"v1.31.4\""),
+            "{node}: {seed}"
+        );
+        assert!(
+            ignition_file(cfg, "/etc/kubernetes/installer/keyring.asc").is_some(),
+            "{node}"
+        );
     }
     let (_, stderr) = check_config(&dir.join("rendered/master-0.ign"));
     for line in [
@@ -242,7 +255,10 @@ fn the_metal_examples_tectonic_template_renders_the_seeds_flow_labelled_so() {
         assert_eq!(agent["kubelet"]["backend"], "wrapper", "{node}");
         assert_eq!(agent["addon"]["backend"], "torcx", "{node}");
         let seed = ignition_file_text(cfg, "/etc/kubernetes/installer/kubelet.env").unwrap();
-        assert!(seed.contains("KUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\""), "{node}: {seed}");
+        assert!(
+            seed.contains("KUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\""),
+            "{node}: {seed}"
+        );
     }
     let (code, stderr) = check_config(&dir.join("rendered/master-0.ign"));
     assert_eq!(code, 0, "{stderr}");
@@ -321,7 +337,10 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     let agent = agent_config(cfg);
     // The agent's defaults: no backend, no runtime named (auto: containerd
     // for 1.31, the sysext on a node without kubelet-wrapper).
-    assert!(agent.get("kubelet").is_none() && agent.get("runtime").is_none(), "{agent}");
+    assert!(
+        agent.get("kubelet").is_none() && agent.get("runtime").is_none(),
+        "{agent}"
+    );
     assert_eq!(agent["cluster"]["credential"], "bootstrap-token");
     assert_eq!(agent["paths"]["cni_conf_dir"], "/etc/cni/net.d");
     assert_eq!(
@@ -345,7 +364,9 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
             && stderr.contains("(Kubernetes 1.30, 1.31, 1.32, 1.33)")
             && stderr.contains("keyring ok:")
             && stderr.contains("kubelet backend: auto")
-            && stderr.contains("runtime step ok for Kubernetes 1.33: containerd of series 2.1, 2.0, 1.7"),
+            && stderr.contains(
+                "runtime step ok for Kubernetes 1.33: containerd of series 2.1, 2.0, 1.7"
+            ),
         "{stderr}"
     );
     // Day two is off unless asked for: no follow unit, no follow config,
@@ -594,7 +615,8 @@ fn no_secret_given_wrong_reaches_terraforms_output() {
             .to_string(),
     )
     .unwrap();
-    let key = testkit::torcx_fixtures::SigningKey::generate("mirror@example.invalid").secret_armored();
+    let key =
+        testkit::torcx_fixtures::SigningKey::generate("mirror@example.invalid").secret_armored();
     fs::write(dir.join("keyring.asc"), &key).unwrap();
     let out = failing_plan(&dir);
     let text = format!(
@@ -634,7 +656,11 @@ fn no_secret_given_wrong_reaches_terraforms_output() {
         b64(client_key.as_bytes())
     );
     fs::write(dir.join("kubeconfig"), &kubeconfig).unwrap();
-    fs::write(dir.join("kc.auto.tfvars.json"), json!({"kubeconfig_path": "./kubeconfig"}).to_string()).unwrap();
+    fs::write(
+        dir.join("kc.auto.tfvars.json"),
+        json!({"kubeconfig_path": "./kubeconfig"}).to_string(),
+    )
+    .unwrap();
     operator_shell(&dir, "terraform init");
     let out = failing_plan(&dir);
     let text = format!(
@@ -643,6 +669,10 @@ fn no_secret_given_wrong_reaches_terraforms_output() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("certificate-authority-data"), "{text}");
-    assert_not_in(&text, &b64(client_key.as_bytes()), "the kubeconfig's client key");
+    assert_not_in(
+        &text,
+        &b64(client_key.as_bytes()),
+        "the kubeconfig's client key",
+    );
     assert_not_in(&text, &client_key, "the kubeconfig's client key");
 }

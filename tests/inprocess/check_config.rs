@@ -100,8 +100,14 @@ fn ignition(files: &[(&str, &str)]) -> String {
     serde_json::json!({"ignition": {"version": "3.3.0"}, "storage": {"files": files}}).to_string()
 }
 
-fn check_ignition(dir: &std::path::Path, config: &str, mappings: &str, tag: &str) -> std::process::Output {
-    let seed = format!("KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{tag}\"\n");
+fn check_ignition(
+    dir: &std::path::Path,
+    config: &str,
+    mappings: &str,
+    tag: &str,
+) -> std::process::Output {
+    let seed =
+        format!("KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"{tag}\"\n");
     let path = dir.join("node.ign");
     fs::write(
         &path,
@@ -119,8 +125,7 @@ fn check_ignition(dir: &std::path::Path, config: &str, mappings: &str, tag: &str
         .unwrap()
 }
 
-const CONTAINERD_MAPPINGS: &str =
-    "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.31\":\n      containerd: [\"2.1\", \"1.7\"]\n";
+const CONTAINERD_MAPPINGS: &str = "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.31\":\n      containerd: [\"2.1\", \"1.7\"]\n";
 const DOCKER_MAPPINGS: &str =
     "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.9\":\n      docker: [\"17.03\"]\n";
 const MASTER: &str = r#"{"role": "bootkube-master", "kubelet": {"backend": "wrapper"}}"#;
@@ -162,7 +167,9 @@ fn ignition_check_runs_the_bootkube_masters_runtime_step_for_its_seed() {
     let out = check_ignition(d.path(), addon, DOCKER_MAPPINGS, "v1.9.6_coreos.0");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("runtime step ok for Kubernetes 1.9: docker 17.03 (the addon, from the mappings)"),
+        stderr(&out).contains(
+            "runtime step ok for Kubernetes 1.9: docker 17.03 (the addon, from the mappings)"
+        ),
         "{}",
         stderr(&out)
     );
@@ -173,7 +180,12 @@ fn ignition_check_runs_the_bootkube_masters_runtime_step_for_its_seed() {
 #[test]
 fn ignition_check_warns_of_a_sysext_kubelet_with_no_source() {
     let d = tempfile::tempdir().unwrap();
-    let out = check_ignition(d.path(), r#"{"role": "worker"}"#, CONTAINERD_MAPPINGS, "v1.31.4");
+    let out = check_ignition(
+        d.path(),
+        r#"{"role": "worker"}"#,
+        CONTAINERD_MAPPINGS,
+        "v1.31.4",
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("WARN kubelet.backend is \"auto\"")

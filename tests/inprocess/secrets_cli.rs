@@ -125,9 +125,7 @@ fn a_rendered_config_whose_keyring_is_a_secret_key_is_refused_without_printing_i
             base64::engine::general_purpose::STANDARD.encode(text)
         )
     };
-    let file = |path: &str, text: &str| {
-        serde_json::json!({"path": path, "contents": {"source": data(text)}})
-    };
+    let file = |path: &str, text: &str| serde_json::json!({"path": path, "contents": {"source": data(text)}});
     let ign = serde_json::json!({
         "ignition": {"version": "3.3.0"},
         "storage": {"files": [
@@ -176,7 +174,11 @@ fn a_kubeconfigs_token_and_key_never_reach_the_output_of_a_refused_kubeconfig() 
     .unwrap();
     let out = agent(&["--config", "config.json", "preflight"], d.path());
     assert_ne!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("FAIL  kubeconfig"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("FAIL  kubeconfig"),
+        "{}",
+        stdout(&out)
+    );
     for secret in [token, &key, &b64(key.as_bytes())] {
         let text = format!("{}{}", stdout(&out), stderr(&out));
         assert!(!text.contains(token), "the token leaked:\n{text}");

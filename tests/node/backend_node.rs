@@ -141,9 +141,11 @@ fn with_kubelet_wrapper_on_its_disk_the_same_release_runs_the_wrapper_by_default
         r["result"]["kubelet_why"],
         format!("auto: Flatcar Container Linux by Kinvolk {FLATCAR} has kubelet-wrapper")
     );
-    assert!(state_journal(&n).unwrap()["steps"]
-        .get("kubelet-sysext")
-        .is_none());
+    assert!(
+        state_journal(&n).unwrap()["steps"]
+            .get("kubelet-sysext")
+            .is_none()
+    );
     assert_eq!(status_json(&n)["backends"]["kubelet"], "wrapper");
     n.shutdown().unwrap();
 }
@@ -153,7 +155,11 @@ fn with_kubelet_wrapper_on_its_disk_the_same_release_runs_the_wrapper_by_default
 fn assert_refused_before_anything_changed(n: &mut SimNode, says: &[&str]) {
     n.wait_active_state(KNB, "failed", T).unwrap();
     assert_eq!(n.prop(KNB, "ExecMainStatus").unwrap(), "7");
-    assert_eq!(n.prop(KNB, "NRestarts").unwrap(), "0", "exit 7 is not restarted");
+    assert_eq!(
+        n.prop(KNB, "NRestarts").unwrap(),
+        "0",
+        "exit 7 is not restarted"
+    );
     let r = runtime_record(n);
     assert_eq!(r["status"], "failed", "{r}");
     let error = r["error"].as_str().unwrap_or_default().to_string();
@@ -161,7 +167,13 @@ fn assert_refused_before_anything_changed(n: &mut SimNode, says: &[&str]) {
         assert!(error.contains(s), "{s:?} not in {error}");
     }
     let steps = state_journal(n).unwrap()["steps"].clone();
-    for later in ["os-update", "docker-addon", "reboot", "kubelet-sysext", "kubelet-env"] {
+    for later in [
+        "os-update",
+        "docker-addon",
+        "reboot",
+        "kubelet-sysext",
+        "kubelet-env",
+    ] {
         assert!(steps.get(later).is_none(), "{later} ran: {steps}");
     }
     assert!(!n.exists("/etc/kubernetes/kubelet.env"));
@@ -187,14 +199,18 @@ fn the_wrapper_asked_for_on_a_node_without_it_is_refused_naming_the_release() {
     assert_refused_before_anything_changed(
         &mut n,
         &[
-            &format!("kubelet.backend is \"wrapper\", but this node runs Flatcar Container Linux by Kinvolk {FLATCAR}"),
+            &format!(
+                "kubelet.backend is \"wrapper\", but this node runs Flatcar Container Linux by Kinvolk {FLATCAR}"
+            ),
             "Flatcar removed it, with rkt, in 2857.0.0",
         ],
     );
-    assert!(status_json(&n)["backends"]["kubelet_why"]
-        .as_str()
-        .unwrap()
-        .contains("2857.0.0"));
+    assert!(
+        status_json(&n)["backends"]["kubelet_why"]
+            .as_str()
+            .unwrap()
+            .contains("2857.0.0")
+    );
     n.shutdown().unwrap();
 }
 
@@ -216,7 +232,9 @@ fn torcx_asked_for_on_a_release_without_it_is_refused_naming_the_release() {
     assert_refused_before_anything_changed(
         &mut n,
         &[
-            &format!("addon.backend is \"torcx\", but Flatcar Container Linux by Kinvolk {FLATCAR}"),
+            &format!(
+                "addon.backend is \"torcx\", but Flatcar Container Linux by Kinvolk {FLATCAR}"
+            ),
             "Flatcar removed it in 3794.0.0",
         ],
     );

@@ -88,7 +88,9 @@ fn the_demo_shows_todays_flatcar_worker_joining_a_real_cluster_and_running_a_pod
         r.status.1
     );
     assert!(
-        r.status.1.contains("kubelet sysext: /etc/extensions/kubernetes.raw -> ")
+        r.status
+            .1
+            .contains("kubelet sysext: /etc/extensions/kubernetes.raw -> ")
             && r.status.1.contains(", merged"),
         "{}",
         r.status.1
@@ -126,14 +128,18 @@ fn the_demo_shows_todays_flatcar_worker_joining_a_real_cluster_and_running_a_pod
         .find(|l| l.starts_with(&format!("{POD} ")))
         .unwrap_or_else(|| panic!("no pod line: {screen}"));
     assert!(
-        pod_line.contains("Running") && pod_line.contains(WORKER) && pod_line.contains(&r.pod.pod_ip),
+        pod_line.contains("Running")
+            && pod_line.contains(WORKER)
+            && pod_line.contains(&r.pod.pod_ip),
         "{pod_line}"
     );
     for named in [
         "today's Flatcar",
         "update_engine (the OS update",
         "runc shim",
-        &format!("Flatcar Container Linux by Kinvolk {NEXT_FLATCAR} (update_engine stand-in), containerd"),
+        &format!(
+            "Flatcar Container Linux by Kinvolk {NEXT_FLATCAR} (update_engine stand-in), containerd"
+        ),
         "from the kubernetes system extension",
         "kubelet: sysext (auto: Flatcar Container Linux by Kinvolk",
         "kubelet-sysext",

@@ -105,12 +105,18 @@ fn runtime_for(
             "docker (the OS's: the addon is off)".to_string()
         }
         (Runtime::Docker, Some(m)) => {
-            format!("docker {} (the addon, from the mappings)", m.docker_for(version)?.join(", "))
+            format!(
+                "docker {} (the addon, from the mappings)",
+                m.docker_for(version)?.join(", ")
+            )
         }
         (Runtime::Containerd, Some(m)) => match m.containerd_for(version)? {
             Some(list) => format!(
                 "containerd of series {} (the mappings)",
-                list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                list.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             None => "containerd (any that serves this kubelet: the mappings list none)".to_string(),
         },
@@ -148,7 +154,13 @@ mod tests {
         let master = config(r#"{"role": "bootkube-master"}"#);
         let m = mappings(MAPPINGS);
         let lines = pure_steps(&master, Some(&m), Some(&seed("v1.31.4"))).unwrap();
-        assert!(lines.contains(&"cluster version: v1.31.4 (the bootkube master's seed KUBELET_IMAGE_TAG)".to_string()), "{lines:?}");
+        assert!(
+            lines.contains(
+                &"cluster version: v1.31.4 (the bootkube master's seed KUBELET_IMAGE_TAG)"
+                    .to_string()
+            ),
+            "{lines:?}"
+        );
         assert!(
             lines.contains(&"runtime step ok for Kubernetes 1.31: containerd of series 2.1, 1.7 (the mappings)".to_string()),
             "{lines:?}"
@@ -156,14 +168,21 @@ mod tests {
         // A version the agent does not know: the node's refusal, exit 7.
         let e = pure_steps(&master, Some(&m), Some(&seed("v1.37.0"))).unwrap_err();
         assert_eq!(e.class(), ErrorClass::Refused);
-        assert!(e.to_string().contains("newer than the newest this agent knows"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("newer than the newest this agent knows"),
+            "{e}"
+        );
         // A minor the mappings lack, with the addon's docker: exit 5.
         let docker = config(
             r#"{"role": "bootkube-master", "addon": {"enabled": true, "manifest_url": "https://m.example/{board}/{os_version}/m.json"}}"#,
         );
         let e = pure_steps(&docker, Some(&m), Some(&seed("v1.20.2"))).unwrap_err();
         assert_eq!(e.class(), ErrorClass::BadInput);
-        assert!(e.to_string().contains("have no entry for Kubernetes 1.20"), "{e}");
+        assert!(
+            e.to_string().contains("have no entry for Kubernetes 1.20"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -173,9 +192,16 @@ mod tests {
             "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.31\":\n      containerd: [\"2.1\"]\n    \"1.37\":\n      containerd: [\"2.1\"]\n",
         );
         let lines = pure_steps(&worker, Some(&m), Some(&seed("v1.31.4"))).unwrap();
-        assert!(lines.iter().any(|l| l.starts_with("runtime step ok for Kubernetes 1.31")), "{lines:?}");
         assert!(
-            lines.iter().any(|l| l.starts_with("WARN a cluster of Kubernetes 1.37 would be refused")),
+            lines
+                .iter()
+                .any(|l| l.starts_with("runtime step ok for Kubernetes 1.31")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("WARN a cluster of Kubernetes 1.37 would be refused")),
             "{lines:?}"
         );
     }

@@ -48,7 +48,10 @@ fn metadata_source_needs_nothing_else_and_refuses_manifest_fields() {
     assert!(c.addon.manifest_url.is_none());
     let c =
         load(r#"{"enabled": true, "backend": "sysext", "package_source": "metadata"}"#).unwrap();
-    assert_eq!(c.addon.backend, crate::addon::config::BackendSetting::Sysext);
+    assert_eq!(
+        c.addon.backend,
+        crate::addon::config::BackendSetting::Sysext
+    );
     for (json, field, instead) in [
         (
             r#"{"package_source": "metadata", "manifest_url": "https://m/{board}.json"}"#,
@@ -105,7 +108,10 @@ fn templates_are_checked() {
         r#"{"enabled": true, "backend": "sysext", "manifest_url": "http://127.0.0.1:1/m/{board}/{os_version}/torcx_manifest.json"}"#,
     )
     .unwrap();
-    assert_eq!(c.addon.backend, crate::addon::config::BackendSetting::Sysext);
+    assert_eq!(
+        c.addon.backend,
+        crate::addon::config::BackendSetting::Sysext
+    );
 }
 
 #[test]
@@ -162,6 +168,9 @@ fn the_backend_setting_against_the_release() {
         .unwrap_err();
     assert_eq!(e.class(), crate::error::ErrorClass::Refused);
     let m = e.to_string();
-    assert!(m.contains(os) && m.contains("removed it in 3794.0.0"), "{m}");
+    assert!(
+        m.contains(os) && m.contains("removed it in 3794.0.0"),
+        "{m}"
+    );
     assert!(m.contains("set addon.backend to \"auto\""), "{m}");
 }

@@ -205,12 +205,7 @@ pub fn run(out: &mut dyn Write, flow: Flow) -> Result<Report> {
 
 /// What is real, what stands in for what cannot run here, and the test
 /// parts this machine kind needs.
-fn header(
-    out: &mut dyn Write,
-    rig: &ClusterRig,
-    flow: Flow,
-    runtime: WorkerRuntime,
-) -> Result<()> {
+fn header(out: &mut dyn Write, rig: &ClusterRig, flow: Flow, runtime: WorkerRuntime) -> Result<()> {
     let (title, real, standins) = match flow {
         Flow::Today => (
             format!("today's Flatcar ({FLATCAR_OS}): containerd and the kubelet as a system extension"),
@@ -409,7 +404,11 @@ fn wait_for_token_secret(rig: &ClusterRig) -> Result<()> {
         return Ok(());
     };
     let deadline = Instant::now() + BOOT;
-    while !rig.kubectl.bootstrap_token_exists(&token.id).unwrap_or(false) {
+    while !rig
+        .kubectl
+        .bootstrap_token_exists(&token.id)
+        .unwrap_or(false)
+    {
         if Instant::now() > deadline {
             bail!("the bootstrap token's Secret never appeared in the cluster");
         }
