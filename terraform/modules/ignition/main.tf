@@ -222,8 +222,8 @@ locals {
   has_keyring       = nonsensitive(var.keyring != null)
   keyring_is_secret = nonsensitive(var.keyring != null && can(regex("PRIVATE KEY", coalesce(var.keyring, "-"))))
   keyring_is_public = nonsensitive(var.keyring == null || can(regex("^\\s*-----BEGIN PGP PUBLIC KEY BLOCK-----", coalesce(var.keyring, "-"))))
-  sources              = try(local.agent_config_in.sources, {})
-  addon                = try(local.agent_config_in.addon, {})
+  sources           = try(local.agent_config_in.sources, {})
+  addon             = try(local.agent_config_in.addon, {})
   # A setting of the agent config, or its default when absent or null.
   upgrade            = coalesce(try(local.agent_config_in.agent.upgrade, null), "off")
   package_source     = coalesce(try(local.addon.package_source, null), "torcx-manifest")
