@@ -624,12 +624,12 @@ fn no_secret_given_wrong_reaches_terraforms_output() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_not_in(&text, &key, "the secret key given as keyring");
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains("keyring holds a secret (private) key: give the public key only"),
         "{text}"
     );
-    assert_not_in(&text, &key, "the secret key given as keyring");
     assert!(!text.contains(secret), "the token was printed:\n{text}");
 
     // metal: a kubeconfig with a client key, whose CA is a path.
