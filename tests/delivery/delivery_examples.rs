@@ -112,6 +112,22 @@ fn operator_pub() -> String {
     fs::read_to_string(inputs().join("operator.pub")).unwrap()
 }
 
+/// The metal example's variables a test fills in (the example inputs'
+/// keyring, kubeconfig and SSH key; no push), with `extra` over them.
+fn metal_vars(extra: Value) -> Value {
+    let mut v = json!({
+        "agent_sha512": "ab".repeat(64),
+        "keyring_path": inputs().join("keyring.asc"),
+        "kubeconfig_path": inputs().join("kubeconfig"),
+        "ssh_private_key_path": null,
+        "ssh_authorized_keys": [operator_pub()],
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
 #[test]
 fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() {
     if skip_without(&["terraform", "ignition-validate"]) {
@@ -121,18 +137,13 @@ fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() 
     let dir = example(
         work.path(),
         "metal",
-        json!({
-            "agent_sha512": "ab".repeat(64),
-            "keyring_path": inputs().join("keyring.asc"),
-            "kubeconfig_path": inputs().join("kubeconfig"),
-            "ssh_private_key_path": null,
-            "ssh_authorized_keys": [operator_pub()],
+        metal_vars(json!({
             "cluster_dns_ip": "10.96.0.10",
             "cluster_domain": "example.internal",
             "node_labels": {"example.com/rack": "r1"},
             "worker_taints": ["dedicated=db:NoSchedule"],
             "kubelet_extra_args": ["--max-pods=50"],
-        }),
+        })),
     );
     let out = operator_shell(&dir, "terraform init && terraform apply");
     assert!(
@@ -227,15 +238,10 @@ fn the_metal_examples_tectonic_template_renders_the_seeds_flow_labelled_so() {
     let dir = example(
         work.path(),
         "metal",
-        json!({
-            "agent_sha512": "ab".repeat(64),
-            "keyring_path": inputs().join("keyring.asc"),
-            "kubeconfig_path": inputs().join("kubeconfig"),
-            "ssh_private_key_path": null,
-            "ssh_authorized_keys": [operator_pub()],
+        metal_vars(json!({
             "masters": [],
             "workers": ["worker-0"],
-        }),
+        })),
     );
     let label = fs::read_to_string(dir.join("tectonic.tfvars.example")).unwrap();
     assert!(
