@@ -92,7 +92,19 @@ fn units(o: &mut String, f: &super::facts::Facts, now: time::OffsetDateTime) {
         "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  SINCE",
         "UNIT", "LOAD", "ACTIVE", "SUB", "RESULT", "RESTARTS"
     );
-    for u in units {
+    // The bootkube master's units, on a node that has none of them: left
+    // out (`--json` keeps them).
+    let master_only = [
+        super::facts::BOOTKUBE_PATH,
+        super::facts::BOOTKUBE,
+        super::facts::TECTONIC_PATH,
+        super::facts::TECTONIC,
+    ];
+    let shown = units.iter().filter(|u| {
+        f.node.role.is_bootkube_master()
+            || !(master_only.contains(&u.state.name.as_str()) && u.state.load_state == "not-found")
+    });
+    for u in shown {
         let s = &u.state;
         let mut since = u.since.as_deref().map(|t| ago(t, now)).unwrap_or_default();
         if u.condition_skipped {

@@ -572,7 +572,10 @@ impl ClusterRig {
             // Today's Flatcar: no torcx, no kubelet-wrapper.
             Some(release) => n.write(
                 an::OS_RELEASE,
-                crate::kubelet_sysext::flatcar_os_release(release),
+                format!(
+                    "{}PRETTY_NAME=\"Flatcar Container Linux by Kinvolk {release} (Oklo)\"\n",
+                    crate::kubelet_sysext::flatcar_os_release(release)
+                ),
                 0o644,
             )?,
             None => crate::torcx::install_os(
