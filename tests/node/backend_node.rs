@@ -2,22 +2,26 @@
 //! os-release is today's Flatcar (4593.2.0), as an operator's config
 //! leaves them (no `kubelet.backend`, no `addon.backend`):
 //!
-//! - a node without kubelet-wrapper: the agent takes the kubelet as a
-//!   system extension from the signed mirror, writes kubelet.service's
+//! - a node without kubelet-wrapper: `kubelet.backend: "wrapper"` is
+//!   refused at the `runtime` step (exit 7, not restarted) naming the
+//!   release that removed it, before anything changed; the operator takes
+//!   the setting out and restarts the unit, and the agent takes the kubelet
+//!   as a system extension from the signed mirror, writes kubelet.service's
 //!   drop-in and reloads systemd, and kubelet.service runs the merged
 //!   `/usr/bin/kubelet` (the mirror's stand-in, which records its starts);
 //!   the `runtime` step's record and `status` say why;
-//! - the same release with kubelet-wrapper on its disk: the wrapper, as
-//!   before, and no drop-in;
-//! - `kubelet.backend: "wrapper"` on a node without it, and
-//!   `addon.backend: "torcx"` for a release without torcx: refused at the
-//!   `runtime` step (exit 7, not restarted) naming the release that removed
-//!   it, before anything changed (no kubelet.env, no image, no store).
+//! - the same release with kubelet-wrapper on its disk: `addon.backend:
+//!   "torcx"` is refused the same way (no torcx since 3794.0.0, nothing
+//!   stored); without it the wrapper runs by default, and no drop-in.
+//!
+//! One node each (the refusal first, then the default on the same disk: a
+//! refusal leaves nothing that changes what the next run does).
 
 use serde_json::{Value, json};
 use std::time::Duration;
 use testkit::agentnode::{
-    AgentNode, Cluster, KUBELET_WRAPPER_PATH, OS_RELEASE, kubelet_starts, state_journal,
+    AgentNode, CONFIG_PATH, Cluster, KUBELET_WRAPPER_PATH, OS_RELEASE, kubelet_starts,
+    state_journal,
 };
 use testkit::apiserver::ApiServerOptions;
 use testkit::kubelet_sysext::{
@@ -64,8 +68,30 @@ fn runtime_record(n: &SimNode) -> Value {
     state_journal(n).unwrap()["steps"]["runtime"].clone()
 }
 
+/// The operator takes `key` out of the config's `section` and restarts the
+/// unit, as operators.md says after a refusal.
+fn fix_and_restart(n: &SimNode, section: &str, key: Option<&str>) {
+    let mut config: Value = serde_json::from_str(&n.read(CONFIG_PATH).unwrap()).unwrap();
+    let o = config.as_object_mut().unwrap();
+    match key {
+        Some(k) => {
+            o[section].as_object_mut().unwrap().remove(k);
+        }
+        None => {
+            o.remove(section);
+        }
+    }
+    n.write(
+        CONFIG_PATH,
+        serde_json::to_vec_pretty(&config).unwrap(),
+        0o644,
+    )
+    .unwrap();
+    n.systemctl(&["restart", KNB]).unwrap();
+}
+
 #[test]
-fn on_todays_flatcar_the_kubelet_is_the_sysext_by_default_and_the_agent_writes_its_drop_in() {
+fn on_todays_flatcar_the_wrapper_is_refused_and_the_kubelet_is_the_sysext_by_default() {
     if skip_unless_possible() {
         return;
     }
@@ -76,21 +102,34 @@ fn on_todays_flatcar_the_kubelet_is_the_sysext_by_default_and_the_agent_writes_i
     )
     .unwrap();
     mirror.publish(&[("v1.20.2", &image)]).unwrap();
-    // The mirror, its key and nothing else: no backend named.
-    let (mut n, _api) = node(
-        "backend-sysext",
-        "v1.20.2",
-        mirror.sources_patch(KEYRING_PATH),
-        false,
-    );
+    // The mirror, its key, and the wrapper asked for.
+    let mut patch = mirror.sources_patch(KEYRING_PATH);
+    patch["kubelet"] = json!({"backend": "wrapper"});
+    let (mut n, _api) = node("backend-sysext", "v1.20.2", patch, false);
     n.write(KEYRING_PATH, mirror.key.public_armored(), 0o644)
         .unwrap();
     share_root_for_merges(&n).unwrap();
-    assert!(!n.exists(DROP_IN));
     n.boot().unwrap();
+    assert_refused_before_anything_changed(
+        &mut n,
+        &[
+            &format!(
+                "kubelet.backend is \"wrapper\", but this node runs Flatcar Container Linux by Kinvolk {FLATCAR}"
+            ),
+            "Flatcar removed it, with rkt, in 2857.0.0",
+        ],
+    );
+    assert!(
+        status_json(&n)["backends"]["kubelet_why"]
+            .as_str()
+            .unwrap()
+            .contains("2857.0.0")
+    );
+
+    // No backend named: the sysext.
+    fix_and_restart(&n, "kubelet", Some("backend"));
     n.wait_active_state("kubelet.service", "active", T)
         .unwrap_or_else(|e| panic!("{e}\n{}", n.journal(KNB)));
-
     // The drop-in is the repository's, written by the agent.
     assert_eq!(
         n.read(DROP_IN).unwrap(),
@@ -106,10 +145,12 @@ fn on_todays_flatcar_the_kubelet_is_the_sysext_by_default_and_the_agent_writes_i
         starts[0].starts_with("start version=v1.20.2 args=--lock-file=/var/run/lock/kubelet.lock"),
         "{starts:?}"
     );
+    assert!(kubelet_starts(&n).is_empty(), "kubelet-wrapper ran");
     let exec = n.prop("kubelet.service", "ExecStart").unwrap();
     assert!(exec.contains("path=/usr/bin/kubelet"), "{exec}");
     // Why, in the journal's record and in status.
     let r = runtime_record(&n);
+    assert_eq!(r["status"], "done", "{r}");
     assert_eq!(r["result"]["kubelet"], "sysext", "{r}");
     assert_eq!(
         r["result"]["kubelet_why"],
@@ -124,18 +165,43 @@ fn on_todays_flatcar_the_kubelet_is_the_sysext_by_default_and_the_agent_writes_i
 }
 
 #[test]
-fn with_kubelet_wrapper_on_its_disk_the_same_release_runs_the_wrapper_by_default() {
+fn with_kubelet_wrapper_on_its_disk_torcx_is_refused_and_the_wrapper_runs_by_default() {
     if skip_unless_possible() {
         return;
     }
-    let (mut n, _api) = node("backend-wrapper", "v1.9.6+coreos.0", json!({}), true);
+    // A docker cluster (1.9) with the addon on through torcx: the node's
+    // release has no torcx since 3794.0.0.
+    let (mut n, _api) = node(
+        "backend-wrapper",
+        "v1.9.6+coreos.0",
+        json!({"addon": {"enabled": true, "backend": "torcx", "allow_unsigned": true,
+            "manifest_url": "http://127.0.0.1:1/{board}/{os_version}/torcx_manifest.json"}}),
+        true,
+    );
     n.boot().unwrap();
+    assert_refused_before_anything_changed(
+        &mut n,
+        &[
+            &format!(
+                "addon.backend is \"torcx\", but Flatcar Container Linux by Kinvolk {FLATCAR}"
+            ),
+            "Flatcar removed it in 3794.0.0",
+        ],
+    );
+    assert!(
+        testkit::files::names(&n.path("/var/lib/torcx/store")).is_empty(),
+        "a torcx package was stored"
+    );
+
+    // No addon: kubelet-wrapper, the node has it.
+    fix_and_restart(&n, "addon", None);
     n.wait_for("kubelet-wrapper's start", T, |n| {
         (!kubelet_starts(n).is_empty()).then_some(())
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", n.journal(KNB)));
     assert!(!n.exists(DROP_IN), "a sysext drop-in on a wrapper node");
     let r = runtime_record(&n);
+    assert_eq!(r["status"], "done", "{r}");
     assert_eq!(r["result"]["kubelet"], "wrapper", "{r}");
     assert_eq!(
         r["result"]["kubelet_why"],
@@ -182,65 +248,4 @@ fn assert_refused_before_anything_changed(n: &mut SimNode, says: &[&str]) {
     assert!(kubelet_starts(n).is_empty() && fake_kubelet_starts(n).is_empty());
     let s = status_json(n);
     assert_eq!(s["verdict"], "failed", "{s}");
-}
-
-#[test]
-fn the_wrapper_asked_for_on_a_node_without_it_is_refused_naming_the_release() {
-    if skip_unless_possible() {
-        return;
-    }
-    let (mut n, _api) = node(
-        "backend-no-wrapper",
-        "v1.20.2",
-        json!({"kubelet": {"backend": "wrapper"}}),
-        false,
-    );
-    n.boot().unwrap();
-    assert_refused_before_anything_changed(
-        &mut n,
-        &[
-            &format!(
-                "kubelet.backend is \"wrapper\", but this node runs Flatcar Container Linux by Kinvolk {FLATCAR}"
-            ),
-            "Flatcar removed it, with rkt, in 2857.0.0",
-        ],
-    );
-    assert!(
-        status_json(&n)["backends"]["kubelet_why"]
-            .as_str()
-            .unwrap()
-            .contains("2857.0.0")
-    );
-    n.shutdown().unwrap();
-}
-
-#[test]
-fn torcx_asked_for_on_a_release_without_it_is_refused_naming_the_release() {
-    if skip_unless_possible() {
-        return;
-    }
-    // A docker cluster (1.9) with the addon on: the node's release has no
-    // torcx since 3794.0.0.
-    let (mut n, _api) = node(
-        "backend-no-torcx",
-        "v1.9.6+coreos.0",
-        json!({"addon": {"enabled": true, "backend": "torcx", "allow_unsigned": true,
-            "manifest_url": "http://127.0.0.1:1/{board}/{os_version}/torcx_manifest.json"}}),
-        true,
-    );
-    n.boot().unwrap();
-    assert_refused_before_anything_changed(
-        &mut n,
-        &[
-            &format!(
-                "addon.backend is \"torcx\", but Flatcar Container Linux by Kinvolk {FLATCAR}"
-            ),
-            "Flatcar removed it in 3794.0.0",
-        ],
-    );
-    assert!(
-        testkit::files::names(&n.path("/var/lib/torcx/store")).is_empty(),
-        "a torcx package was stored"
-    );
-    n.shutdown().unwrap();
 }
