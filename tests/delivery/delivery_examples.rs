@@ -206,21 +206,7 @@ fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() 
     assert!(!stderr.contains("WARN"), "{stderr}");
     // The follow switch: every node's config gets the follow units, and
     // the cluster's part is an output.
-    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
-    operator_shell(&dir, "terraform apply");
-    for (node, cfg) in &rendered(&dir) {
-        assert_eq!(
-            follow_units(cfg),
-            [
-                ("node-bootstrap-follow.service".to_string(), false),
-                ("node-bootstrap-follow.timer".to_string(), true),
-                ("node-bootstrap-follow-converge.service".to_string(), true),
-            ],
-            "{node}"
-        );
-        assert_eq!(agent_config(cfg)["follow"]["enabled"], true, "{node}");
-    }
-    let rbac = operator_shell(&dir, "terraform output -raw follow_rbac");
+    let (_, rbac) = follow_switch_on(&dir);
     assert!(rbac.contains("name: node-bootstrap-follow-lease"), "{rbac}");
 }
 
@@ -290,6 +276,31 @@ fn kubelet_dropins(cfg: &Value) -> Vec<String> {
         .iter()
         .map(|d| d["name"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// `follow = true` applied: every rendered node's config gets the follow
+/// units (the timer and the converge unit enabled) and `follow.enabled`;
+/// the number of nodes and the `follow_rbac` output.
+fn follow_switch_on(dir: &Path) -> (usize, String) {
+    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
+    operator_shell(dir, "terraform apply");
+    let nodes = rendered(dir);
+    for (node, cfg) in &nodes {
+        assert_eq!(
+            follow_units(cfg),
+            [
+                ("node-bootstrap-follow.service".to_string(), false),
+                ("node-bootstrap-follow.timer".to_string(), true),
+                ("node-bootstrap-follow-converge.service".to_string(), true),
+            ],
+            "{node}"
+        );
+        assert_eq!(agent_config(cfg)["follow"]["enabled"], true, "{node}");
+    }
+    (
+        nodes.len(),
+        operator_shell(dir, "terraform output -raw follow_rbac"),
+    )
 }
 
 /// The follow units of a rendered config, and whether each is enabled.
@@ -390,23 +401,8 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     // the timer and the converge unit enabled (the service runs from its
     // timer), follow.enabled, and still passes ignition-validate and
     // check-config; the example hands out what the cluster needs.
-    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
-    operator_shell(&dir, "terraform apply");
-    let nodes = rendered(&dir);
-    assert_eq!(nodes.len(), 2);
-    for (node, cfg) in &nodes {
-        assert_eq!(
-            follow_units(cfg),
-            [
-                ("node-bootstrap-follow.service".to_string(), false),
-                ("node-bootstrap-follow.timer".to_string(), true),
-                ("node-bootstrap-follow-converge.service".to_string(), true),
-            ],
-            "{node}"
-        );
-        assert_eq!(agent_config(cfg)["follow"]["enabled"], true, "{node}");
-    }
-    let rbac = operator_shell(&dir, "terraform output -raw follow_rbac");
+    let (nodes, rbac) = follow_switch_on(&dir);
+    assert_eq!(nodes, 2);
     assert!(
         rbac.contains("name: node-bootstrap-follow-lease")
             && rbac.contains("kind: Role\n")
