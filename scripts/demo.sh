@@ -2,14 +2,16 @@
 # The main job, shown step by step (needs root):
 #
 #   ./scripts/demo.sh              a real Kubernetes cluster on simulated nodes
-#                                  (a real systemd as PID 1 in namespaces): a
-#                                  bootkube master brings up the control plane,
-#                                  a worker joins it through the agent, a pod
-#                                  runs on it (testkit/src/demo, binary
+#                                  (a real systemd as PID 1 in namespaces) of
+#                                  today's Flatcar: a bootkube master brings up
+#                                  the control plane, a worker updates its OS,
+#                                  configures containerd, merges the kubelet
+#                                  sysext from a signed mirror and joins; a
+#                                  pod runs on it (testkit/src/demo, binary
 #                                  cluster-demo)
-#   ./scripts/demo.sh --containerd the same, the worker's agent told to run
-#                                  containerd (by default it chooses: docker
-#                                  for the cluster's Kubernetes 1.20)
+#   ./scripts/demo.sh --tectonic   the seed's Tectonic flow instead: Container
+#                                  Linux nodes, docker through torcx,
+#                                  kubelet-wrapper
 #   ./scripts/demo.sh --standins   the single-node walk-through against
 #                                  stand-ins for the API server, update_engine
 #                                  and the package mirror, in about 10 s
@@ -24,9 +26,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
     "") setup=--demo bin=cluster-demo args=() ;;
-    --containerd) setup=--demo bin=cluster-demo args=(--containerd) ;;
+    --tectonic) setup=--demo bin=cluster-demo args=(--tectonic) ;;
     --standins) setup=--demo=standins bin=simnode-demo args=() ;;
-    *) echo "demo: unknown option ${1} (none: the real cluster; --containerd: its worker on containerd; --standins: the stand-in walk-through)" >&2
+    *) echo "demo: unknown option ${1} (none: today's Flatcar; --tectonic: the seed's Tectonic flow; --standins: the stand-in walk-through)" >&2
        exit 64 ;;
 esac
 ./scripts/check-machine.sh demo

@@ -44,24 +44,30 @@ impl Keyring {
         Self::parse(&bytes, path)
     }
 
+    /// What is wrong with a file that is not one is said without its
+    /// contents: the parser's own messages can quote the bytes it read, and
+    /// a file given by mistake may be a secret key ([`not_a_keyring`]).
     pub fn parse(bytes: &[u8], source: &Path) -> Result<Keyring> {
         let bad = |m: String| {
             Error::bad_input(format!("invalid OpenPGP keyring {}: {m}", source.display()))
         };
-        if bytes.get(8..12) == Some(b"KBXf") {
-            return Err(bad(
-                "it is a GnuPG keybox (pubring.kbx), not a keyring: export the keys with \
-                 `gpg --export KEYID > keyring.gpg` (or with --armor)"
-                    .to_string(),
-            ));
+        if let Some(why) = not_a_keyring(bytes) {
+            return Err(bad(why));
         }
         // A keyring file may hold several armored blocks one after another.
+        let unreadable = || {
+            bad(
+                "it is not an OpenPGP public key: no key could be read from it (its content \
+                 is not shown); give the public keys as `gpg --export --armor KEYID` writes them"
+                    .to_string(),
+            )
+        };
         let mut parsed = Vec::new();
         for block in armored_blocks(bytes) {
             let (iter, _) = SignedPublicKey::from_reader_many(std::io::Cursor::new(block))
-                .map_err(|e| bad(e.to_string()))?;
+                .map_err(|_| unreadable())?;
             for k in iter {
-                parsed.push(k.map_err(|e| bad(e.to_string()))?);
+                parsed.push(k.map_err(|_| unreadable())?);
             }
         }
         let mut keys = Vec::new();
@@ -198,6 +204,60 @@ impl Keyring {
 }
 
 /// Splits armored text into its blocks; binary data is one block.
+/// Why `bytes` cannot be a public keyring, told from its first bytes only:
+/// a GnuPG keybox, a secret key (armored `PRIVATE KEY BLOCK`, or a binary
+/// secret-key packet, tag 5 or 7), another armored or PEM block (its label
+/// only), or nothing a keyring starts with. Never quotes the content.
+fn not_a_keyring(bytes: &[u8]) -> Option<String> {
+    const SECRET: &str = "it holds a secret (private) key, not a public key: never give a \
+                          secret key here; export the public key with `gpg --export --armor \
+                          KEYID` (the content is not shown)";
+    if bytes.get(8..12) == Some(b"KBXf") {
+        return Some(
+            "it is a GnuPG keybox (pubring.kbx), not a keyring: export the keys with \
+             `gpg --export KEYID > keyring.gpg` (or with --armor)"
+                .to_string(),
+        );
+    }
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(64 * 1024)]);
+    if text.contains("PRIVATE KEY") {
+        return Some(SECRET.to_string());
+    }
+    let trimmed = text.trim_start();
+    if let Some(rest) = trimmed.strip_prefix("-----BEGIN ") {
+        let label: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == ' ')
+            .take(40)
+            .collect();
+        if label.trim_end() != "PGP PUBLIC KEY BLOCK"
+            && !trimmed.contains("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+        {
+            return Some(format!(
+                "it is not an OpenPGP public key: it holds a {:?} block, not \
+                 \"PGP PUBLIC KEY BLOCK\" (the content is not shown)",
+                label.trim_end()
+            ));
+        }
+        return None;
+    }
+    // Binary: the first packet's tag (RFC 4880 4.2, old and new formats).
+    let tag = match bytes.first() {
+        Some(b) if b & 0xC0 == 0xC0 => Some(b & 0x3F),
+        Some(b) if b & 0x80 == 0x80 => Some((b >> 2) & 0x0F),
+        _ => None,
+    };
+    match tag {
+        Some(5 | 7) => Some(SECRET.to_string()),
+        Some(6) => None,
+        _ => Some(
+            "it is not an OpenPGP public key: it is neither armored (-----BEGIN PGP PUBLIC KEY \
+             BLOCK-----) nor a binary key (`gpg --export`); its content is not shown"
+                .to_string(),
+        ),
+    }
+}
+
 fn armored_blocks(bytes: &[u8]) -> Vec<&[u8]> {
     const BEGIN: &[u8] = b"-----BEGIN PGP ";
     let starts: Vec<usize> = bytes
@@ -368,10 +428,11 @@ mod tests {
         );
         let err = Keyring::parse(b"hello", Path::new("/k.asc")).unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
-        assert!(
-            err.to_string()
-                .starts_with("invalid OpenPGP keyring /k.asc: "),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "invalid OpenPGP keyring /k.asc: it is not an OpenPGP public key: it is neither \
+             armored (-----BEGIN PGP PUBLIC KEY BLOCK-----) nor a binary key (`gpg --export`); \
+             its content is not shown"
         );
         let err = Keyring::load(Path::new("/nonexistent/k.asc")).unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
@@ -380,5 +441,34 @@ mod tests {
                 .starts_with("failed to read OpenPGP keyring at /nonexistent/k.asc"),
             "{err}"
         );
+    }
+
+    /// A secret key, a certificate or garbage given as the keyring is named
+    /// for what it is, and not one byte of it is shown.
+    #[test]
+    fn what_is_not_a_keyring_is_never_quoted() {
+        let secret_armored = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQdGBGZSECRETSECRETSECRET\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----\n";
+        // A binary secret-key packet (new format, tag 5), then its bytes.
+        let mut secret_binary = vec![0xC5, 0x20];
+        secret_binary.extend(b"SECRETSECRETSECRETSECRETSECRET01");
+        let pem =
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIESECRETSECRET\n-----END RSA PRIVATE KEY-----\n";
+        let cert = "-----BEGIN CERTIFICATE-----\nMIIBSECRETSECRET\n-----END CERTIFICATE-----\n";
+        // Armored, but what is inside is not a key.
+        let broken = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nSECRETSECRETSECRET\n-----END PGP PUBLIC KEY BLOCK-----\n";
+        for (bytes, says) in [
+            (secret_armored.as_bytes(), "it holds a secret (private) key"),
+            (&secret_binary[..], "it holds a secret (private) key"),
+            (pem.as_bytes(), "it holds a secret (private) key"),
+            (cert.as_bytes(), "it holds a \"CERTIFICATE\" block"),
+            (broken.as_bytes(), "no key could be read from it"),
+        ] {
+            let err = Keyring::parse(bytes, Path::new("/k.asc")).unwrap_err();
+            let m = err.to_string();
+            assert_eq!(err.class(), ErrorClass::BadInput, "{m}");
+            assert!(m.contains(says), "{m}");
+            assert!(!m.contains("SECRET"), "the content leaked: {m}");
+            assert!(!m.contains("[1"), "a byte dump: {m}");
+        }
     }
 }

@@ -1,8 +1,20 @@
 //! The node's OS identity from os-release (docs/formats.md §5): the one
-//! parser of it, for the flow (which OS runs, did the update take effect)
-//! and the docker addon (which packages fit). `VERSION_ID`, not `VERSION`,
-//! which carries a `+date` suffix on dev builds; `COREOS_BOARD`, defaulting
-//! by architecture as torcx does.
+//! parser of it, for the flow (which OS runs, did the update take effect),
+//! the docker addon (which packages fit) and the backends a release has
+//! (kubelet-wrapper, torcx). `VERSION_ID`, not `VERSION`, which carries a
+//! `+date` suffix on dev builds; `COREOS_BOARD`, defaulting by architecture
+//! as torcx does.
+//!
+//! What a release has, by its number (Container Linux and Flatcar number
+//! their releases on one line, so one comparison holds for both):
+//! - kubelet-wrapper (`/usr/lib/coreos/kubelet-wrapper`, which runs the
+//!   kubelet through `rkt fly`) until Flatcar removed rkt and with it the
+//!   wrapper in Alpha 2857.0.0 (flatcar/Flatcar#180, coreos-overlay#965):
+//!   [`OsVersion::has_kubelet_wrapper`];
+//! - torcx until Flatcar removed it in 3794.0.0 (Alpha, 2023), where docker
+//!   and containerd became system extensions of the OS
+//!   (`docker-flatcar.raw`, `containerd-flatcar.raw`):
+//!   [`OsVersion::has_torcx`].
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -16,6 +28,12 @@ impl OsVersion {
     /// The first OS version with remote docker packages (tectonic-torcx's
     /// `MinimumRemoteDocker`).
     pub const FIRST_REMOTE_PACKAGES: OsVersion = OsVersion(1520, 3, 0);
+    /// The first release without kubelet-wrapper (Flatcar removed rkt,
+    /// and the wrapper with it, in Alpha 2857.0.0).
+    pub const WITHOUT_KUBELET_WRAPPER: OsVersion = OsVersion(2857, 0, 0);
+    /// The first release without torcx (Flatcar 3794.0.0: docker and
+    /// containerd are the OS's own system extensions from there).
+    pub const WITHOUT_TORCX: OsVersion = OsVersion(3794, 0, 0);
 
     pub fn parse(s: &str) -> Option<OsVersion> {
         let mut it = s.trim().split('.');
@@ -36,6 +54,16 @@ impl OsVersion {
     /// Whether remote docker packages exist for this OS version.
     pub fn has_remote_packages(self) -> bool {
         self >= Self::FIRST_REMOTE_PACKAGES
+    }
+
+    /// Whether this release has kubelet-wrapper (module docs).
+    pub fn has_kubelet_wrapper(self) -> bool {
+        self < Self::WITHOUT_KUBELET_WRAPPER
+    }
+
+    /// Whether this release has torcx (module docs).
+    pub fn has_torcx(self) -> bool {
+        self < Self::WITHOUT_TORCX
     }
 }
 
@@ -64,6 +92,9 @@ fn value(env: &[(String, String)], key: &str) -> Option<String> {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OsIdentity {
+    /// `NAME`, e.g. `Flatcar Container Linux by Kinvolk` (`ID` when there
+    /// is no `NAME`, else empty).
+    pub name: String,
     /// `VERSION_ID`, e.g. `1632.3.0`.
     pub version_id: String,
     pub version: OsVersion,
@@ -157,7 +188,9 @@ impl OsIdentity {
                 source.display()
             )));
         }
+        let name = get("NAME").or_else(|| get("ID")).unwrap_or_default();
         Ok(OsIdentity {
+            name,
             version_id,
             version,
             board,
@@ -167,6 +200,15 @@ impl OsIdentity {
     pub fn read(path: &Path) -> Result<OsIdentity> {
         let text = crate::fsutil::read_input("os-release", path)?;
         Self::parse(&text, path)
+    }
+
+    /// `Flatcar Container Linux by Kinvolk 4459.2.0`, for messages.
+    pub fn describe(&self) -> String {
+        if self.name.is_empty() {
+            format!("OS {}", self.version_id)
+        } else {
+            format!("{} {}", self.name, self.version_id)
+        }
     }
 }
 
@@ -181,6 +223,9 @@ mod tests {
     fn os_versions_compare_numerically() {
         let v = |s| OsVersion::parse(s).unwrap();
         assert!(v("1520.3.0").has_remote_packages());
+        assert!(v("2765.2.6").has_kubelet_wrapper() && !v("2857.0.0").has_kubelet_wrapper());
+        assert!(v("3760.2.0").has_torcx() && !v("3794.0.0").has_torcx());
+        assert!(!v("4459.2.0").has_kubelet_wrapper() && !v("4459.2.0").has_torcx());
         assert!(!v("1520.2.9").has_remote_packages());
         assert!(v("1632.3.0") > v("1520.10.0"));
         assert!(v("1520.10.0") > v("1520.9.0"));
@@ -196,6 +241,7 @@ mod tests {
         assert_eq!(os.version_id, "1632.3.0");
         assert_eq!(os.version, OsVersion(1632, 3, 0));
         assert_eq!(os.board, "arm64-usr");
+        assert_eq!(os.describe(), "Container Linux by CoreOS 1632.3.0");
     }
 
     #[test]

@@ -4,7 +4,11 @@
 # tests/delivery/delivery_ignition.rs fails if the checked-in files are stale.
 #
 # The inputs are examples (a made-up mirror, binary hash, CA, token); real
-# clusters pass their own through the same modules.
+# clusters pass their own through the same modules. The nodes are today's
+# Flatcar: Kubernetes 1.31 on containerd, the kubelet as a system extension
+# from the mirror config.json names (the agent's defaults), its metadata
+# signed by keyring.asc. (inputs/runtime-mappings.yaml, the seed's docker
+# mappings of Kubernetes 1.8 to 1.10, is the VM tier's stand-in cluster's.)
 
 terraform {
   required_version = ">= 1.9.0"
@@ -20,8 +24,8 @@ locals {
 
     agent_config        = file("${local.inputs}/config.json")
     kubelet_image_url   = "quay.io/coreos/hyperkube"
-    kubelet_image_tag   = "v1.9.6_coreos.0"
-    runtime_mappings    = file("${local.inputs}/runtime-mappings.yaml")
+    kubelet_image_tag   = "v1.31.4"
+    runtime_mappings    = file("${local.inputs}/runtime-mappings-flatcar.yaml")
     keyring             = file("${local.inputs}/keyring.asc")
     kubeconfig          = file("${local.inputs}/kubeconfig")
     ssh_authorized_keys = [file("${local.inputs}/operator.pub")]

@@ -4,7 +4,7 @@
 //! ```json
 //! "addon": {
 //!   "enabled": true,
-//!   "backend": "torcx",
+//!   "backend": "auto",
 //!   "package_source": "torcx-manifest",
 //!   "manifest_url": "https://mirror.example/manifests/{board}/{os_version}/torcx_manifest.json",
 //!   "manifest_file": null,
@@ -25,6 +25,14 @@
 //!   "systemd_config_dir": "/etc/systemd/system"
 //! }
 //! ```
+//!
+//! `backend` is `auto` (default), `torcx` or `sysext`: how the chosen docker
+//! is activated for the OS the node boots next. `auto` takes torcx on the
+//! releases that have it (before 3794.0.0) and the system extension on the
+//! ones that do not, where Flatcar's own docker is an extension too
+//! (`docker-flatcar.raw`, which the addon's masks); `torcx` for an OS
+//! without it is refused (exit 7, naming the release that removed it)
+//! before anything is installed ([`crate::osrelease`]).
 //!
 //! `manifest_url` and `manifest_file` are templates: `{board}` and
 //! `{os_version}` are replaced by the node's `COREOS_BOARD` and the OS
@@ -84,6 +92,58 @@ pub enum Backend {
     Sysext,
 }
 
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Torcx => "torcx",
+            Backend::Sysext => "sysext",
+        }
+    }
+}
+
+/// What `addon.backend` asks for: a [`Backend`], or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendSetting {
+    /// torcx where the release has it (before 3794.0.0), else sysext.
+    #[default]
+    Auto,
+    Torcx,
+    Sysext,
+}
+
+impl BackendSetting {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendSetting::Auto => "auto",
+            BackendSetting::Torcx => "torcx",
+            BackendSetting::Sysext => "sysext",
+        }
+    }
+
+    /// The backend for an OS of `os` (`next`: the release the node boots
+    /// next, whose docker this is); torcx asked for on a release without
+    /// it is refused, naming the release that removed it.
+    pub fn resolve(
+        self,
+        next: crate::osrelease::OsVersion,
+        os: &str,
+    ) -> crate::error::Result<Backend> {
+        let removed = crate::osrelease::OsVersion::WITHOUT_TORCX;
+        match self {
+            BackendSetting::Sysext => Ok(Backend::Sysext),
+            BackendSetting::Torcx if next.has_torcx() => Ok(Backend::Torcx),
+            BackendSetting::Torcx => Err(crate::error::Error::refused(format!(
+                "addon.backend is \"torcx\", but {os} (the OS this node runs next) has no torcx: \
+                 Flatcar removed it in {removed}, and its docker is a system extension there; set \
+                 addon.backend to \"auto\" or \"sysext\"; nothing was changed"
+            ))),
+            BackendSetting::Auto if next.has_torcx() => Ok(Backend::Torcx),
+            BackendSetting::Auto => Ok(Backend::Sysext),
+        }
+    }
+}
+
 /// Where the docker package and its trust come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -110,9 +170,9 @@ pub struct RawAddon {
     /// Run the docker addon step (default false until configured).
     #[serde(default)]
     pub enabled: bool,
-    /// `torcx` (default) or `sysext`.
+    /// `auto` (default), `torcx` or `sysext`.
     #[serde(default)]
-    pub backend: Backend,
+    pub backend: BackendSetting,
     /// `torcx-manifest` (default) or `metadata` (see module docs).
     #[serde(default)]
     pub package_source: PackageSource,
@@ -163,7 +223,7 @@ pub struct RawAddon {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddonSettings {
     pub enabled: bool,
-    pub backend: Backend,
+    pub backend: BackendSetting,
     pub package_source: PackageSource,
     pub manifest_url: Option<String>,
     pub manifest_file: Option<String>,

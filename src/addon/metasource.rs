@@ -153,17 +153,12 @@ fn log_found(found: &Found, purpose: &str) {
 /// The docker package for `series` and `board`: see module docs.
 pub async fn choose(
     config: &Inputs<'_>,
+    backend: Backend,
     preferences: &[String],
     board: &str,
     series: &str,
 ) -> Result<Choice> {
-    let qs = queries(
-        config.sources,
-        preferences,
-        config.addon.backend,
-        series,
-        board,
-    );
+    let qs = queries(config.sources, preferences, backend, series, board);
     if qs.is_empty() {
         return Err(Error::bad_input(format!(
             "the runtime mappings' docker preferences ({}) contain no docker version",
@@ -179,9 +174,10 @@ pub async fn choose(
     choice_from_found(found, preferences)
 }
 
-/// The same docker `version` for another OS `series` (a rollback target),
-/// when the search path has it; `Ok(None)` when none does. Tampered
-/// metadata is still an error.
+/// The same docker `version` for another OS `series` (a rollback target of
+/// the torcx backend, which keeps a store per OS version), when the search
+/// path has it; `Ok(None)` when none does. Tampered metadata is still an
+/// error.
 pub async fn same_version_for(
     config: &Inputs<'_>,
     version: &str,
@@ -190,7 +186,7 @@ pub async fn same_version_for(
 ) -> Result<Option<Choice>> {
     let q = ArtifactQuery::new(
         config.sources,
-        product_name(config.addon.backend),
+        product_name(Backend::Torcx),
         series,
         board,
         VersionMatch::Exact(version.to_string()),
@@ -330,6 +326,7 @@ mod tests {
         );
         let c = choose(
             &m.config("torcx").inputs(),
+            Backend::Torcx,
             &prefs(&["17.03", "1.12"]),
             BOARD,
             OS,
@@ -367,6 +364,7 @@ mod tests {
         );
         let c = choose(
             &m.config("torcx").inputs(),
+            Backend::Torcx,
             &prefs(&["17.03", "1.12"]),
             BOARD,
             OS,
@@ -399,6 +397,7 @@ mod tests {
         );
         let c = choose(
             &m.config("torcx").inputs(),
+            Backend::Torcx,
             &prefs(&["17.03", "1.12"]),
             BOARD,
             OS,
@@ -408,6 +407,7 @@ mod tests {
         assert_eq!(c.version, "1.12");
         let c = choose(
             &m.config("sysext").inputs(),
+            Backend::Sysext,
             &prefs(&["17.03", "1.12"]),
             BOARD,
             OS,
@@ -418,6 +418,7 @@ mod tests {
         assert_eq!(c.origin.as_ref().unwrap().0.item.ftype, "raw");
         let err = choose(
             &m.config("torcx").inputs(),
+            Backend::Torcx,
             &prefs(&["17.03"]),
             "arm64-usr",
             "1688.0.0",
@@ -454,9 +455,15 @@ mod tests {
             .unwrap();
         item.as_object_mut().unwrap().remove("sha512");
         fs::write(&products, doc.to_string()).unwrap();
-        let err = choose(&m.config("torcx").inputs(), &prefs(&["17.03"]), BOARD, OS)
-            .await
-            .unwrap_err();
+        let err = choose(
+            &m.config("torcx").inputs(),
+            Backend::Torcx,
+            &prefs(&["17.03"]),
+            BOARD,
+            OS,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.class(), ErrorClass::BadInput);
         assert!(err.to_string().contains("has no sha512"), "{err}");
     }

@@ -187,6 +187,13 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
     };
     let target = next_os.unwrap_or(os.version);
     let target_str = req.next_os_version.clone().unwrap_or(os.version_id.clone());
+    let target_os = match &req.next_os_version {
+        Some(v) => format!("OS {v}"),
+        None => os.describe(),
+    };
+    // Before anything is fetched or written: torcx on a release without it
+    // is refused.
+    let backend = config.addon.backend.resolve(target, &target_os)?;
     info!(
         step = STEP,
         version = %req.cluster_version,
@@ -194,12 +201,13 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
         os_version = %os.version_id,
         next_os_version = %target_str,
         board = %os.board,
-        backend = ?config.addon.backend,
+        backend = backend.name(),
+        backend_setting = ?config.addon.backend,
         "choosing the docker addon"
     );
     let fetcher = Fetcher::new(config.addon)?;
     if !target.has_remote_packages() {
-        return skip_old_os(config, &target_str).await;
+        return skip_old_os(config, backend, &target_str).await;
     }
     let choice = match config.addon.package_source {
         PackageSource::TorcxManifest => {
@@ -212,8 +220,14 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
             choice
         }
         PackageSource::Metadata => {
-            let choice =
-                Box::pin(metasource::choose(config, &prefs, &os.board, &target_str)).await?;
+            let choice = Box::pin(metasource::choose(
+                config,
+                backend,
+                &prefs,
+                &os.board,
+                &target_str,
+            ))
+            .await?;
             let found = &choice
                 .origin
                 .as_ref()
@@ -229,7 +243,7 @@ pub async fn ensure(config: &Inputs<'_>, req: &AddonRequest) -> Result<AddonOutc
     // Boxed: the install futures nest deep enough (download, retry, body
     // loop) that a caller's future would outgrow rustc's layout query
     // depth; one allocation per run of the step costs nothing.
-    match config.addon.backend {
+    match backend {
         Backend::Torcx => Box::pin(ensure_torcx(config, &fetcher, &os, &target_str, choice)).await,
         Backend::Sysext => Box::pin(ensure_sysext(config, &fetcher, choice)).await,
     }
@@ -517,13 +531,13 @@ fn outcome(
 }
 
 /// OS versions before 1520.3.0: no remote packages, the vendor docker stays.
-async fn skip_old_os(config: &Inputs<'_>, target: &str) -> Result<AddonOutcome> {
+async fn skip_old_os(config: &Inputs<'_>, backend: Backend, target: &str) -> Result<AddonOutcome> {
     let note = format!(
         "OS version {target} predates remote docker packages ({}); the OS's own docker stays",
         OsVersion::FIRST_REMOTE_PACKAGES
     );
     warn!(step = STEP, os_version = target, "{note}");
-    let (running, source, next) = match config.addon.backend {
+    let (running, source, next) = match backend {
         Backend::Torcx => {
             let tp = torcx::TorcxPaths::new(config.paths);
             let (running, source) = running_docker_torcx(config, &tp).await;
@@ -540,7 +554,7 @@ async fn skip_old_os(config: &Inputs<'_>, target: &str) -> Result<AddonOutcome> 
         .or_else(|| running.clone())
         .unwrap_or_else(|| "vendor".to_string());
     let mut o = outcome(
-        config.addon.backend,
+        backend,
         running,
         source,
         next,
@@ -692,14 +706,15 @@ async fn running_docker_sysext(
 
 /// After the reboot: does the node now run `intended.docker_next`? Reads
 /// what the boot applied (torcx's `/run/torcx/profile.json`, or the merged
-/// sysext), not docker itself, so it works before docker starts.
+/// sysext: the backend `intended` was installed with), not docker itself,
+/// so it works before docker starts.
 pub fn confirm_active(config: &Inputs<'_>, intended: &AddonOutcome) -> Result<bool> {
     let want = DockerVersion::parse(&intended.docker_next);
     let same = |have: &str| match (&want, DockerVersion::parse(have)) {
         (Some(w), Some(h)) => w.same_docker(&h),
         _ => have == intended.docker_next,
     };
-    let active = match config.addon.backend {
+    let active = match intended.backend {
         Backend::Torcx => {
             let tp = torcx::TorcxPaths::new(config.paths);
             let images =

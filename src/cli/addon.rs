@@ -105,13 +105,15 @@ pub fn dispatch(config: &Config, action: AddonAction) -> Result<u8> {
         }
         AddonAction::Confirm { docker_next } => {
             require_enabled(config)?;
+            let os = crate::osrelease::OsIdentity::read(&config.paths.os_release)?;
+            let backend = config.addon.backend.resolve(os.version, &os.describe())?;
             let intended = AddonOutcome {
                 docker_running: None,
                 docker_next: docker_next.clone(),
                 reboot_needed: false,
                 wipe_docker_datadir: false,
                 installed: Vec::new(),
-                backend: config.addon.backend,
+                backend,
                 docker_running_source: None,
                 os_versions: Vec::new(),
                 profile: None,

@@ -3,11 +3,16 @@
 //! keyrings its signed sources need, the seed kubelet.env. From this
 //! machine's files (a node's), from files named on the command line (an
 //! operator's workstation), or from a rendered Ignition config, which
-//! holds them all.
+//! holds them all; with a rendered config, also the pure steps the node
+//! runs before it changes anything ([`steps`]).
+
+mod steps;
 
 use super::{Cli, load};
+use crate::addon::mappings::RuntimeMappings;
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use crate::kubelet_env::EnvFile;
 use clap::Args;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -154,11 +159,19 @@ pub(super) fn check_config(cli: &Cli, args: &CheckConfigArgs) -> Result<u8> {
         None => (load(cli)?, NodeFiles::Here),
     };
     let mut checked = vec![format!("config ok: {}", config.source.display())];
-    checked.push(mappings(&config, &files, args.mappings.as_deref())?);
+    let (line, mapped) = mappings(&config, &files, args.mappings.as_deref())?;
+    checked.push(line);
     checked.extend(keyrings(&config, &files, args.keyring.as_deref())?);
     if args.ignition.is_some() {
-        checked.push(seed(&config, &files)?);
+        let (line, seed) = seed(&config, &files)?;
+        checked.push(line);
+        checked.extend(steps::pure_steps(&config, mapped.as_ref(), seed.as_ref())?);
     }
+    checked.extend(
+        crate::config::checks::warnings(&config)
+            .into_iter()
+            .map(|w| format!("WARN {w}")),
+    );
     let shown = serde_json::to_string_pretty(&config.to_raw())
         .map_err(|e| Error::internal(format!("failed to show the settings: {e}")))?;
     for line in checked {
@@ -170,8 +183,11 @@ pub(super) fn check_config(cli: &Cli, args: &CheckConfigArgs) -> Result<u8> {
 
 /// The runtime mappings as the node reads them (every entry checked, as
 /// `run` and `containerd choose` check it).
-fn mappings(config: &Config, files: &NodeFiles, given: Option<&Path>) -> Result<String> {
-    use crate::addon::mappings::RuntimeMappings;
+fn mappings(
+    config: &Config,
+    files: &NodeFiles,
+    given: Option<&Path>,
+) -> Result<(String, Option<RuntimeMappings>)> {
     let on_node = config.addon.mappings_path(&config.paths);
     let m = match given {
         Some(p) => RuntimeMappings::load(p)?,
@@ -180,23 +196,30 @@ fn mappings(config: &Config, files: &NodeFiles, given: Option<&Path>) -> Result<
                 RuntimeMappings::parse(&text(bytes, &source)?, Path::new(&source))?
             }
             Some((None, source)) => {
-                return Ok(format!(
-                    "runtime mappings: not checked ({source} is fetched by Ignition)"
+                return Ok((
+                    format!("runtime mappings: not checked ({source} is fetched by Ignition)"),
+                    None,
                 ));
             }
             None => {
-                return Ok(format!(
-                    "runtime mappings: not checked ({}; pass --mappings FILE)",
-                    files.missing(&on_node)
+                return Ok((
+                    format!(
+                        "runtime mappings: not checked ({}; pass --mappings FILE)",
+                        files.missing(&on_node)
+                    ),
+                    None,
                 ));
             }
         },
     };
     let minors: Vec<String> = m.minors().iter().map(|(a, b)| format!("{a}.{b}")).collect();
-    Ok(format!(
-        "runtime mappings ok: {} (Kubernetes {})",
-        m.source.display(),
-        minors.join(", ")
+    Ok((
+        format!(
+            "runtime mappings ok: {} (Kubernetes {})",
+            m.source.display(),
+            minors.join(", ")
+        ),
+        Some(m),
     ))
 }
 
@@ -247,18 +270,22 @@ fn keyrings(config: &Config, files: &NodeFiles, given: Option<&Path>) -> Result<
 }
 
 /// The seed kubelet.env a rendered config writes reads as the node reads it.
-fn seed(config: &Config, files: &NodeFiles) -> Result<String> {
+fn seed(config: &Config, files: &NodeFiles) -> Result<(String, Option<EnvFile>)> {
     let path = config.paths.seed_kubelet_env();
     match files.read(&path)? {
         Some((Some(bytes), source)) => {
             let env = crate::kubelet_env::parse_seed(&text(bytes, &source)?, Path::new(&source))?;
-            Ok(format!(
-                "seed kubelet.env ok: {source} ({} entries)",
-                env.entries().len()
+            Ok((
+                format!(
+                    "seed kubelet.env ok: {source} ({} entries)",
+                    env.entries().len()
+                ),
+                Some(env),
             ))
         }
-        Some((None, source)) => Ok(format!(
-            "seed kubelet.env: not checked ({source} is fetched by Ignition)"
+        Some((None, source)) => Ok((
+            format!("seed kubelet.env: not checked ({source} is fetched by Ignition)"),
+            None,
         )),
         None => Err(Error::bad_input(format!(
             "{}: the node's `run` needs its seed kubelet.env",

@@ -33,9 +33,12 @@ pub enum KubeletCommand {
 }
 
 fn require_sysext(config: &Config) -> Result<()> {
-    if config.kubelet.backend != crate::kubelet_sysext::config::Backend::Sysext {
+    use crate::kubelet_sysext::backend::{Runs, on_node};
+    let resolved = on_node(config.kubelet.backend, &config.paths.os_release)?;
+    if resolved.runs != Runs::Sysext {
         return Err(Error::config(format!(
-            "kubelet.backend is not \"sysext\" in {}: kubelet-wrapper runs the kubelet kubelet.env names",
+            "this node's kubelet is kubelet-wrapper ({}; config {}): it runs the kubelet kubelet.env names",
+            resolved.why,
             config.source.display()
         )));
     }

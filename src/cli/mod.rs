@@ -75,7 +75,8 @@ pub enum Command {
     /// Run the checks `run` starts with (seed kubelet.env, kubeconfig,
     /// clock, state dir, disk space, system bus), then ask the API server
     /// for its version over TLS trusted by the kubeconfig's CA, and print
-    /// one line each; changes nothing but the state dir, created if missing.
+    /// one line each; writes nothing (a missing state dir is not created:
+    /// its parent must be writable).
     Preflight(preflight::PreflightArgs),
     /// Show where this node's bootstrap stands and why.
     Status(status::StatusArgs),

@@ -31,9 +31,17 @@ pub struct UpgradeArgs {
 pub(super) fn command(config: &Config, args: &UpgradeArgs) -> Result<u8> {
     use crate::agent_upgrade::{self, UpgradeAction, choice::Reach};
     // Not beside a running `run` (which may be upgrading the agent itself).
-    let _lock =
-        crate::fsutil::RunLock::acquire(&config.paths.run_lock(), crate::flow::command::LOCK_WAIT)?;
-    if let Some(dir) = config.agent.binary.parent() {
+    // A dry run changes nothing, so it takes no lock and cleans nothing: it
+    // writes nothing, also off a node.
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(crate::fsutil::RunLock::acquire(
+            &config.paths.run_lock(),
+            crate::flow::command::LOCK_WAIT,
+        )?)
+    };
+    if let (Some(dir), false) = (config.agent.binary.parent(), args.dry_run) {
         // What an interrupted upgrade left: staged binaries, link temps.
         let _ = crate::fsutil::remove_stale_temps(dir);
     }

@@ -17,6 +17,36 @@ pub struct KeyringNeed {
     pub unsigned: String,
 }
 
+/// What a node with this config may lack, said without refusing: a
+/// kubelet sysext (`kubelet.backend` `sysext`, or `auto` on today's
+/// releases) with no remote location to come from (only the node's own
+/// store, which is empty on a new node).
+pub fn warnings(config: &Config) -> Vec<String> {
+    use crate::kubelet_sysext::config::Backend;
+    let s = &config.sources;
+    let remote = s.url.is_some()
+        || (s.use_cluster_bucket && config.assets.s3.is_some())
+        || s.default_url.is_some()
+        || s.dev_dir.is_some();
+    let mut w = Vec::new();
+    let backend = match config.kubelet.backend {
+        Backend::Sysext => Some("\"sysext\""),
+        Backend::Auto => Some(
+            "\"auto\" (the sysext on every release from 2857.0.0, which has no kubelet-wrapper)",
+        ),
+        Backend::Wrapper => None,
+    };
+    if let (Some(backend), false) = (backend, remote) {
+        w.push(format!(
+            "kubelet.backend is {backend}, but no remote location is set to take the kubelet \
+             from (sources.url, the cluster's bucket, sources.default_url): only {} is searched, \
+             and a new node has nothing there, so its kubelet-sysext step would stop (exit 5)",
+            s.local_dir.display()
+        ));
+    }
+    w
+}
+
 /// The keyrings the node will read to verify what it fetches: the artifact
 /// metadata search path's (`sources.keyring`) when something searches it
 /// (the kubelet sysext, docker packages from metadata, agent upgrades) at
@@ -30,6 +60,10 @@ pub fn keyrings_needed(config: &Config) -> Vec<KeyringNeed> {
         (
             config.kubelet.backend == crate::kubelet_sysext::config::Backend::Sysext,
             "kubelet.backend is \"sysext\"",
+        ),
+        (
+            config.kubelet.backend == crate::kubelet_sysext::config::Backend::Auto,
+            "kubelet.backend is \"auto\" (the kubelet sysext on releases from 2857.0.0)",
         ),
         (
             config.addon.enabled
@@ -130,7 +164,7 @@ mod tests {
     fn nothing_signed_to_verify_needs_no_keyring() {
         for json in [
             // Nothing searches the mirror.
-            r#"{"sources": {"url": "https://mirror.example.com/nb"}}"#,
+            r#"{"kubelet": {"backend": "wrapper"}, "sources": {"url": "https://mirror.example.com/nb"}}"#,
             // Unsigned metadata from the URL is accepted.
             r#"{"kubelet": {"backend": "sysext"}, "sources": {"url": "https://m.example.com", "allow_unsigned": ["url"]}}"#,
             // Only the node's local store is searched.
@@ -150,5 +184,33 @@ mod tests {
         assert_eq!(needs.len(), 1);
         assert_eq!(needs[0].path, PathBuf::from("/etc/torcx/keys.asc"));
         assert_eq!(needs[0].unsigned, "set addon.allow_unsigned");
+    }
+
+    #[test]
+    fn the_default_kubelet_from_a_mirror_needs_the_keyring_too() {
+        let needs = keyrings_needed(&config(
+            r#"{"sources": {"url": "https://mirror.example.com/nb"}}"#,
+        ));
+        assert_eq!(needs.len(), 1, "{needs:?}");
+        assert!(
+            needs[0].why.starts_with("kubelet.backend is \"auto\""),
+            "{}",
+            needs[0].why
+        );
+    }
+
+    #[test]
+    fn a_sysext_kubelet_with_nowhere_to_come_from_is_warned_of() {
+        for json in [r#"{}"#, r#"{"kubelet": {"backend": "sysext"}}"#] {
+            let w = warnings(&config(json));
+            assert_eq!(w.len(), 1, "{json}: {w:?}");
+            assert!(w[0].contains("no remote location is set"), "{}", w[0]);
+        }
+        for json in [
+            r#"{"kubelet": {"backend": "wrapper"}}"#,
+            r#"{"sources": {"url": "https://m.example.com"}}"#,
+        ] {
+            assert_eq!(warnings(&config(json)), Vec::<String>::new(), "{json}");
+        }
     }
 }

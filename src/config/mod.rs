@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 pub mod checks;
 #[cfg(test)]
 mod field_names;
+mod serde_errors;
 
 /// Where the config is read from when neither flag nor env says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/node-bootstrap/config.json";
@@ -125,7 +126,7 @@ impl Config {
         let de = &mut serde_json::Deserializer::from_str(text);
         let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
-            let inner = e.into_inner();
+            let inner = serde_errors::describe(&e.into_inner().to_string());
             if field == "." || field.is_empty() {
                 Error::config(format!("invalid config file {}: {inner}", source.display()))
             } else {

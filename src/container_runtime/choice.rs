@@ -248,6 +248,17 @@ pub struct RuntimeRecord {
     /// newest the agent knows when `kubelet_config.allow_newer_kubernetes`
     /// let a newer cluster through.
     pub kubelet_rules: String,
+    /// What runs the kubelet on this node (`sysext` or `wrapper`), and
+    /// why (`kubelet.backend`, or what `auto` found of the release): the
+    /// flow's check of the backends, before anything changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_why: Option<String>,
+    /// How the docker addon activates docker (`torcx` or `sysext`) for the
+    /// release running now, on a docker node with the addon on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_backend: Option<String>,
 }
 
 impl RuntimeRecord {
@@ -281,5 +292,8 @@ pub fn decide(
         requested,
         kubernetes: minor.to_string(),
         kubelet_rules: rules.to_string(),
+        kubelet: None,
+        kubelet_why: None,
+        docker_backend: None,
     })
 }

@@ -85,8 +85,9 @@ pub struct ContainerdRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified: Option<Verified>,
     /// containerd is below what its own support matrix names for the
-    /// cluster's Kubernetes ([`super::version::below_recommended`]): a
-    /// warning, not a refusal.
+    /// cluster's Kubernetes ([`super::version::below_recommended`]), or
+    /// leaves the pause image unpinned for a kubelet that relies on the pin
+    /// ([`super::version::unpinned_pause`]): a warning, not a refusal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advice: Option<String>,
     /// The agent's containerd extension, when containerd came from it
@@ -141,11 +142,10 @@ pub async fn ensure(
     let socket = paths.containerd_socket.display().to_string();
     let cri_api = check_runtime_serves(cluster.kubelet_rules, &answer, &socket)?;
     check_version(&answer, choice.expected_version().as_ref(), &socket)?;
-    let advice = ContainerdVersion::parse(&answer.version.runtime_version)
-        .and_then(|v| super::version::below_recommended(cluster.kubernetes, &v));
+    let advice = advice(cluster.kubernetes, &answer, &socket)?;
     if let Some(advice) = &advice {
         warn!(step = STEP, runtime = %answer.version.as_node_reports(), advice = %advice,
-            "containerd is older than its own support matrix names for this Kubernetes; going on (the CRI check passed)");
+            "containerd is older than its own support matrix names for this Kubernetes, or leaves the pause image unpinned; going on (the CRI check passed)");
     }
     let (cgroup_driver, verified) = match source {
         ConfigSource::Operators => {
@@ -176,6 +176,31 @@ pub async fn ensure(
     info!(step = STEP, runtime = %record.runtime, cri_api = cri_api.name(), cgroup_driver = %record.cgroup_driver,
         config = %record.config.display(), socket = %socket, "containerd answers");
     Ok(record)
+}
+
+/// What the running containerd lacks for the cluster's Kubernetes without
+/// being refused ([`super::version::below_recommended`],
+/// [`super::version::unpinned_pause`]); one below the agent's minimum
+/// (1.5: the runtime options it must read back) is refused.
+fn advice(kube: Minor, answer: &RuntimeAnswer, socket: &str) -> Result<Option<String>> {
+    let Some(v) = ContainerdVersion::parse(&answer.version.runtime_version) else {
+        return Ok(None);
+    };
+    if v.series() < super::version::MINIMUM {
+        return Err(Error::refused(format!(
+            "{} at {socket} is older than containerd {}, the oldest that reports its runtime options (SystemdCgroup): the agent could not tell the kubelet its cgroup driver",
+            answer.version.as_node_reports(),
+            super::version::MINIMUM
+        )));
+    }
+    let notes: Vec<String> = [
+        super::version::below_recommended(kube, &v),
+        super::version::unpinned_pause(kube, &v),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    Ok((!notes.is_empty()).then(|| notes.join("; ")))
 }
 
 /// Writes the agent's config unless an operator's file is there.

@@ -2,15 +2,21 @@
 //! itself spell them, which containerd a kubelet can use, and which one
 //! the node takes: pure decisions.
 //!
-//! The minimum per Kubernetes version, the hard rule ([`serves`]): the file
-//! the agent writes (config version 2, the runc v2 shim) needs containerd
-//! 1.3 or newer (containerd's RELEASES.md, "Daemon Configuration":
-//! version 2 from v1.3.0; before it plugin sections were looked up by
-//! their short ID and `io.containerd.runc.v2` did not exist); a kubelet
-//! from 1.10 up to 1.22 speaks only CRI v1alpha2, which containerd serves
-//! up to 1.7 (2.0 dropped it), so 1.3 to 1.7; from 1.26 it speaks only v1,
-//! which containerd serves from 1.6 (Kubernetes 1.26's release notes:
-//! "containerd 1.6.0 or later"), so 1.6 or newer; in between 1.3 or newer.
+//! The minimum per Kubernetes version, the hard rule ([`serves`]): the
+//! agent needs containerd 1.5 or newer. The file it writes (config version
+//! 2, the runc v2 shim) needs 1.3 (containerd's RELEASES.md, "Daemon
+//! Configuration": version 2 from v1.3.0), and the cgroup driver the
+//! kubelet must match is read back from containerd's CRI status, whose
+//! runtime `options` containerd reports from 1.5 only: 1.3 and 1.4 declare
+//! them `Options *toml.Primitive`, which marshals as `{}` (their vendored
+//! `github.com/containerd/cri/pkg/config`), 1.5 made them a map
+//! (`pkg/cri/config/config.go` at v1.5.0), so on 1.3 and 1.4 the agent
+//! could neither prove its `SystemdCgroup` took effect nor learn an
+//! operator's. A kubelet from 1.10 up to 1.22 speaks only CRI v1alpha2,
+//! which containerd serves up to 1.7 (2.0 dropped it), so 1.5 to 1.7; from
+//! 1.26 it speaks only v1, which containerd serves from 1.6 (Kubernetes
+//! 1.26's release notes: "containerd 1.6.0 or later"), so 1.6 or newer; in
+//! between 1.5 or newer.
 //! A kubelet before 1.10 speaks CRI v1alpha1, which only cri-containerd 1.0
 //! served: no containerd the agent configures
 //! ([`super::choice::choose`] refuses containerd there). Every containerd
@@ -18,10 +24,18 @@
 //! the whole rule.
 //!
 //! Beyond it, containerd's own support matrix (RELEASES.md, "Kubernetes
-//! Support") names a newer floor for some minors (1.26: 1.6.15+; 1.35:
-//! 1.7.28+, 2.1.5+; 1.36: 2.2+): [`recommended`] says it, and the step
+//! Support", as of the v1.7.0, v2.0.0, v2.1.0 and v2.3.0 tags) names a
+//! newer floor per minor from 1.24 (e.g. 1.29: 1.7.11+, 1.6.27+; 1.34:
+//! 2.1.3+, 2.0.6+, 1.7.28+, 1.6.39+): [`recommended`] says it, and the step
 //! warns where the running containerd is below it, without refusing
-//! (docs/operators.md says why).
+//! (docs/operators.md says why). From Kubernetes 1.29 the kubelet keeps
+//! the pause image from its image garbage collection only where the
+//! runtime reports it pinned (kubernetes PR #118544, "allow sandbox image
+//! pinning from CRI": `--pod-infra-container-image` no longer counts),
+//! which containerd does for its `sandbox_image` from 1.6.22 and 1.7.3
+//! (`pkg/cri/server/image_pull.go`, the `io.cri-containerd.pinned` label):
+//! [`unpinned_pause`] names the containerd that leaves it unprotected, and
+//! the step warns (an air-gapped node cannot pull it back).
 //!
 //! The OS's containerd fits a cluster ([`os_fits`]) when its `major.minor`
 //! is in the mappings' list for the cluster's `major.minor`; with no list,
@@ -151,7 +165,7 @@ pub fn serves(kube: Minor, series: Series) -> Result<(), String> {
     }
     if series < MINIMUM {
         return Err(format!(
-            "the config the agent writes (version 2, the runc v2 shim) needs containerd {MINIMUM} or newer, not {series}"
+            "the agent needs containerd {MINIMUM} or newer, not {series}: containerd reports the runtime options (SystemdCgroup, the cgroup driver the kubelet must match) from 1.5 only"
         ));
     }
     if kube >= Minor(1, 26) && series < Series(1, 6) {
@@ -167,8 +181,9 @@ pub fn serves(kube: Minor, series: Series) -> Result<(), String> {
     Ok(())
 }
 
-/// The oldest containerd the agent configures (config version 2).
-pub const MINIMUM: Series = Series(1, 3);
+/// The oldest containerd the agent configures: config version 2 (1.3),
+/// and runtime options it can read back (1.5, module docs).
+pub const MINIMUM: Series = Series(1, 5);
 
 /// The containerd releases containerd's own support matrix names for a
 /// Kubernetes minor, where it names a floor above [`serves`]: per series,
@@ -177,11 +192,61 @@ pub const MINIMUM: Series = Series(1, 3);
 /// adds nothing to the hard rule, or the minor is not in it.
 pub fn recommended(kube: Minor) -> Option<&'static [(Series, u64)]> {
     match kube {
-        Minor(1, 26..=34) => Some(&[(Series(1, 6), 15), (Series(1, 7), 0), (Series(2, 0), 0)]),
+        // RELEASES.md at v1.7.0 (1.24 to 1.26); 1.27 and 1.28 fall under
+        // the deprecated table's "v1.6.15+, v1.7.0+ | 1.26+".
+        Minor(1, 24..=25) => Some(&[(Series(1, 6), 4), (Series(1, 7), 0)]),
+        Minor(1, 26..=28) => Some(&[(Series(1, 6), 15), (Series(1, 7), 0), (Series(2, 0), 0)]),
+        // At v2.0.0.
+        Minor(1, 29) => Some(&[(Series(1, 6), 27), (Series(1, 7), 11)]),
+        Minor(1, 30) => Some(&[(Series(1, 6), 28), (Series(1, 7), 13), (Series(2, 0), 0)]),
+        Minor(1, 31) => Some(&[(Series(1, 6), 34), (Series(1, 7), 20), (Series(2, 0), 0)]),
+        // At v2.1.0 and v2.3.0.
+        Minor(1, 32) => Some(&[
+            (Series(1, 6), 36),
+            (Series(1, 7), 24),
+            (Series(2, 0), 1),
+            (Series(2, 1), 0),
+        ]),
+        Minor(1, 33) => Some(&[
+            (Series(1, 6), 36),
+            (Series(1, 7), 24),
+            (Series(2, 0), 4),
+            (Series(2, 1), 0),
+        ]),
+        Minor(1, 34) => Some(&[
+            (Series(1, 6), 39),
+            (Series(1, 7), 28),
+            (Series(2, 0), 6),
+            (Series(2, 1), 3),
+        ]),
         Minor(1, 35) => Some(&[(Series(1, 7), 28), (Series(2, 1), 5), (Series(2, 2), 0)]),
         Minor(1, 36..) => Some(&[(Series(2, 2), 0), (Series(2, 3), 0)]),
         _ => None,
     }
+}
+
+/// The first Kubernetes whose kubelet keeps the pause image from its image
+/// garbage collection only where the runtime reports it pinned (module
+/// docs).
+pub const PINNED_PAUSE_FROM: Minor = Minor(1, 29);
+
+/// Why a kubelet of `kube` on containerd `v` may garbage-collect the pause
+/// image, or `None`: from [`PINNED_PAUSE_FROM`], a containerd that does not
+/// pin its `sandbox_image` (before 1.6.22 and 1.7.3).
+pub fn unpinned_pause(kube: Minor, v: &ContainerdVersion) -> Option<String> {
+    let pins = match v.series() {
+        Series(1, 6) => v.patch >= 22,
+        Series(1, 7) => v.patch >= 3,
+        s => s >= Series(2, 0),
+    };
+    (kube >= PINNED_PAUSE_FROM && !pins).then(|| {
+        format!(
+            "the kubelet of Kubernetes {kube} keeps the pause image only where the runtime \
+             reports it pinned (kubernetes #118544), and containerd {v} does not pin its \
+             sandbox_image (from 1.6.22 and 1.7.3): image garbage collection may remove it, and \
+             a node that cannot reach its registry cannot start pods until it is pulled again"
+        )
+    })
 }
 
 /// Why `v` is below what containerd's support matrix names for `kube`
@@ -369,9 +434,18 @@ mod tests {
         assert!(
             serves(k(20), Series(1, 2))
                 .unwrap_err()
-                .contains("needs containerd 1.3 or newer, not 1.2")
+                .contains("needs containerd 1.5 or newer, not 1.2")
         );
-        assert!(serves(k(20), Series(1, 3)).is_ok());
+        // 1.3 and 1.4 cannot report SystemdCgroup: refused.
+        for old in [3, 4] {
+            assert!(
+                serves(k(20), Series(1, old))
+                    .unwrap_err()
+                    .contains("reports the runtime options (SystemdCgroup"),
+                "1.{old}"
+            );
+        }
+        assert!(serves(k(20), Series(1, 5)).is_ok());
         for old in [8, 9] {
             assert!(
                 serves(k(old), Series(1, 6))
@@ -397,7 +471,66 @@ mod tests {
         assert!(below_recommended(k(35), &v("1.7.27")).is_some());
         assert!(below_recommended(k(36), &v("1.7.30")).is_some());
         assert!(below_recommended(k(36), &v("2.3.1")).is_none());
-        assert!(below_recommended(k(25), &v("1.5.0")).is_none());
+        // 1.24 and 1.25: 1.6.4+ (RELEASES.md at v1.7.0).
+        assert!(below_recommended(k(25), &v("1.5.0")).is_some());
+        assert!(below_recommended(k(25), &v("1.6.4")).is_none());
+        assert!(below_recommended(k(23), &v("1.5.0")).is_none());
+    }
+
+    /// The floors of RELEASES.md for 1.29 to 1.34 (at v2.0.0, v2.1.0 and
+    /// v2.3.0), each seen to bite just below.
+    #[test]
+    fn the_matrix_floors_of_1_29_to_1_34() {
+        let k = |m| Minor(1, m);
+        for (minor, below, at) in [
+            (29, "1.7.10", "1.7.11"),
+            (29, "1.6.26", "1.6.27"),
+            (30, "1.7.12", "1.7.13"),
+            (30, "1.6.27", "1.6.28"),
+            (31, "1.7.19", "1.7.20"),
+            (31, "1.6.33", "1.6.34"),
+            (32, "1.7.23", "1.7.24"),
+            (32, "2.0.0", "2.0.1"),
+            (33, "2.0.3", "2.0.4"),
+            (33, "1.6.35", "1.6.36"),
+            (34, "2.1.2", "2.1.3"),
+            (34, "2.0.5", "2.0.6"),
+            (34, "1.7.27", "1.7.28"),
+            (34, "1.6.38", "1.6.39"),
+        ] {
+            assert!(
+                below_recommended(k(minor), &v(below)).is_some(),
+                "1.{minor} {below}"
+            );
+            assert!(
+                below_recommended(k(minor), &v(at)).is_none(),
+                "1.{minor} {at}"
+            );
+        }
+        // Today's Flatcar stable containerd for 1.32 to 1.34.
+        for minor in [32, 33, 34] {
+            assert!(below_recommended(k(minor), &v("2.1.4")).is_none());
+        }
+    }
+
+    #[test]
+    fn from_1_29_containerd_must_pin_the_pause_image() {
+        let k = |m| Minor(1, m);
+        assert!(
+            unpinned_pause(k(28), &v("1.6.15")).is_none(),
+            "the kubelet still keeps it"
+        );
+        for unpinned in ["1.6.21", "1.7.2", "1.5.18"] {
+            let why = unpinned_pause(k(29), &v(unpinned)).unwrap();
+            assert!(why.contains("kubernetes #118544"), "{why}");
+            assert!(
+                why.contains(&format!("containerd {unpinned} does not pin")),
+                "{why}"
+            );
+        }
+        for pinned in ["1.6.22", "1.7.3", "2.0.0", "2.1.4"] {
+            assert!(unpinned_pause(k(29), &v(pinned)).is_none(), "{pinned}");
+        }
     }
 
     #[test]

@@ -74,8 +74,7 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<Ran> {
             != crate::agent_upgrade::config::AutoUpgrade::Off,
         os_update_enabled: config.os_update.enabled,
         addon_enabled: config.addon.enabled,
-        kubelet_sysext_enabled: config.kubelet.backend
-            == crate::kubelet_sysext::config::Backend::Sysext,
+        kubelet_sysext_enabled: kubelet_is_sysext(config),
     };
     match driver.run().await? {
         RunOutcome::Complete => Ok(Ran::Bootstrapped(std::time::Instant::now())),
@@ -85,6 +84,14 @@ pub async fn run(config: &Config, notifier: &Notifier) -> Result<Ran> {
             Err(hand_over(&binary))
         }
     }
+}
+
+/// Whether this node's kubelet is the system extension (`kubelet.backend`
+/// against the release running now). A backend the node cannot have is
+/// the `runtime` step's to refuse, in the journal; until then, no sysext.
+fn kubelet_is_sysext(config: &Config) -> bool {
+    use crate::kubelet_sysext::backend::{Runs, on_node};
+    on_node(config.kubelet.backend, &config.paths.os_release).is_ok_and(|r| r.runs == Runs::Sysext)
 }
 
 /// After a run that wrote kubelet.env (and published its outcome): the

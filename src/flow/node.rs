@@ -18,6 +18,28 @@ use crate::{fsutil, kubelet_env};
 use std::convert::Infallible;
 use tracing::{info, warn};
 
+/// The `runtime` step's check of the backends against the release running
+/// now, before anything changes: the kubelet's (`kubelet.backend`), and on a
+/// docker node with the addon on, the addon's (`addon.backend`); a backend
+/// the release does not have is refused (exit 7), naming the release that
+/// removed it. What was found goes in the record, the journal and `status`.
+fn backends(config: &Config, mut record: RuntimeRecord) -> Result<RuntimeRecord> {
+    let kubelet =
+        crate::kubelet_sysext::backend::on_node(config.kubelet.backend, &config.paths.os_release)?;
+    info!(step = "runtime", kubelet_backend = kubelet.runs.name(), why = %kubelet.why,
+        "the kubelet's backend chosen");
+    record.kubelet = Some(kubelet.runs.name().to_string());
+    record.kubelet_why = Some(kubelet.why);
+    if record.runtime == Runtime::Docker && config.addon.enabled {
+        let os = crate::osrelease::OsIdentity::read(&config.paths.os_release)?;
+        let docker = config.addon.backend.resolve(os.version, &os.describe())?;
+        info!(step = "runtime", docker_backend = docker.name(), os_version = %os.version_id,
+            "the docker addon's backend for the running release");
+        record.docker_backend = Some(docker.name().to_string());
+    }
+    Ok(record)
+}
+
 /// The unit's status line once kubelet may start.
 pub const READY_STATUS: &str = "kubelet.env is in place";
 
@@ -204,7 +226,7 @@ impl Seams for NodeSeams<'_> {
         }
         info!(step = "runtime", runtime = record.runtime.name(), requested = ?record.requested,
             kubernetes = %record.kubernetes, "container runtime chosen");
-        Ok(record)
+        backends(self.config, record)
     }
 
     async fn os_version(&self) -> Result<String> {
@@ -246,7 +268,18 @@ impl Seams for NodeSeams<'_> {
         &self,
         cluster_version: &str,
     ) -> Result<crate::kubelet_sysext::KubeletSysextRecord> {
-        crate::kubelet_sysext::ensure(&self.config.kubelet_sysext_inputs(), cluster_version).await
+        let inputs = self.config.kubelet_sysext_inputs();
+        let record = crate::kubelet_sysext::ensure(&inputs, cluster_version).await?;
+        // kubelet.service runs the merged /usr/bin/kubelet from now on.
+        if crate::kubelet_sysext::unit::ensure_drop_in(inputs.systemd_config_dir)? {
+            let path = crate::kubelet_sysext::unit::drop_in_path(inputs.systemd_config_dir);
+            info!(step = crate::kubelet_sysext::STEP, path = %path.display(),
+                "kubelet.service's drop-in for the sysext kubelet written");
+            crate::systemd::manager::Systemd::new(self.bus.clone())
+                .reload()
+                .await?;
+        }
+        Ok(record)
     }
 
     async fn containerd(
@@ -276,6 +309,9 @@ impl Seams for NodeSeams<'_> {
         containerd: Option<&ContainerdRecord>,
     ) -> Result<KubeletEnvRecord> {
         let paths = &self.config.paths;
+        // An OS update since the runtime step may have crossed the release
+        // that removed kubelet-wrapper: the backend is checked again.
+        crate::kubelet_sysext::backend::on_node(self.config.kubelet.backend, &paths.os_release)?;
         let files = render_kubelet_files(self.config, cluster_version, runtime, containerd)?;
         if let Some(file) = &files.config {
             fsutil::write_file(

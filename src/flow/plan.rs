@@ -24,7 +24,8 @@
 //! - `containerd` comes after any reboot and `kubelet-sysext`, before
 //!   `kubelet-env`, and runs again in every boot that reaches it (it makes
 //!   sure this boot's containerd runs the agent's config and answers);
-//! - `kubelet-sysext` (with `kubelet.backend = "sysext"`) comes after any
+//! - `kubelet-sysext` (the sysext kubelet: `kubelet.backend = "sysext"`, or
+//!   `auto` on a release without kubelet-wrapper) comes after any
 //!   reboot and before `kubelet-env`, and runs again in every boot that
 //!   reaches it (it is cheap when the image is in place and merged, and it
 //!   is what makes sure this boot's /usr has the kubelet);
@@ -60,7 +61,8 @@ pub struct Facts {
     /// `agent.upgrade` is not `off`.
     pub agent_upgrade_enabled: bool,
     pub addon_enabled: bool,
-    /// `kubelet.backend` is `sysext`.
+    /// The kubelet is the system extension on this node: `kubelet.backend`
+    /// `sysext`, or `auto` on a release without kubelet-wrapper.
     pub kubelet_sysext_enabled: bool,
     /// `/etc/kubernetes/kubelet.env` exists.
     pub kubelet_env_present: bool,
@@ -311,6 +313,9 @@ mod tests {
             requested: crate::container_runtime::choice::Requested::Auto,
             kubernetes: "1.9".into(),
             kubelet_rules: "1.9".into(),
+            kubelet: None,
+            kubelet_why: None,
+            docker_backend: None,
         })
     }
 

@@ -38,9 +38,13 @@ mod tests {
     }
 
     #[test]
-    fn state_dir_probe_creates_the_dir_and_leaves_nothing() {
+    fn state_dir_probe_leaves_nothing_and_creates_no_dir() {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("state");
+        let said = writable(&dir).unwrap();
+        assert!(said.ends_with("is writable: `run` creates it)"), "{said}");
+        assert!(!dir.exists(), "preflight created {}", dir.display());
+        std::fs::create_dir(&dir).unwrap();
         writable(&dir).unwrap();
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     }
@@ -199,8 +203,35 @@ pub async fn api_server(config: &Config) -> Result<String> {
     ))
 }
 
-/// Creates and removes a temp file in `dir` (creating the dir if needed).
+/// Creates and removes a temp file in `dir`. A `dir` that does not exist is
+/// not created (`preflight` off a node must leave nothing behind; `run`
+/// creates it with its lock, and the unit's `StateDirectory=` before that):
+/// its nearest existing parent must be writable instead.
 pub fn writable(dir: &Path) -> Result<String> {
+    if !dir.exists() {
+        let parent = dir
+            .ancestors()
+            .find(|a| a.is_dir())
+            .unwrap_or(Path::new("/"));
+        return nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK)
+            .map(|()| {
+                format!(
+                    "{} absent ({} is writable: `run` creates it)",
+                    dir.display(),
+                    parent.display()
+                )
+            })
+            .map_err(|e| {
+                Error::new(
+                    ErrorClass::Internal,
+                    format!(
+                        "state dir {} is absent and {} is not writable: {e}",
+                        dir.display(),
+                        parent.display()
+                    ),
+                )
+            });
+    }
     let probe = dir.join("preflight-probe");
     AtomicFile::create(&probe, 0o600).map(drop).map_err(|e| {
         Error::new(

@@ -85,7 +85,7 @@ async fn run(config: &Inputs<'_>, render: RenderKubelet<'_>, files: Files) -> Re
             stable_checks: config.follow.stable_checks,
             ready_timeout: config.follow.ready_timeout,
             poll: config.follow.poll,
-            backend: super::node::backend(config.kubelet.kubelet),
+            backend: super::node::backend(config.kubelet.kubelet, &config.paths.os_release),
         },
     };
     driver.run().await

@@ -63,11 +63,17 @@ pub fn kubelet_env_version(paths: &crate::settings::Paths) -> Result<KubeVersion
     })
 }
 
-/// This node's backend.
-pub fn backend(kubelet: &crate::kubelet_sysext::config::KubeletSettings) -> Backend {
-    match kubelet.backend {
-        crate::kubelet_sysext::config::Backend::Sysext => Backend::Sysext,
-        crate::kubelet_sysext::config::Backend::Wrapper => Backend::Wrapper,
+/// This node's backend, as `run` decided it (`kubelet.backend` against the
+/// release, [`crate::kubelet_sysext::backend`]; a node whose release cannot
+/// be read was never bootstrapped by `run`: kubelet-wrapper's rules).
+pub fn backend(
+    kubelet: &crate::kubelet_sysext::config::KubeletSettings,
+    os_release: &std::path::Path,
+) -> Backend {
+    use crate::kubelet_sysext::backend::{Runs, on_node};
+    match on_node(kubelet.backend, os_release).map(|r| r.runs) {
+        Ok(Runs::Sysext) => Backend::Sysext,
+        Ok(Runs::Wrapper) | Err(_) => Backend::Wrapper,
     }
 }
 
@@ -214,7 +220,11 @@ impl Seams for NodeSeams<'_> {
     }
 
     async fn offers(&self) -> Result<Option<Vec<KubeVersion>>> {
-        if backend(self.local.inputs.kubelet.kubelet) == Backend::Wrapper {
+        if backend(
+            self.local.inputs.kubelet.kubelet,
+            &self.local.inputs.paths.os_release,
+        ) == Backend::Wrapper
+        {
             return Ok(None);
         }
         let inputs = self.local.inputs.kubelet;

@@ -130,10 +130,11 @@ pub enum RuntimeEndpoint {
     /// A CRI runtime (containerd) at a socket, e.g.
     /// `unix:///run/containerd/containerd.sock`; CNI and the sandbox image
     /// are the runtime's. The kubelet is told the sandbox image too where
-    /// it takes `--pod-infra-container-image` (before 1.35): its image
-    /// garbage collector never removes that image. From 1.35 the runtime
-    /// pins it (containerd 2.x `pinned_images.sandbox`, 1.7.13 and 1.6.36
-    /// on label it pinned; the kubelet's GC keeps pinned images).
+    /// it takes `--pod-infra-container-image` (before 1.35), but its image
+    /// garbage collector honours the flag only before 1.29 (kubernetes
+    /// #118544): from 1.29 only the runtime's pin keeps the image
+    /// (containerd labels its `sandbox_image` pinned from 1.6.22 and 1.7.3;
+    /// the containerd step warns below that, `container_runtime::version`).
     Cri {
         endpoint: String,
         sandbox_image: String,

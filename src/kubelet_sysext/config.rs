@@ -2,7 +2,7 @@
 //!
 //! ```json
 //! "kubelet": {
-//!   "backend": "wrapper",
+//!   "backend": "auto",
 //!   "extension_name": "kubernetes",
 //!   "images_dir": "/opt/extensions/kubernetes",
 //!   "max_minor_lag": 0,
@@ -11,11 +11,15 @@
 //! }
 //! ```
 //!
-//! - `backend`: `wrapper` (default; Container Linux: kubelet-wrapper runs
-//!   the image kubelet.env names, nothing else is done) or `sysext` (today's
-//!   Flatcar: the `kubelet-sysext` step puts a kubernetes system extension
-//!   image of the cluster's version in place and merges it, see
-//!   [`crate::kubelet_sysext`]);
+//! - `backend`: `auto` (default: what the node's release has, see
+//!   [`super::backend`]: the system extension on every Flatcar from
+//!   2857.0.0, which has no kubelet-wrapper, so on every release that reads
+//!   the Ignition module's spec 3.3.0 configs; kubelet-wrapper on the
+//!   Container Linux-era releases that still have it), `sysext` (the
+//!   `kubelet-sysext` step puts a kubernetes system extension image of the
+//!   cluster's version in place and merges it, see [`crate::kubelet_sysext`])
+//!   or `wrapper` (kubelet-wrapper runs the image kubelet.env names, nothing
+//!   else is done; refused, exit 7, on a release without it);
 //! - `extension_name`: the extension's name, so `/etc/extensions/<name>.raw`
 //!   and the image's `usr/lib/extension-release.d/extension-release.<name>`
 //!   (`kubernetes`, as Flatcar's sysext-bakery builds it);
@@ -42,12 +46,16 @@ use std::time::Duration;
 /// kubernetes images are about 100 MiB).
 pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 1024 * 1024 * 1024;
 
-/// What runs the kubelet.
+/// What runs the kubelet, as the config asks ([`super::backend`] resolves
+/// it against the node's release).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
-    /// kubelet-wrapper runs the kubelet image kubelet.env names.
+    /// What the node's release has: kubelet-wrapper before Flatcar
+    /// 2857.0.0, the system extension from there.
     #[default]
+    Auto,
+    /// kubelet-wrapper runs the kubelet image kubelet.env names.
     Wrapper,
     /// A kubernetes systemd-sysext image, chosen by the cluster's version.
     Sysext,
@@ -56,7 +64,7 @@ pub enum Backend {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKubelet {
-    /// `wrapper` (default) or `sysext`.
+    /// `auto` (default), `sysext` or `wrapper`.
     #[serde(default)]
     pub backend: Backend,
     /// Extension name (default `kubernetes`).

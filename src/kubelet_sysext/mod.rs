@@ -31,10 +31,15 @@
 //! `READY=1` lets kubelet.service start: kubelet starts only once the image
 //! is merged. kubelet.env is written as with kubelet-wrapper (its unit may
 //! read it). kubelet.service runs `/usr/bin/kubelet` through the drop-in
-//! `units/kubelet-sysext.conf`.
+//! `units/kubelet-sysext.conf`, which the flow puts in place with the image
+//! ([`unit`]). Whether a node runs this step at all is [`backend`]'s
+//! decision: `kubelet.backend` `auto` (the default) takes it on every
+//! release without kubelet-wrapper.
 
+pub mod backend;
 pub mod choice;
 pub mod config;
+pub mod unit;
 
 use crate::cluster::version::KubeVersion;
 use crate::error::{Error, Result};
@@ -85,7 +90,7 @@ impl Inputs<'_> {
             max_bytes: ("kubelet.max_image_bytes", self.kubelet.max_image_bytes),
             merge_timeout: ("kubelet.merge_timeout_secs", self.kubelet.merge_timeout),
             systemd_config_dir: self.systemd_config_dir,
-            remedy: "set kubelet.backend to \"wrapper\"",
+            remedy: "on a release with kubelet-wrapper (before 2857.0.0), set kubelet.backend to \"wrapper\"",
             masks: &[],
             os_release: &self.paths.os_release,
             scratch: &self.paths.run_dir,

@@ -20,9 +20,12 @@ impl Signer {
         let text = std::fs::read_to_string(path).ctx(ErrorClass::BadInput, || {
             format!("failed to read the signing key {}", path.display())
         })?;
-        let (key, _) = SignedSecretKey::from_string(&text).map_err(|e| {
+        // The parser's message can quote what it read: a secret is not shown.
+        let (key, _) = SignedSecretKey::from_string(&text).map_err(|_| {
             Error::bad_input(format!(
-                "signing key {} is not an armored OpenPGP secret key: {e}",
+                "signing key {} is not an armored OpenPGP secret key (-----BEGIN PGP PRIVATE KEY \
+                 BLOCK-----, as `gpg --export-secret-keys --armor` writes it); its content is not \
+                 shown",
                 path.display()
             ))
         })?;

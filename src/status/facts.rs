@@ -42,8 +42,11 @@ pub struct Facts {
     pub kubelet_env: KubeletEnv,
     pub assets: Assets,
     pub torcx: Option<Torcx>,
-    /// The kubelet system extension (`kubelet.backend = "sysext"`; `None`
-    /// with kubelet-wrapper).
+    /// Which kubelet and which docker addon this node's release takes
+    /// (`kubelet.backend`, `addon.backend` against os-release).
+    pub backends: Backends,
+    /// The kubelet system extension (the backend is `sysext`; `None` with
+    /// kubelet-wrapper).
     pub kubelet_sysext: Option<KubeletSysext>,
     pub docker: Option<DockerInfo>,
     pub update_engine: Option<UpdateEngine>,
@@ -325,6 +328,23 @@ pub struct Torcx {
     pub next_profile: Option<String>,
     /// `name:reference` of the next profile's images (`None`: profile not found).
     pub next_images: Option<Vec<String>>,
+}
+
+/// The backends of this node, as the flow decides them
+/// ([`crate::kubelet_sysext::backend`], [`crate::addon::config::BackendSetting`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Backends {
+    /// The release os-release names (`Flatcar Container Linux by Kinvolk
+    /// 4459.2.0`), `None` when it could not be read.
+    pub os: Option<String>,
+    /// `sysext` or `wrapper`; `None` when refused or unknown (`kubelet_why`
+    /// says why).
+    pub kubelet: Option<String>,
+    pub kubelet_why: String,
+    /// `torcx` or `sysext` with the docker addon on; `None` when it is off,
+    /// refused (`docker_why`) or unknown.
+    pub docker: Option<String>,
+    pub docker_why: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

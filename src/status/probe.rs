@@ -70,7 +70,8 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         "torcx",
         read_torcx(&crate::addon::torcx::TorcxPaths::new(paths)),
     );
-    let kubelet_sysext = kubelet_sysext(config, steps.as_deref());
+    let backends = backends(config);
+    let kubelet_sysext = kubelet_sysext(config, &backends, steps.as_deref());
     Facts {
         node: NodeFacts {
             role,
@@ -89,6 +90,7 @@ pub async fn collect(loaded: &LoadedConfig, timeout: Duration) -> Facts {
         kubelet_env,
         assets: assets(config),
         torcx,
+        backends,
         kubelet_sysext,
         docker,
         update_engine,
@@ -387,9 +389,12 @@ async fn docker_version(socket: &Path, timeout: Duration) -> Result<DockerInfo, 
 /// Flow steps the config turns off (shown as skipped, not pending).
 /// Which kubelet image the link names, whether it is merged, and the
 /// version the agent recorded for it (`None` with kubelet-wrapper).
-fn kubelet_sysext(config: &Config, steps: Option<&[StepView]>) -> Option<KubeletSysext> {
-    use crate::kubelet_sysext::config::Backend;
-    if config.kubelet.backend != Backend::Sysext {
+fn kubelet_sysext(
+    config: &Config,
+    backends: &Backends,
+    steps: Option<&[StepView]>,
+) -> Option<KubeletSysext> {
+    if backends.kubelet.as_deref() != Some("sysext") {
         return None;
     }
     let inputs = config.kubelet_sysext_inputs();
@@ -419,10 +424,45 @@ fn disabled_steps(config: &crate::config::Config) -> Vec<&'static str> {
     if !config.addon.enabled {
         off.push(crate::journal::Step::DockerAddon.name());
     }
-    if config.kubelet.backend != crate::kubelet_sysext::config::Backend::Sysext {
+    if backends(config).kubelet.as_deref() != Some("sysext") {
         off.push(crate::journal::Step::KubeletSysext.name());
     }
     off
+}
+
+/// The backends the flow takes on this node's release (never fails: what
+/// cannot be decided says why).
+pub fn backends(config: &Config) -> Backends {
+    let os = crate::osrelease::OsIdentity::read(&config.paths.os_release);
+    let (kubelet, kubelet_why) = match crate::kubelet_sysext::backend::on_node(
+        config.kubelet.backend,
+        &config.paths.os_release,
+    ) {
+        Ok(r) => (Some(r.runs.name().to_string()), r.why),
+        Err(e) => (None, e.to_string()),
+    };
+    let (docker, docker_why) = match (&os, config.addon.enabled) {
+        (_, false) => (None, None),
+        (Ok(os), true) => match config.addon.backend.resolve(os.version, &os.describe()) {
+            Ok(b) => (
+                Some(b.name().to_string()),
+                Some(format!(
+                    "addon.backend \"{}\" on {}",
+                    config.addon.backend.name(),
+                    os.describe()
+                )),
+            ),
+            Err(e) => (None, Some(e.to_string())),
+        },
+        (Err(e), true) => (None, Some(e.to_string())),
+    };
+    Backends {
+        os: os.ok().map(|o| o.describe()),
+        kubelet,
+        kubelet_why,
+        docker,
+        docker_why,
+    }
 }
 
 /// update_engine's `GetStatus` (docs/formats.md §7) through os_update's client.
@@ -468,11 +508,26 @@ mod tests {
             "kubelet": {"backend": "sysext", "images_dir": root.join("images")},
         });
         let config = Config::from_json(&text.to_string(), Path::new("/c.json")).unwrap();
+        let sysext = backends(&config);
+        assert_eq!(sysext.kubelet.as_deref(), Some("sysext"));
+        // A release with kubelet-wrapper: auto takes it, and nothing shows.
+        std::fs::write(root.join("os-release"), "ID=coreos\nVERSION_ID=1632.3.0\n").unwrap();
+        let wrapper = Config::from_json(
+            &serde_json::json!({"paths": {"os_release": root.join("os-release")}}).to_string(),
+            Path::new("/c.json"),
+        )
+        .unwrap();
+        let on_wrapper = backends(&wrapper);
+        assert_eq!(on_wrapper.kubelet.as_deref(), Some("wrapper"));
+        assert_eq!(
+            on_wrapper.kubelet_why,
+            "auto: coreos 1632.3.0 has kubelet-wrapper"
+        );
         assert!(
-            kubelet_sysext(&Config::defaults(), None).is_none(),
+            kubelet_sysext(&wrapper, &on_wrapper, None).is_none(),
             "wrapper: nothing"
         );
-        let none = kubelet_sysext(&config, None).unwrap();
+        let none = kubelet_sysext(&config, &sysext, None).unwrap();
         assert_eq!((none.image, none.merged, none.version), (None, false, None));
         let image = root.join("images/kubernetes-v1.20.2-x86-64.raw");
         std::fs::create_dir_all(root.join("etc/extensions")).unwrap();
@@ -502,13 +557,18 @@ mod tests {
             super::super::facts::steps(&j, Some("b"), false, &[])
         };
         let steps = record(&image);
-        let k = kubelet_sysext(&config, Some(&steps)).unwrap();
+        let k = kubelet_sysext(&config, &sysext, Some(&steps)).unwrap();
         assert_eq!(k.image.as_deref(), Some(image.to_str().unwrap()));
         assert!(k.merged);
         assert_eq!(k.version.as_deref(), Some("v1.20.2"));
         // A record of another image says nothing about this one.
         let steps = record(&root.join("images/kubernetes-v1.19.0-x86-64.raw"));
-        assert_eq!(kubelet_sysext(&config, Some(&steps)).unwrap().version, None);
+        assert_eq!(
+            kubelet_sysext(&config, &sysext, Some(&steps))
+                .unwrap()
+                .version,
+            None
+        );
     }
 
     #[test]

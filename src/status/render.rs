@@ -92,7 +92,19 @@ fn units(o: &mut String, f: &super::facts::Facts, now: time::OffsetDateTime) {
         "  {:<28} {:<9} {:<11} {:<13} {:<10} {:>8}  SINCE",
         "UNIT", "LOAD", "ACTIVE", "SUB", "RESULT", "RESTARTS"
     );
-    for u in units {
+    // The bootkube master's units, on a node that has none of them: left
+    // out (`--json` keeps them).
+    let master_only = [
+        super::facts::BOOTKUBE_PATH,
+        super::facts::BOOTKUBE,
+        super::facts::TECTONIC_PATH,
+        super::facts::TECTONIC,
+    ];
+    let shown = units.iter().filter(|u| {
+        f.node.role.is_bootkube_master()
+            || !(master_only.contains(&u.state.name.as_str()) && u.state.load_state == "not-found")
+    });
+    for u in shown {
         let s = &u.state;
         let mut since = u.since.as_deref().map(|t| ago(t, now)).unwrap_or_default();
         if u.condition_skipped {
@@ -239,7 +251,22 @@ fn follow(o: &mut String, f: &super::facts::Facts) {
     }
 }
 
-/// kubelet.env, the assets, torcx, the kubelet sysext, docker and update_engine.
+/// Which kubelet and docker addon this release takes, and why.
+fn backends(o: &mut String, b: &super::facts::Backends) {
+    let kubelet = match &b.kubelet {
+        Some(k) => format!("kubelet {k} ({})", b.kubelet_why),
+        None => format!("kubelet: {}", b.kubelet_why),
+    };
+    let docker = match (&b.docker, &b.docker_why) {
+        (Some(d), Some(why)) => format!("; docker addon {d} ({why})"),
+        (None, Some(why)) => format!("; docker addon: {why}"),
+        _ => String::new(),
+    };
+    let _ = writeln!(o, "backends: {kubelet}{docker}");
+}
+
+/// kubelet.env, the backends, the assets, torcx, the kubelet sysext,
+/// docker and update_engine.
 fn files(o: &mut String, f: &super::facts::Facts) {
     let k = &f.kubelet_env;
     if k.present {
@@ -250,19 +277,30 @@ fn files(o: &mut String, f: &super::facts::Facts) {
     } else {
         let _ = writeln!(o, "\nkubelet.env ({}): not written yet", k.path);
     }
+    backends(o, &f.backends);
     let a = &f.assets;
     let yn = |b: bool| if b { "present" } else { "absent" };
-    let _ = writeln!(
-        o,
-        "assets ({} mode, {}): bootkube.sh {}, tectonic-wrapper.sh {}; init_bootkube.done {}, init_tectonic.done {}",
-        a.mode,
-        a.dir,
-        yn(a.bootkube_script_present),
-        yn(a.tectonic_script_present),
-        yn(a.bootkube_done),
-        yn(a.tectonic_done)
-    );
-    if let Some(t) = &f.torcx {
+    // The bootkube master's scripts: on other nodes only when there.
+    let any_asset = a.bootkube_script_present
+        || a.tectonic_script_present
+        || a.bootkube_done
+        || a.tectonic_done;
+    if f.node.role.is_bootkube_master() || any_asset {
+        let _ = writeln!(
+            o,
+            "assets ({} mode, {}): bootkube.sh {}, tectonic-wrapper.sh {}; init_bootkube.done {}, init_tectonic.done {}",
+            a.mode,
+            a.dir,
+            yn(a.bootkube_script_present),
+            yn(a.tectonic_script_present),
+            yn(a.bootkube_done),
+            yn(a.tectonic_done)
+        );
+    }
+    // torcx: where the addon takes it, or where a profile is set.
+    let torcx_used = f.backends.docker.as_deref() == Some("torcx")
+        || f.torcx.as_ref().is_some_and(|t| t.next_profile.is_some());
+    if let Some(t) = f.torcx.as_ref().filter(|_| torcx_used) {
         let _ = match (&t.next_profile, &t.next_images) {
             (None, _) => writeln!(o, "torcx: no next profile set"),
             (Some(p), Some(imgs)) => writeln!(o, "torcx: next profile {p} ({})", imgs.join(", ")),

@@ -524,6 +524,13 @@ mod tests {
                 tectonic_done: false,
             },
             torcx: None,
+            backends: super::super::facts::Backends {
+                os: None,
+                kubelet: Some("wrapper".into()),
+                kubelet_why: "kubelet.backend is \"wrapper\"".into(),
+                docker: None,
+                docker_why: None,
+            },
             kubelet_sysext: None,
             docker: None,
             update_engine: None,

@@ -10,7 +10,11 @@
 //!   torcx-generator, a vendor docker that is not the one the cluster wants,
 //!   and the kubelet-wrapper stand-in with the real kubelet of the
 //!   cluster's release as image `quay.io/coreos/hyperkube:<version>` of its
-//!   local store (a wrong tag finds no image);
+//!   local store (a wrong tag finds no image); or, for a node of
+//!   [`NodeSpec::on_flatcar`], today's Flatcar: its os-release, no torcx, no
+//!   kubelet-wrapper, containerd (Debian's, standing in for the OS's) and
+//!   the kubelet sysext from the rig's signed mirror, which the agent's
+//!   default `kubelet.backend` (`auto`) takes;
 //! - the docker addon's mirror serves the real docker as a torcx image
 //!   ([`crate::docker_image`]) under a signed package manifest, and the
 //!   runtime mappings send Kubernetes 1.20 to it;
@@ -134,6 +138,56 @@ pub struct NodeSpec {
     /// Day two: the ignition module's `follow` switch on, the agent's
     /// follow settings of a test's size ([`crate::follow`]).
     pub follow: bool,
+    /// Today's Flatcar of this release (e.g. `4459.2.0`): its os-release,
+    /// no torcx and no kubelet-wrapper on the OS, and the agent's config
+    /// names no kubelet backend: `auto` finds no wrapper and takes the
+    /// system extension from the rig's signed mirror (implies
+    /// [`kubelet_sysext`](Self::kubelet_sysext)). `None`: the Container
+    /// Linux image ([`OS_VERSION`]).
+    pub flatcar: Option<String>,
+    /// The kubelet registers an address of its own (`--node-ip`: an address
+    /// of 198.18.0.0/15 the rig adds to the host's loopback for the node,
+    /// [`node_address`]) instead of the host's, which every simulated node
+    /// shares. A TEST PART: on a real node the kubelet finds its own.
+    pub own_address: bool,
+}
+
+/// The address a node of kubelet port `port` registers with
+/// ([`NodeSpec::own_address`]): one of 198.18.0.0/15 (RFC 2544, for tests),
+/// unique while the port is.
+pub fn node_address(port: u16) -> String {
+    format!("198.18.{}.{}", port >> 8, port & 0xff)
+}
+
+/// Addresses the rig added to the host's loopback, removed when dropped.
+#[derive(Default)]
+struct HostAddresses(std::sync::Mutex<Vec<String>>);
+
+impl HostAddresses {
+    fn add(&self, addr: &str) -> Result<()> {
+        let out = std::process::Command::new("ip")
+            .args(["addr", "add", &format!("{addr}/32"), "dev", "lo"])
+            .output()
+            .context("running ip addr add")?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        // An address an interrupted run left behind is as good.
+        anyhow::ensure!(
+            out.status.success() || err.contains("File exists"),
+            "ip addr add {addr}/32 dev lo: {err}"
+        );
+        self.0.lock().unwrap().push(addr.to_string());
+        Ok(())
+    }
+}
+
+impl Drop for HostAddresses {
+    fn drop(&mut self) {
+        for addr in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let _ = std::process::Command::new("ip")
+                .args(["addr", "del", &format!("{addr}/32"), "dev", "lo"])
+                .output();
+        }
+    }
 }
 
 impl NodeSpec {
@@ -146,6 +200,8 @@ impl NodeSpec {
             os_update: None,
             runtime: Runtime::Auto,
             follow: false,
+            flatcar: None,
+            own_address: false,
         }
     }
     pub fn worker(name: &str, auth: Auth) -> NodeSpec {
@@ -157,6 +213,8 @@ impl NodeSpec {
             os_update: None,
             runtime: Runtime::Auto,
             follow: false,
+            flatcar: None,
+            own_address: false,
         }
     }
     /// A worker whose agent is told to run containerd, starting with the
@@ -173,6 +231,24 @@ impl NodeSpec {
         NodeSpec {
             kubelet_sysext: true,
             ..NodeSpec::containerd_worker(name)
+        }
+    }
+    /// This node on today's Flatcar of `release` (see [`NodeSpec::flatcar`]),
+    /// on containerd.
+    pub fn on_flatcar(self, release: &str) -> NodeSpec {
+        NodeSpec {
+            flatcar: Some(release.into()),
+            kubelet_sysext: true,
+            runtime: Runtime::Containerd,
+            ..self
+        }
+    }
+    /// This node, registering an address of its own (see
+    /// [`NodeSpec::own_address`]).
+    pub fn with_own_address(self) -> NodeSpec {
+        NodeSpec {
+            own_address: true,
+            ..self
         }
     }
     /// This node, following its cluster's version (see [`NodeSpec::follow`]).
@@ -211,6 +287,8 @@ pub struct ClusterRig {
     ignition: std::sync::Mutex<BTreeMap<String, serde_json::Value>>,
     /// Each node's kubelet port (the nodes share the host's network).
     kubelet_ports: std::sync::Mutex<BTreeMap<String, u16>>,
+    /// The nodes' own addresses ([`NodeSpec::own_address`]).
+    addresses: HostAddresses,
     agent: Vec<u8>,
     dir: tempfile::TempDir,
 }
@@ -339,6 +417,7 @@ impl ClusterRig {
             bootstrap,
             ignition: Default::default(),
             kubelet_ports: Default::default(),
+            addresses: HostAddresses::default(),
             agent,
             dir,
         })
@@ -398,7 +477,13 @@ impl ClusterRig {
                 .kubelet_images
                 .as_ref()
                 .expect("the kubelet image mirror");
-            an::merge(&mut config, mirror.config_patch());
+            // Today's Flatcar names no backend: `auto` decides on the node.
+            let patch = if spec.flatcar.is_some() {
+                mirror.sources_patch(crate::kubelet_sysext::KEYRING_PATH)
+            } else {
+                mirror.config_patch()
+            };
+            an::merge(&mut config, patch);
         }
         if spec.follow {
             an::merge(&mut config, crate::follow::follow_config());
@@ -483,17 +568,34 @@ impl ClusterRig {
             |url| (url == AGENT_URL).then(|| self.agent.clone()),
             None,
         );
-        crate::torcx::install_os(
-            &n,
-            &self.mirror.board,
-            OS_VERSION,
-            VENDOR_DOCKER,
-            &format!("{VENDOR_DOCKER}.2"),
-        )?;
+        match &spec.flatcar {
+            // Today's Flatcar: no torcx, no kubelet-wrapper.
+            Some(release) => n.write(
+                an::OS_RELEASE,
+                format!(
+                    "{}PRETTY_NAME=\"Flatcar Container Linux by Kinvolk {release} (Oklo)\"\n",
+                    crate::kubelet_sysext::flatcar_os_release(release)
+                ),
+                0o644,
+            )?,
+            None => crate::torcx::install_os(
+                &n,
+                &self.mirror.board,
+                OS_VERSION,
+                VENDOR_DOCKER,
+                &format!("{VENDOR_DOCKER}.2"),
+            )?,
+        }
+        if spec.kubelet_sysext && spec.bootkube_master {
+            // The rig's bootkube.sh runs the control plane from this store
+            // (the kubelet is the extension's).
+            an::install_kubelet_image(&n, SEED_URL, &self.tag(), KubeletImage::Real(&self.parts))?;
+        }
         if spec.kubelet_sysext {
-            // No kubelet on this OS: the agent brings it. (Ignition wrote
-            // kubelet.service's sysext drop-in: the agent config says
-            // kubelet.backend sysext.)
+            // No kubelet on this OS: the agent brings it. (With
+            // kubelet.backend "sysext" Ignition wrote kubelet.service's
+            // sysext drop-in; on today's Flatcar the config names no
+            // backend, and the agent writes it once auto chose the sysext.)
             let mirror = self
                 .kubelet_images
                 .as_ref()
@@ -514,6 +616,13 @@ impl ClusterRig {
             .lock()
             .unwrap()
             .insert(spec.name.clone(), port);
+        let node_ip = if spec.own_address {
+            let addr = node_address(port);
+            self.addresses.add(&addr)?;
+            format!(" --node-ip={addr}")
+        } else {
+            String::new()
+        };
         // The pods' network: the rig plays the network add-on.
         crate::podnet::install(&n, &spec.name, &self.parts.kubectl())?;
         n.drop_in(
@@ -524,7 +633,7 @@ impl ClusterRig {
                  # chains of the kubelet's in the host's tables), the host may have swap, and\n\
                  # nodes share the host's disk, which other tests and builds fill (no eviction\n\
                  # for it).\n[Service]\n\
-                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false {}\"\n",
+                 Environment=\"KUBELET_EXTRA_ARGS=--port={port} --healthz-port={healthz} --make-iptables-util-chains=false --fail-swap-on=false {}{node_ip}\"\n",
                  crate::pods::NO_DISK_EVICTION
             ),
         )?;

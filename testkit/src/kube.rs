@@ -695,6 +695,8 @@ pub struct NodeInfo {
     /// When its Ready condition last changed (seconds since the epoch, from
     /// the API server's clock, to the second).
     pub ready_since: Option<f64>,
+    /// Its `InternalIP` address (`kubectl get nodes -o wide`'s INTERNAL-IP).
+    pub internal_ip: Option<String>,
 }
 
 impl NodeInfo {
@@ -724,6 +726,13 @@ impl NodeInfo {
                 .cloned()
                 .unwrap_or_default(),
             ready_since,
+            internal_ip: n["status"]["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["type"] == "InternalIP")
+                .and_then(|a| a["address"].as_str())
+                .map(str::to_string),
             taints: n["spec"]["taints"]
                 .as_array()
                 .into_iter()

@@ -223,9 +223,19 @@ fn the_module_refuses_malformed_tokens_and_stale_expirations_at_plan_time_withou
         let out = plan(&tf, &vars);
         let text = flat(&out);
         assert!(!out.status.success(), "{var} = {value} was accepted");
-        // A variable's own validation names it; the secret is checked by
-        // the outputs' preconditions, whose message names it.
-        let named = var == "token_secret" || text.contains(&format!("var.{var}"));
+        // A variable's own validation names it; the id and the secret are
+        // checked by the outputs' preconditions, whose messages name them
+        // (and never print the value: a whole token pasted into the id is
+        // a secret too).
+        let named =
+            var == "token_secret" || var == "token_id" || text.contains(&format!("var.{var}"));
+        if var == "token_id" {
+            let v = value.as_str().unwrap();
+            assert!(
+                !text.contains(&format!("\"{v}\"")),
+                "the id was printed:\n{text}"
+            );
+        }
         assert!(
             text.contains(message) && named,
             "{var} = {value}: the error does not name the variable and say {message:?}:\n{text}"

@@ -3,9 +3,13 @@
 //! templates beside them as they are, `terraform init` and `terraform
 //! apply` (real terraform, offline: they need no provider). Every config
 //! they write passes the real `ignition-validate` and `node-bootstrap
-//! check-config --ignition`; the kubelet settings reach the nodes; a
-//! mistake in the inputs is reported once however many nodes there are;
-//! and `check-config` refuses the mappings a node would refuse.
+//! check-config --ignition` (the pure steps its node runs); each renders
+//! today's Flatcar nodes with the agent's default backends, and the metal
+//! example's Tectonic template renders the seed's flow, labelled so; the
+//! kubelet settings and the `follow` switch reach the nodes; a mistake in
+//! the inputs is reported once however many nodes there are; `plan` and
+//! `check-config` refuse the mappings a node would refuse; and no secret
+//! given wrong reaches terraform's output.
 //! (`examples/aws` needs the AWS provider, which cannot be installed
 //! offline: delivery_terraform.rs reads it with python-hcl2.)
 
@@ -64,6 +68,13 @@ fn rendered(dir: &Path) -> Vec<(String, Value)> {
             stderr.contains("runtime mappings ok:") && stderr.contains("seed kubelet.env ok:"),
             "{name}: {stderr}"
         );
+        // The pure steps ran: the backend said, the runtime step for the
+        // seed's version (a master) or for each mapped minor (a worker).
+        assert!(
+            stderr.contains("kubelet backend: ")
+                && stderr.contains("runtime step ok for Kubernetes"),
+            "{name}: {stderr}"
+        );
         let node = name.trim_end_matches(".ign").to_string();
         out.push((
             node,
@@ -101,6 +112,22 @@ fn operator_pub() -> String {
     fs::read_to_string(inputs().join("operator.pub")).unwrap()
 }
 
+/// The metal example's variables a test fills in (the example inputs'
+/// keyring, kubeconfig and SSH key; no push), with `extra` over them.
+fn metal_vars(extra: Value) -> Value {
+    let mut v = json!({
+        "agent_sha512": "ab".repeat(64),
+        "keyring_path": inputs().join("keyring.asc"),
+        "kubeconfig_path": inputs().join("kubeconfig"),
+        "ssh_private_key_path": null,
+        "ssh_authorized_keys": [operator_pub()],
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
 #[test]
 fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() {
     if skip_without(&["terraform", "ignition-validate"]) {
@@ -110,18 +137,13 @@ fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() 
     let dir = example(
         work.path(),
         "metal",
-        json!({
-            "agent_sha512": "ab".repeat(64),
-            "keyring_path": inputs().join("keyring.asc"),
-            "kubeconfig_path": inputs().join("kubeconfig"),
-            "ssh_private_key_path": null,
-            "ssh_authorized_keys": [operator_pub()],
+        metal_vars(json!({
             "cluster_dns_ip": "10.96.0.10",
             "cluster_domain": "example.internal",
             "node_labels": {"example.com/rack": "r1"},
             "worker_taints": ["dedicated=db:NoSchedule"],
             "kubelet_extra_args": ["--max-pods=50"],
-        }),
+        })),
     );
     let out = operator_shell(&dir, "terraform init && terraform apply");
     assert!(
@@ -151,7 +173,155 @@ fn the_metal_example_renders_every_node_with_the_kubelet_settings_it_is_given() 
                 && dropin.contains("KUBELET_EXTRA_ARGS=--max-pods=50"),
             "{node}: {dropin}"
         );
+        // Today's Flatcar by default: no backend named (the agent's auto
+        // takes the sysext and writes kubelet.service's drop-in on the
+        // node), no docker addon, the mirror named; the cluster's 1.31.
+        assert!(
+            agent.get("kubelet").is_none() && agent.get("addon").is_none(),
+            "{node}: {agent}"
+        );
+        assert_eq!(
+            agent["sources"]["url"],
+            "https://mirror.example.internal/node-bootstrap"
+        );
+        assert_eq!(kubelet_dropins(cfg), ["10-node.conf"], "{node}");
+        let seed = ignition_file_text(cfg, "/etc/kubernetes/installer/kubelet.env").unwrap();
+        assert!(
+            seed.contains("KUBELET_IMAGE_TAG=\"v1.31.4\""),
+            "{node}: {seed}"
+        );
+        assert!(
+            ignition_file(cfg, "/etc/kubernetes/installer/keyring.asc").is_some(),
+            "{node}"
+        );
     }
+    let (_, stderr) = check_config(&dir.join("rendered/master-0.ign"));
+    for line in [
+        "kubelet backend: auto (the kubelet sysext from the sources on Flatcar 2857.0.0 and newer",
+        "cluster version: v1.31.4 (the bootkube master's seed KUBELET_IMAGE_TAG)",
+        "runtime step ok for Kubernetes 1.31: containerd of series 2.1, 2.0, 1.7 (the mappings)",
+    ] {
+        assert!(stderr.contains(line), "{line:?}:\n{stderr}");
+    }
+    assert!(!stderr.contains("WARN"), "{stderr}");
+    // The follow switch: every node's config gets the follow units, and
+    // the cluster's part is an output.
+    let (_, rbac) = follow_switch_on(&dir);
+    assert!(rbac.contains("name: node-bootstrap-follow-lease"), "{rbac}");
+}
+
+/// The metal example's Tectonic template (`tectonic.tfvars.example`) renders
+/// the seed's flow, labelled as what no released OS runs from these
+/// configs: kubelet-wrapper and docker through torcx asked for by name, the
+/// cluster's 1.9 on docker 17.03; `check-config` says the wrapper is
+/// refused on every Flatcar from 2857.0.0.
+#[test]
+fn the_metal_examples_tectonic_template_renders_the_seeds_flow_labelled_so() {
+    if skip_without(&["terraform", "ignition-validate"]) {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = example(
+        work.path(),
+        "metal",
+        metal_vars(json!({
+            "masters": [],
+            "workers": ["worker-0"],
+        })),
+    );
+    let label = fs::read_to_string(dir.join("tectonic.tfvars.example")).unwrap();
+    assert!(
+        label.contains("no released OS runs this flow from")
+            && label.contains("kubelet-wrapper until Flatcar")
+            && label.contains("torcx until 3794.0.0"),
+        "{label}"
+    );
+    operator_shell(
+        &dir,
+        "terraform init && terraform apply -var-file=tectonic.tfvars.example",
+    );
+    let nodes = rendered(&dir);
+    assert_eq!(nodes.len(), 2);
+    for (node, cfg) in &nodes {
+        let agent = agent_config(cfg);
+        assert_eq!(agent["kubelet"]["backend"], "wrapper", "{node}");
+        assert_eq!(agent["addon"]["backend"], "torcx", "{node}");
+        let seed = ignition_file_text(cfg, "/etc/kubernetes/installer/kubelet.env").unwrap();
+        assert!(
+            seed.contains("KUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\""),
+            "{node}: {seed}"
+        );
+    }
+    let (code, stderr) = check_config(&dir.join("rendered/master-0.ign"));
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "kubelet backend: wrapper (kubelet-wrapper: refused on Flatcar 2857.0.0 and newer",
+        "cluster version: v1.9.6+coreos.0",
+        "runtime step ok for Kubernetes 1.9: docker 17.03, 1.12 (the addon, from the mappings)",
+    ] {
+        assert!(stderr.contains(line), "{line:?}:\n{stderr}");
+    }
+}
+
+/// The names of kubelet.service's drop-ins in a rendered config.
+fn kubelet_dropins(cfg: &Value) -> Vec<String> {
+    cfg["systemd"]["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "kubelet.service")
+        .unwrap()["dropins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `follow = true` applied: every rendered node's config gets the follow
+/// units (the timer and the converge unit enabled) and `follow.enabled`;
+/// the number of nodes and the `follow_rbac` output.
+fn follow_switch_on(dir: &Path) -> (usize, String) {
+    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
+    operator_shell(dir, "terraform apply");
+    let nodes = rendered(dir);
+    for (node, cfg) in &nodes {
+        assert_eq!(
+            follow_units(cfg),
+            [
+                ("node-bootstrap-follow.service".to_string(), false),
+                ("node-bootstrap-follow.timer".to_string(), true),
+                ("node-bootstrap-follow-converge.service".to_string(), true),
+            ],
+            "{node}"
+        );
+        assert_eq!(agent_config(cfg)["follow"]["enabled"], true, "{node}");
+    }
+    (
+        nodes.len(),
+        operator_shell(dir, "terraform output -raw follow_rbac"),
+    )
+}
+
+/// The follow units of a rendered config, and whether each is enabled.
+fn follow_units(cfg: &Value) -> Vec<(String, bool)> {
+    cfg["systemd"]["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| {
+            u["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("node-bootstrap-follow")
+        })
+        .map(|u| {
+            (
+                u["name"].as_str().unwrap().to_string(),
+                u["enabled"] == true,
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -182,8 +352,12 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     assert_eq!(nodes[0].1, nodes[1].1, "the workers' configs differ");
     let cfg = &nodes[0].1;
     let agent = agent_config(cfg);
-    assert_eq!(agent["kubelet"]["backend"], "sysext");
-    assert_eq!(agent["runtime"]["name"], "containerd");
+    // The agent's defaults: no backend, no runtime named (auto: containerd
+    // for 1.31, the sysext on a node without kubelet-wrapper).
+    assert!(
+        agent.get("kubelet").is_none() && agent.get("runtime").is_none(),
+        "{agent}"
+    );
     assert_eq!(agent["cluster"]["credential"], "bootstrap-token");
     assert_eq!(agent["paths"]["cni_conf_dir"], "/etc/cni/net.d");
     assert_eq!(
@@ -199,48 +373,21 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     assert!(ignition_file(cfg, "/etc/kubernetes/kubeconfig").is_none());
     let seed = ignition_file_text(cfg, "/etc/kubernetes/installer/kubelet.env").unwrap();
     assert!(seed.contains("KUBELET_IMAGE_TAG=\"v1.31.4\""), "{seed}");
-    let kubelet = cfg["systemd"]["units"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "kubelet.service")
-        .unwrap();
-    assert!(
-        kubelet["dropins"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["name"] == "10-kubelet-sysext.conf"),
-        "no sysext drop-in: {kubelet}"
-    );
+    // The node's agent writes the sysext drop-in once auto chose it.
+    assert_eq!(kubelet_dropins(cfg), ["10-node.conf"]);
     let (_, stderr) = check_config(&dir.join("rendered/worker-0.ign"));
     assert!(
         stderr.contains("runtime mappings ok:")
             && stderr.contains("(Kubernetes 1.30, 1.31, 1.32, 1.33)")
-            && stderr.contains("keyring ok:"),
+            && stderr.contains("keyring ok:")
+            && stderr.contains("kubelet backend: auto")
+            && stderr.contains(
+                "runtime step ok for Kubernetes 1.33: containerd of series 2.1, 2.0, 1.7"
+            ),
         "{stderr}"
     );
     // Day two is off unless asked for: no follow unit, no follow config,
     // nothing to apply.
-    let follow_units = |cfg: &Value| -> Vec<(String, bool)> {
-        cfg["systemd"]["units"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|u| {
-                u["name"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("node-bootstrap-follow")
-            })
-            .map(|u| {
-                (
-                    u["name"].as_str().unwrap().to_string(),
-                    u["enabled"] == true,
-                )
-            })
-            .collect()
-    };
     assert_eq!(follow_units(cfg), []);
     assert!(agent.get("follow").is_none(), "{agent}");
     // (terraform keeps no null output in its state)
@@ -254,23 +401,8 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     // the timer and the converge unit enabled (the service runs from its
     // timer), follow.enabled, and still passes ignition-validate and
     // check-config; the example hands out what the cluster needs.
-    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
-    operator_shell(&dir, "terraform apply");
-    let nodes = rendered(&dir);
-    assert_eq!(nodes.len(), 2);
-    for (node, cfg) in &nodes {
-        assert_eq!(
-            follow_units(cfg),
-            [
-                ("node-bootstrap-follow.service".to_string(), false),
-                ("node-bootstrap-follow.timer".to_string(), true),
-                ("node-bootstrap-follow-converge.service".to_string(), true),
-            ],
-            "{node}"
-        );
-        assert_eq!(agent_config(cfg)["follow"]["enabled"], true, "{node}");
-    }
-    let rbac = operator_shell(&dir, "terraform output -raw follow_rbac");
+    let (nodes, rbac) = follow_switch_on(&dir);
+    assert_eq!(nodes, 2);
     assert!(
         rbac.contains("name: node-bootstrap-follow-lease")
             && rbac.contains("kind: Role\n")
@@ -285,16 +417,27 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
     fs::remove_file(dir.join("follow.auto.tfvars")).unwrap();
 
     // Mappings a node would refuse (containerd 1.5 cannot serve the CRI v1
-    // a 1.31 kubelet speaks) render, and check-config refuses them as the
-    // node would (5, naming the entry).
+    // a 1.31 kubelet speaks) fail the plan, naming the entry, as they fail
+    // check-config on a config rendered before (5, naming the entry).
     fs::write(
         dir.join("runtime-mappings.yaml"),
         "kind: VersionManifestV1\nversions:\n  k8s:\n    \"1.31\":\n      containerd: [\"1.5\"]\n",
     )
     .unwrap();
-    operator_shell(&dir, "terraform apply");
-    let (code, stderr) = check_config(&dir.join("rendered/worker-0.ign"));
-    assert_eq!(code, 5, "{stderr}");
+    let out = failing_plan(&dir);
+    let text = String::from_utf8_lossy(&out.stderr);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("runtime_mappings: a containerd series no node would accept: \"1.31\" lists containerd 1.5"),
+        "{text}"
+    );
+    let out = testkit::cli::agent_command()
+        .args(["--log-format", "text", "check-config", "--mappings"])
+        .arg(dir.join("runtime-mappings.yaml"))
+        .output()
+        .unwrap();
+    let stderr = testkit::cli::stderr(&out);
+    assert_eq!(testkit::cli::code(&out), 5, "{stderr}");
     assert!(
         stderr.contains("versions.k8s.\"1.31\".containerd has \"1.5\": the kubelet of Kubernetes 1.31 speaks only CRI v1"),
         "{stderr}"
@@ -404,4 +547,134 @@ fn each_mistake_in_the_metal_example_is_reported_once_whatever_the_number_of_nod
         flat.contains("kubeconfig_path: its first cluster has no certificate-authority-data"),
         "{text}"
     );
+}
+
+/// Fails when any 16-character window of `secret`'s body (armor lines
+/// left out) is in `text`.
+fn assert_not_in(text: &str, secret: &str, what: &str) {
+    let body: Vec<char> = secret
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .flat_map(str::chars)
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    assert!(body.len() >= 16, "{what}: too short to search");
+    for w in body.windows(16) {
+        let piece: String = w.iter().collect();
+        assert!(!text.contains(&piece), "{what}: {piece:?} printed:\n{text}");
+    }
+}
+
+/// Each secret-bearing input of the examples given wrong: the plan fails
+/// naming the variable and what is wrong, and the secret's bytes are in
+/// none of terraform's output. A whole bootstrap token pasted into the id
+/// (the examples used to pass the id through `nonsensitive(...)`, which
+/// printed it); an OpenPGP secret key given as the keyring; a kubeconfig
+/// with a client key whose CA is a path.
+#[test]
+fn no_secret_given_wrong_reaches_terraforms_output() {
+    if skip_without(&["terraform"]) {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let secret = "0123456789s3cr3t";
+    let dir = example(
+        work.path(),
+        "flatcar-workers",
+        json!({
+            "agent_sha512": "ab".repeat(64),
+            "ssh_authorized_keys": [operator_pub()],
+        }),
+    );
+    let pki = testkit::apiserver::Pki::generate();
+    fs::write(dir.join("ca.crt"), &pki.ca_pem).unwrap();
+    fs::copy(inputs().join("keyring.asc"), dir.join("keyring.asc")).unwrap();
+    // The whole `kubeadm token create` output pasted into the id.
+    fs::write(
+        dir.join("token.auto.tfvars.json"),
+        json!({"bootstrap_token": {"id": format!("abcdef.{secret}"), "secret": secret, "expiration": "2099-01-01T00:00:00Z"}})
+            .to_string(),
+    )
+    .unwrap();
+    operator_shell(&dir, "terraform init");
+    let out = failing_plan(&dir);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("token_id must be exactly 6 characters of [a-z0-9]"),
+        "{text}"
+    );
+    assert!(!text.contains(secret), "the token was printed:\n{text}");
+
+    // A good token, and the signing key's secret half as the keyring.
+    fs::write(
+        dir.join("token.auto.tfvars.json"),
+        json!({"bootstrap_token": {"id": "abcdef", "secret": secret, "expiration": "2099-01-01T00:00:00Z"}})
+            .to_string(),
+    )
+    .unwrap();
+    let key =
+        testkit::torcx_fixtures::SigningKey::generate("mirror@example.invalid").secret_armored();
+    fs::write(dir.join("keyring.asc"), &key).unwrap();
+    let out = failing_plan(&dir);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_not_in(&text, &key, "the secret key given as keyring");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("keyring holds a secret (private) key: give the public key only"),
+        "{text}"
+    );
+    assert!(!text.contains(secret), "the token was printed:\n{text}");
+
+    // metal: a kubeconfig with a client key, whose CA is a path.
+    let dir = example(
+        &work.path().join("metal"),
+        "metal",
+        json!({
+            "agent_sha512": "ab".repeat(64),
+            "keyring_path": inputs().join("keyring.asc"),
+            "ssh_private_key_path": null,
+            "ssh_authorized_keys": [operator_pub()],
+        }),
+    );
+    let client_key = pki.client.key_pem.clone();
+    let b64 = |b: &[u8]| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(b)
+    };
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://api.example.invalid:6443\n    certificate-authority: /etc/kubernetes/ca.crt\n\
+         users:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n\
+         contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+        b64(pki.client.cert_pem.as_bytes()),
+        b64(client_key.as_bytes())
+    );
+    fs::write(dir.join("kubeconfig"), &kubeconfig).unwrap();
+    fs::write(
+        dir.join("kc.auto.tfvars.json"),
+        json!({"kubeconfig_path": "./kubeconfig"}).to_string(),
+    )
+    .unwrap();
+    operator_shell(&dir, "terraform init");
+    let out = failing_plan(&dir);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("certificate-authority-data"), "{text}");
+    assert_not_in(
+        &text,
+        &b64(client_key.as_bytes()),
+        "the kubeconfig's client key",
+    );
+    assert_not_in(&text, &client_key, "the kubeconfig's client key");
 }

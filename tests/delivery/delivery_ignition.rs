@@ -195,7 +195,7 @@ fn each_role_gets_its_units_verbatim_from_units_dir_and_enables_the_right_ones()
 
 #[test]
 fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
-    let mappings = inputs("runtime-mappings.yaml");
+    let mappings = inputs("runtime-mappings-flatcar.yaml");
     let keyring = inputs("keyring.asc");
     let kubeconfig = inputs("kubeconfig");
     let ca = inputs("mirror-ca.pem");
@@ -311,7 +311,7 @@ fn binary_config_seed_files_and_secrets_land_where_the_agent_reads_them() {
 
         assert_eq!(
             ignition_file_text(&cfg, "/etc/kubernetes/installer/kubelet.env").unwrap(),
-            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.9.6_coreos.0\"\n",
+            "KUBELET_IMAGE_URL=\"quay.io/coreos/hyperkube\"\nKUBELET_IMAGE_TAG=\"v1.31.4\"\n",
             "{file}"
         );
         assert_eq!(

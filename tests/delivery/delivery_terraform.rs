@@ -160,13 +160,7 @@ fn every_module_has_the_usual_layout_and_documents_its_interface() {
         ),
         (
             "terraform/modules/bootstrap-token",
-            &[
-                "token_id",
-                "expiration",
-                "api_server_url",
-                "cluster_ca",
-                "extra_group",
-            ][..],
+            &["expiration", "api_server_url", "cluster_ca", "extra_group"][..],
         ),
         (
             "terraform/modules/push-assets",
@@ -200,6 +194,24 @@ fn every_module_has_the_usual_layout_and_documents_its_interface() {
     assert!(
         pre.as_str().is_some_and(|c| c.contains("local.kubeconfig")),
         "{pre}"
+    );
+    // So are the keyring (a secret key given by mistake) and the token's
+    // id (a whole token pasted into it): sensitive, checked by
+    // preconditions on derived booleans, never by a validation rule.
+    assert!(ign["variable"]["keyring"]["sensitive"] == true);
+    assert!(ign["variable"]["keyring"].get("validation").is_none());
+    let conditions = ign["output"]["rendered"]["precondition"].to_string();
+    assert!(
+        conditions.contains("local.keyring_is_secret"),
+        "{conditions}"
+    );
+    let token = hcl("terraform/modules/bootstrap-token");
+    assert!(token["variable"]["token_id"]["sensitive"] == true);
+    assert!(token["variable"]["token_id"].get("validation").is_none());
+    assert!(
+        token["output"]["token_id"]["precondition"]
+            .to_string()
+            .contains("local.token_id_valid")
     );
 }
 
@@ -484,11 +496,11 @@ fn ignition_module_rejects_bad_inputs_at_plan_time_naming_the_variable() {
         let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(!out.status.success(), "{var} = {value} was accepted");
         // The error names the variable: terraform shows `var.NAME` for a
-        // validation rule; the kubeconfig (a secret, checked by an output
-        // precondition so its value is never printed) and the unit files
-        // are named by the message itself.
+        // validation rule; the kubeconfig and the keyring (sensitive,
+        // checked by output preconditions so their values are never
+        // printed) and the unit files are named by the message itself.
         let named = match var {
-            "kubeconfig" | "units_dir" => true,
+            "kubeconfig" | "units_dir" | "keyring" => true,
             _ => stderr.contains(&format!("var.{var}")),
         };
         assert!(
@@ -634,14 +646,16 @@ fn ignition_module_refuses_at_plan_time_the_agent_configs_the_agent_refuses_on_t
              {message:?}:\n{stderr}"
         );
     }
+    // (kubelet-wrapper named: the default kubelet, a sysext, would be
+    // searched for in the cluster's bucket too, which needs a keyring.)
     let accepted: Vec<(&str, Value)> = vec![
         (
             "pull",
-            json!({"assets": {"s3": {"bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz"}}}),
+            json!({"kubelet": {"backend": "wrapper"}, "assets": {"s3": {"bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz"}}}),
         ),
         (
             "push",
-            json!({"assets": {"s3": {"bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz"}}}),
+            json!({"kubelet": {"backend": "wrapper"}, "assets": {"s3": {"bucket": "my-cluster-assets", "key": "assets/bundle.tar.gz"}}}),
         ),
         (
             "push",
@@ -1017,7 +1031,18 @@ fn ignition_module_refuses_a_signed_source_without_keyring_as_the_agent_does() {
             json!({"addon": {"enabled": true, "manifest_url": "https://mirror.example.com/torcx.json", "allow_unsigned": true}}),
             None,
         ),
-        (json!({"sources": {"url": url}}), None),
+        // The default kubelet backend (auto) takes the sysext on today's
+        // Flatcar: the mirror is searched for it.
+        (
+            json!({"sources": {"url": url}}),
+            Some(
+                "agent_config searches sources.url for metadata it accepts only signed (kubelet.backend \"auto\" or \"sysext\"",
+            ),
+        ),
+        (
+            json!({"kubelet": {"backend": "wrapper"}, "sources": {"url": url}}),
+            None,
+        ),
     ];
     for (agent_config, refusal) in &cases {
         let mut vars = good_ignition_vars();

@@ -90,7 +90,7 @@ fn demo_sh_names_an_unknown_option() {
     assert_eq!(out.status.code(), Some(64), "{out:?}");
     assert!(
         stderr.trim()
-            == "demo: unknown option --fast (none: the real cluster; --containerd: its worker on containerd; --standins: the stand-in walk-through)",
+            == "demo: unknown option --fast (none: today's Flatcar; --tectonic: the seed's Tectonic flow; --standins: the stand-in walk-through)",
         "{stderr}"
     );
 }

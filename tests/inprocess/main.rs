@@ -70,6 +70,8 @@ mod proptest_parsers;
 mod reliability_faults;
 // `run` / `preflight` against missing or wrong inputs.
 mod run_cli;
+// No secret in any output: each secret-bearing input given wrong.
+mod secrets_cli;
 // The static binary needs no library and no newer kernel than the README says.
 mod static_binary;
 // `status` without systemd, from the state journal alone.

@@ -27,7 +27,10 @@
 mod agent_upgrade_node;
 // The docker addon's subcommands run inside a node, rebooted when they say so.
 mod addon_node;
-// The README's first command: the demo's own code, a worker joining a real cluster, a pod on it.
+// The backends by default on today's Flatcar (the sysext where no kubelet-wrapper is, the
+// wrapper where it is), and the refusals of a backend the release does not have.
+mod backend_node;
+// The README's first command: the demo's own code, today's Flatcar worker joining a real cluster.
 mod cluster_demo;
 // A real cluster: a bootkube master and workers joining it, Ready.
 mod cluster_join;

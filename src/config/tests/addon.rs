@@ -12,11 +12,11 @@ fn load(addon: &str) -> crate::error::Result<Config> {
 }
 
 #[test]
-fn defaults_are_the_original_ones() {
+fn defaults_are_the_original_ones_but_the_backend_follows_the_release() {
     let c = load("{}").unwrap();
     let a = &c.addon;
     assert!(!a.enabled);
-    assert_eq!(a.backend, crate::addon::config::Backend::Torcx);
+    assert_eq!(a.backend, crate::addon::config::BackendSetting::Auto);
     assert_eq!(
         a.package_source,
         crate::addon::config::PackageSource::TorcxManifest
@@ -48,7 +48,10 @@ fn metadata_source_needs_nothing_else_and_refuses_manifest_fields() {
     assert!(c.addon.manifest_url.is_none());
     let c =
         load(r#"{"enabled": true, "backend": "sysext", "package_source": "metadata"}"#).unwrap();
-    assert_eq!(c.addon.backend, crate::addon::config::Backend::Sysext);
+    assert_eq!(
+        c.addon.backend,
+        crate::addon::config::BackendSetting::Sysext
+    );
     for (json, field, instead) in [
         (
             r#"{"package_source": "metadata", "manifest_url": "https://m/{board}.json"}"#,
@@ -105,7 +108,10 @@ fn templates_are_checked() {
         r#"{"enabled": true, "backend": "sysext", "manifest_url": "http://127.0.0.1:1/m/{board}/{os_version}/torcx_manifest.json"}"#,
     )
     .unwrap();
-    assert_eq!(c.addon.backend, crate::addon::config::Backend::Sysext);
+    assert_eq!(
+        c.addon.backend,
+        crate::addon::config::BackendSetting::Sysext
+    );
 }
 
 #[test]
@@ -130,4 +136,41 @@ fn bad_values_name_their_field() {
             "{json}: {err}"
         );
     }
+}
+
+/// `auto` takes torcx where the release the node boots next has it, the
+/// system extension from 3794.0.0; torcx asked for there is refused naming
+/// that release.
+#[test]
+fn the_backend_setting_against_the_release() {
+    use crate::addon::config::{Backend, BackendSetting};
+    use crate::osrelease::OsVersion;
+    let v = |s| OsVersion::parse(s).unwrap();
+    let os = "Flatcar Container Linux by Kinvolk 4459.2.0";
+    assert_eq!(
+        BackendSetting::Auto.resolve(v("3760.2.0"), os).unwrap(),
+        Backend::Torcx
+    );
+    assert_eq!(
+        BackendSetting::Auto.resolve(v("3794.0.0"), os).unwrap(),
+        Backend::Sysext
+    );
+    assert_eq!(
+        BackendSetting::Sysext.resolve(v("1632.3.0"), os).unwrap(),
+        Backend::Sysext
+    );
+    assert_eq!(
+        BackendSetting::Torcx.resolve(v("1632.3.0"), os).unwrap(),
+        Backend::Torcx
+    );
+    let e = BackendSetting::Torcx
+        .resolve(v("4459.2.0"), os)
+        .unwrap_err();
+    assert_eq!(e.class(), crate::error::ErrorClass::Refused);
+    let m = e.to_string();
+    assert!(
+        m.contains(os) && m.contains("removed it in 3794.0.0"),
+        "{m}"
+    );
+    assert!(m.contains("set addon.backend to \"auto\""), "{m}");
 }

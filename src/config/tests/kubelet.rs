@@ -12,9 +12,9 @@ fn load(kubelet: &str) -> crate::error::Result<Config> {
 }
 
 #[test]
-fn defaults_keep_kubelet_wrapper_and_the_bakery_layout() {
+fn defaults_follow_the_release_and_the_bakery_layout() {
     let k = load("{}").unwrap().kubelet;
-    assert_eq!(k.backend, crate::kubelet_sysext::config::Backend::Wrapper);
+    assert_eq!(k.backend, crate::kubelet_sysext::config::Backend::Auto);
     assert_eq!(k.extension_name, "kubernetes");
     assert_eq!(k.images_dir, Path::new("/opt/extensions/kubernetes"));
     assert_eq!(k.max_minor_lag, 0);

@@ -2,6 +2,10 @@
 # private, encrypted bucket; the bootkube master's role may read the bundle
 # and its own config, a worker's role only the workers' config. A node's user
 # data is a small Ignition pointer to its config (verified by SHA-512).
+# The nodes are today's Flatcar (a stable AMI): containerd and the kubelet
+# as a system extension from your signed mirror (the agent's defaults;
+# terraform.tfvars.example's agent_config names the mirror), Kubernetes 1.30
+# to 1.33 as runtime-mappings.yaml beside this file lists them.
 
 data "aws_partition" "current" {}
 
@@ -80,6 +84,7 @@ module "ignition_master" {
   keyring             = local.common.keyring
   kubeconfig          = local.common.kubeconfig
   ssh_authorized_keys = local.common.ssh_authorized_keys
+  follow              = var.follow
 }
 
 module "ignition_worker" {
@@ -97,6 +102,15 @@ module "ignition_worker" {
   # With a bootstrap token the workers hold it only (no client credential).
   bootstrap_kubeconfig = local.bootstrap ? module.bootstrap_token[0].kubeconfig : null
   ssh_authorized_keys  = local.common.ssh_authorized_keys
+  follow               = var.follow
+}
+
+# Day two (var.follow): the follow lease, the least RBAC the nodes'
+# identities need, and the operator's ConfigMap (the follow_rbac and
+# follow_config outputs), applied once to the cluster before nodes follow.
+module "follow" {
+  source = "../../modules/follow-rbac"
+  count  = var.follow ? 1 : 0
 }
 
 # Workers with a bootstrap token (var.bootstrap_token): their bootstrap
@@ -106,9 +120,11 @@ module "bootstrap_token" {
   source = "../../modules/bootstrap-token"
   count  = local.bootstrap ? 1 : 0
 
-  token_id       = nonsensitive(var.bootstrap_token.id)
+  # Sensitive, all three: a whole token pasted into id is refused without
+  # being printed (the module checks the shapes by preconditions).
+  token_id       = var.bootstrap_token.id
   token_secret   = var.bootstrap_token.secret
-  expiration     = nonsensitive(var.bootstrap_token.expiration)
+  expiration     = var.bootstrap_token.expiration
   api_server_url = yamldecode(file(var.kubeconfig_path)).clusters[0].cluster.server
   cluster_ca     = base64decode(yamldecode(file(var.kubeconfig_path)).clusters[0].cluster["certificate-authority-data"])
 }

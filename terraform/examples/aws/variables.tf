@@ -98,7 +98,7 @@ variable "kubelet_image_url" {
 }
 
 variable "kubelet_image_tag" {
-  description = "Kubelet image tag (seed kubelet.env), e.g. \"v1.9.6_coreos.0\"."
+  description = "Seed kubelet.env's KUBELET_IMAGE_TAG: the cluster's Kubernetes version as an image tag (\"+\" as \"_\"), e.g. \"v1.31.4\". The bootkube master takes the cluster's version from it; the workers ask the API server."
   type        = string
   nullable    = false
 }
@@ -143,4 +143,11 @@ variable "kms_key_arn" {
   description = "KMS key for the bucket (SSE-KMS). null: SSE-S3."
   type        = string
   default     = null
+}
+
+variable "follow" {
+  description = "Day two: whether the nodes follow the cluster's Kubernetes version (docs/operators.md, \"Following the cluster's version (day two)\"); new instances only (Ignition runs at first boot). Apply the follow_rbac and follow_config outputs to the cluster first. Off by default."
+  type        = bool
+  default     = false
+  nullable    = false
 }

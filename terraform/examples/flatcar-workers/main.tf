@@ -3,8 +3,9 @@
 # with a bootstrap token only and earns its own client certificate; the agent
 # runs containerd (the OS's, held to the series runtime-mappings.yaml lists)
 # and the kubelet as a system extension from your signed mirror, chosen by the
-# cluster's version (docs/operators.md, "Today's Flatcar: the kubelet as a
-# system extension" and "The control plane").
+# cluster's version: its defaults on every Flatcar that reads these configs,
+# so config.json only names the mirror (docs/operators.md, "Today's Flatcar:
+# the kubelet as a system extension" and "The control plane").
 #
 # `terraform apply` writes <ignition_dir>/<worker>.ign for each worker; all
 # workers get the same config (a worker's config does not depend on its
@@ -17,9 +18,11 @@ locals {
 module "bootstrap_token" {
   source = "../../modules/bootstrap-token"
 
-  token_id       = nonsensitive(var.bootstrap_token.id)
+  # Sensitive, all three: a whole token pasted into id is refused without
+  # being printed (the module checks the shapes by preconditions).
+  token_id       = var.bootstrap_token.id
   token_secret   = var.bootstrap_token.secret
-  expiration     = nonsensitive(var.bootstrap_token.expiration)
+  expiration     = var.bootstrap_token.expiration
   api_server_url = var.api_server_url
   cluster_ca     = local.cluster_ca
 }

@@ -1,9 +1,22 @@
-# Bare metal: an Ignition config for every node, written to
-# <ignition_dir>/<node>.ign for your PXE / matchbox setup to serve, and the
-# cluster assets pushed over SSH to the bootkube master once it is up, as
-# Tectonic's metal platform did. Two steps (docs/operators.md, "Push mode"):
-# `terraform apply` renders and writes the configs and pushes nothing; once
-# the nodes boot from them, `terraform apply -var push_assets=true` pushes.
+# Bare metal on today's Flatcar: a bootkube master, further masters and
+# workers, each with an Ignition config written to <ignition_dir>/<node>.ign
+# for your PXE / matchbox setup to serve, and the cluster assets pushed over
+# SSH to the bootkube master once it is up. The templates beside this file
+# (config.json, runtime-mappings.yaml) run Kubernetes 1.30 to 1.33 on
+# containerd (the OS's, or a system extension of a listed series from your
+# mirror) with the kubelet as a system extension from your signed mirror:
+# the agent's defaults on every Flatcar that reads these configs (3185.0.0
+# and newer; docs/operators.md, "Today's Flatcar: the kubelet as a system
+# extension"). Two steps (docs/operators.md, "Push mode"): `terraform apply`
+# renders and writes the configs and pushes nothing; once the nodes boot
+# from them, `terraform apply -var push_assets=true` pushes.
+#
+# tectonic.tfvars.example, with config.tectonic.json and
+# runtime-mappings.tectonic.yaml, is the seed's Tectonic flow (Kubernetes
+# 1.9 on docker through torcx, kubelet-wrapper): kept as this repository's
+# tests run it on simulated Container Linux nodes. No released OS runs it
+# from these configs: releases with kubelet-wrapper (before 2857.0.0) read
+# only Ignition spec 2.x.
 
 locals {
   agent_config = var.agent_config_path != null ? file(var.agent_config_path) : "{}"
@@ -35,9 +48,11 @@ module "bootstrap_token" {
   source = "../../modules/bootstrap-token"
   count  = local.bootstrap ? 1 : 0
 
-  token_id       = nonsensitive(var.bootstrap_token.id)
+  # Sensitive, all three: a whole token pasted into id is refused without
+  # being printed (the module checks the shapes by preconditions).
+  token_id       = var.bootstrap_token.id
   token_secret   = var.bootstrap_token.secret
-  expiration     = nonsensitive(var.bootstrap_token.expiration)
+  expiration     = var.bootstrap_token.expiration
   api_server_url = yamldecode(local.kubeconfig).clusters[0].cluster.server
   cluster_ca     = base64decode(yamldecode(local.kubeconfig).clusters[0].cluster["certificate-authority-data"])
 }
@@ -66,6 +81,7 @@ module "bootkube_master" {
   node_labels         = var.node_labels
   node_taints         = var.master_taints
   kubelet_extra_args  = var.kubelet_extra_args
+  follow              = var.follow
 }
 
 module "master" {
@@ -90,6 +106,7 @@ module "master" {
   node_labels         = var.node_labels
   node_taints         = var.master_taints
   kubelet_extra_args  = var.kubelet_extra_args
+  follow              = var.follow
 
   depends_on = [module.bootkube_master]
 }
@@ -118,8 +135,18 @@ module "worker" {
   node_labels          = var.node_labels
   node_taints          = var.worker_taints
   kubelet_extra_args   = var.kubelet_extra_args
+  follow               = var.follow
 
   depends_on = [module.bootkube_master, module.bootstrap_token]
+}
+
+# Day two (var.follow): the follow lease and the least RBAC the nodes'
+# identities need, and the operator's ConfigMap; the follow_rbac and
+# follow_config outputs, applied once to the cluster (or put in the assets'
+# manifests/) before the nodes follow.
+module "follow" {
+  source = "../../modules/follow-rbac"
+  count  = var.follow ? 1 : 0
 }
 
 # One file per node, <ignition_dir>/<node>.ign (mode 0600: it carries the

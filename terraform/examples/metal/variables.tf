@@ -107,14 +107,14 @@ variable "agent_config_path" {
 }
 
 variable "kubelet_image_url" {
-  description = "Kubelet image repository (seed kubelet.env's KUBELET_IMAGE_URL): the kubelet-wrapper's image on Container Linux; unused with kubelet.backend \"sysext\"."
+  description = "Kubelet image repository (seed kubelet.env's KUBELET_IMAGE_URL): read only by kubelet-wrapper, on releases before Flatcar 2857.0.0 (the Tectonic template); a node whose kubelet is the system extension (every release that reads these configs) ignores it."
   type        = string
   default     = "quay.io/coreos/hyperkube"
   nullable    = false
 }
 
 variable "kubelet_image_tag" {
-  description = "Seed kubelet.env's KUBELET_IMAGE_TAG: the cluster's Kubernetes version as an image tag (\"+\" written as \"_\"), e.g. \"v1.9.6_coreos.0\". The bootkube master takes the cluster's version from it (its API server does not exist yet); the other nodes ask the API server and use it only with cluster.fallback_to_seed."
+  description = "Seed kubelet.env's KUBELET_IMAGE_TAG: the cluster's Kubernetes version as an image tag (\"+\" written as \"_\"), e.g. \"v1.31.4\" (\"v1.9.6_coreos.0\" in the Tectonic template). The bootkube master takes the cluster's version from it (its API server does not exist yet); the other nodes ask the API server and use it only with cluster.fallback_to_seed."
   type        = string
   nullable    = false
 }
@@ -142,13 +142,13 @@ variable "keyring_path" {
 }
 
 variable "kubeconfig_path" {
-  description = "Path of the nodes' kubeconfig with long-lived credentials, written to /etc/kubernetes/kubeconfig (mode 0600) on every node, or only on the masters with bootstrap_token. `bootkube render` writes it to <assets_dir>/auth/kubeconfig. Its first cluster must carry certificate-authority-data (the CA inline)."
+  description = "Path of the nodes' kubeconfig with long-lived credentials, written to /etc/kubernetes/kubeconfig (mode 0600) on every node, or only on the masters with bootstrap_token. The assets carry it as <assets_dir>/auth/kubeconfig (docs/operators.md, \"The control plane\"). Its first cluster must carry certificate-authority-data (the CA inline)."
   type        = string
   nullable    = false
 
   validation {
     condition     = try(fileexists(var.kubeconfig_path), false)
-    error_message = "kubeconfig_path names no file (relative paths are from the directory terraform runs in; `bootkube render` writes it to <assets_dir>/auth/kubeconfig)."
+    error_message = "kubeconfig_path names no file (relative paths are from the directory terraform runs in; the assets carry it as <assets_dir>/auth/kubeconfig)."
   }
   validation {
     condition     = !try(fileexists(var.kubeconfig_path), false) || can(yamldecode(file(var.kubeconfig_path)).clusters[0].cluster["certificate-authority-data"])
@@ -219,5 +219,12 @@ variable "kubelet_extra_args" {
   description = "More kubelet flags for every node, one per element (e.g. \"--max-pods=50\")."
   type        = list(string)
   default     = []
+  nullable    = false
+}
+
+variable "follow" {
+  description = "Day two: whether the nodes follow the cluster's Kubernetes version (docs/operators.md, \"Following the cluster's version (day two)\"): patch releases of their minor on their own, a minor once you name it in the follow ConfigMap; one node at a time, a node that does not come back Ready rolled back and the rollout halted there. New nodes only: Ignition runs at first boot. Apply the follow_rbac and follow_config outputs to the cluster first. Off by default."
+  type        = bool
+  default     = false
   nullable    = false
 }

@@ -19,9 +19,14 @@
 locals {
   # Checked by the outputs' preconditions (never printed).
   token_valid = can(regex("^[a-z0-9]{16}$", var.token_secret))
-  token       = sensitive("${var.token_id}.${var.token_secret}")
+  # The id is public once it is one: 6 characters of [a-z0-9] cannot hold
+  # the secret. Anything else (a whole "<id>.<secret>" pasted in) fails the
+  # variable's validation, stays sensitive and is used nowhere.
+  token_id_valid = can(regex("^[a-z0-9]{6}$", var.token_id))
+  token_id       = local.token_id_valid ? nonsensitive(var.token_id) : "invalid"
+  token          = sensitive("${local.token_id}.${var.token_secret}")
 
-  secret_name = "bootstrap-token-${var.token_id}"
+  secret_name = "bootstrap-token-${local.token_id}"
 
   kubeconfig = sensitive(<<-EOT
     # Bootstrap kubeconfig rendered by terraform/modules/bootstrap-token.
@@ -60,7 +65,7 @@ locals {
     type: bootstrap.kubernetes.io/token
     stringData:
       description: ${jsonencode(var.description)}
-      token-id: ${jsonencode(var.token_id)}
+      token-id: ${jsonencode(local.token_id)}
       token-secret: ${jsonencode(var.token_secret)}
       expiration: ${jsonencode(var.expiration)}
       usage-bootstrap-authentication: "true"

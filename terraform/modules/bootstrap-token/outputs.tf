@@ -1,6 +1,6 @@
-# The token's secret is checked once, by a precondition on token_id (every
-# output is evaluated, used or not, so a malformed secret fails the plan with
-# one error), on a sensitive value that is never printed.
+# The token's id and secret are checked once each, by preconditions on
+# token_id (every output is evaluated, used or not, so a malformed token
+# fails the plan with one error each), on sensitive values never printed.
 
 output "kubeconfig" {
   description = "The bootstrap kubeconfig (YAML): the API server URL, the cluster CA and the token. Give it to the ignition module as bootstrap_kubeconfig (written to /etc/kubernetes/bootstrap-kubeconfig, mode 0600). Sensitive."
@@ -16,8 +16,12 @@ output "token" {
 
 output "token_id" {
   description = "The token's id: the API server authenticates it as user system:bootstrap:<id>."
-  value       = var.token_id
+  value       = local.token_id
 
+  precondition {
+    condition     = local.token_id_valid
+    error_message = "token_id must be exactly 6 characters of [a-z0-9] (lowercase letters and digits), the first half of a bootstrap token \"<id>.<secret>\" (its value is not shown: a whole token pasted here would be a secret)."
+  }
   precondition {
     condition     = local.token_valid
     error_message = "token_secret must be exactly 16 characters of [a-z0-9] (lowercase letters and digits), the second half of a bootstrap token \"<id>.<secret>\"."

@@ -31,10 +31,15 @@ locals {
     var.follow ? ["node-bootstrap-follow.timer", "node-bootstrap-follow-converge.service"] : [],
   )
 
-  # kubelet.backend "sysext" in the agent config (today's Flatcar, no
-  # kubelet-wrapper): kubelet.service runs the merged extension's
-  # /usr/bin/kubelet through the drop-in units/kubelet-sysext.conf.
-  kubelet_sysext = try(jsondecode(var.agent_config).kubelet.backend, "wrapper") == "sysext"
+  # kubelet.backend in the agent config: "auto" (the agent's default) takes
+  # the kubelet sysext on every release without kubelet-wrapper (Flatcar
+  # 2857.0.0 and newer: every release that reads this spec 3.3.0 config),
+  # kubelet-wrapper where the release has it; the agent decides on the node
+  # and puts kubelet.service's drop-in units/kubelet-sysext.conf in place
+  # (ExecStart=/usr/bin/kubelet of the merged extension) before the kubelet
+  # can start. With "sysext" named outright, the drop-in is written here too.
+  kubelet_backend = coalesce(try(jsondecode(var.agent_config).kubelet.backend, null), "auto")
+  kubelet_sysext  = local.kubelet_backend == "sysext"
 
   # Every file read from units_dir; a missing one fails the plan naming
   # units_dir (outputs.tf), not with file()'s own error.
@@ -152,7 +157,7 @@ locals {
       { path = local.kubeconfig_path, mode = 384, text = local.kubeconfig },
       { path = "/etc/kubernetes/ca.crt", mode = 420, text = local.kubelet_client_ca },
     ],
-    var.keyring != null ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
+    local.has_keyring ? [{ path = "/etc/kubernetes/installer/keyring.asc", mode = 420, text = var.keyring }] : [],
     var.ca_bundle != null ? [{ path = "/etc/ssl/certs/node-bootstrap-ca.pem", mode = 420, text = var.ca_bundle }] : [],
     [
       { path = "${local.sysext_dir}/usr/lib/systemd/catalog/node-bootstrap.catalog", mode = 420, text = try(file("${local.units_dir}/node-bootstrap.catalog"), "") },
@@ -211,8 +216,14 @@ locals {
   # signed source the agent config uses, with the keyring where this
   # module writes it, needs var.keyring.
   keyring_path_default = "/etc/kubernetes/installer/keyring.asc"
-  sources              = try(local.agent_config_in.sources, {})
-  addon                = try(local.agent_config_in.addon, {})
+  # Whether a keyring is given, and what it holds (checked by preconditions
+  # in outputs.tf; the keyring itself is sensitive: a secret key given by
+  # mistake is never printed).
+  has_keyring       = nonsensitive(var.keyring != null)
+  keyring_is_secret = nonsensitive(var.keyring != null && can(regex("PRIVATE KEY", coalesce(var.keyring, "-"))))
+  keyring_is_public = nonsensitive(var.keyring == null || can(regex("^\\s*-----BEGIN PGP PUBLIC KEY BLOCK-----", coalesce(var.keyring, "-"))))
+  sources           = try(local.agent_config_in.sources, {})
+  addon             = try(local.agent_config_in.addon, {})
   # A setting of the agent config, or its default when absent or null.
   upgrade            = coalesce(try(local.agent_config_in.agent.upgrade, null), "off")
   package_source     = coalesce(try(local.addon.package_source, null), "torcx-manifest")
@@ -224,7 +235,7 @@ locals {
   use_cluster_bucket = coalesce(try(local.sources.use_cluster_bucket, null), true)
   use_default        = try(local.sources.default_url, null) != null || coalesce(try(local.sources.use_default, null), false)
   searches_metadata = anytrue([
-    local.kubelet_sysext,
+    local.kubelet_backend != "wrapper",
     local.addon_enabled && local.package_source == "metadata",
     local.upgrade != "off",
   ])

@@ -25,11 +25,19 @@ output "rendered" {
     error_message = "units_dir: no ${join(", ", local.missing_unit_files)} in ${local.units_dir}. The module reads the unit files from the repository's units/ beside it; used from an absolute path or a registry, terraform copies the module away from them: set units_dir to <checkout>/units, or use the module by a relative or git source."
   }
   precondition {
-    condition     = var.keyring != null || !local.needs_sources_keyring
-    error_message = "keyring is null, but agent_config searches ${join(" and ", local.signed_locations)} for metadata it accepts only signed (kubelet.backend \"sysext\", addon.package_source \"metadata\" or agent.upgrade), and the node would have no key at ${local.keyring_path_default} to verify it: set keyring to the mirror's public key, or add the location (\"url\", \"bucket\", \"default\") to agent_config.sources.allow_unsigned."
+    condition     = !local.keyring_is_secret
+    error_message = "keyring holds a secret (private) key: give the public key only (gpg --export --armor KEYID), and keep the secret key off every node. Its content is not shown."
   }
   precondition {
-    condition     = var.keyring != null || !local.needs_addon_keyring
+    condition     = local.keyring_is_secret || local.keyring_is_public
+    error_message = "keyring must be ASCII-armored OpenPGP public keys (starting with -----BEGIN PGP PUBLIC KEY BLOCK-----), or null. Its content is not shown."
+  }
+  precondition {
+    condition     = local.has_keyring || !local.needs_sources_keyring
+    error_message = "keyring is null, but agent_config searches ${join(" and ", local.signed_locations)} for metadata it accepts only signed (kubelet.backend \"auto\" or \"sysext\", addon.package_source \"metadata\" or agent.upgrade), and the node would have no key at ${local.keyring_path_default} to verify it: set keyring to the mirror's public key, or add the location (\"url\", \"bucket\", \"default\") to agent_config.sources.allow_unsigned."
+  }
+  precondition {
+    condition     = local.has_keyring || !local.needs_addon_keyring
     error_message = "keyring is null, but agent_config's addon takes docker from a torcx manifest, which the node accepts only signed, and it would have no key at ${local.keyring_path_default} to verify it: set keyring to the manifest's signing key, or set agent_config.addon.allow_unsigned."
   }
   precondition {

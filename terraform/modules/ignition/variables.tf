@@ -157,17 +157,32 @@ variable "runtime_mappings" {
     condition     = try(yamldecode(var.runtime_mappings).kind, "") == "VersionManifestV1" && can(keys(yamldecode(var.runtime_mappings).versions.k8s))
     error_message = "runtime_mappings must be YAML with \"kind: VersionManifestV1\" and a \"versions.k8s\" map (see docs/formats.md section 4)."
   }
+  # The agent's rule for a containerd list (src/container_runtime/version.rs,
+  # `serves`), so that `terraform plan` refuses what every node would:
+  # entries "MAJOR.MINOR"; containerd 1.5 or newer (older ones cannot
+  # report the cgroup driver); from Kubernetes 1.26 (CRI v1 only) 1.6 or
+  # newer; up to 1.22 (CRI v1alpha2 only) older than 2.0; none before 1.10
+  # (CRI v1alpha1).
+  validation {
+    condition = alltrue(flatten([
+      for k, e in try(yamldecode(var.runtime_mappings).versions.k8s, {}) : [
+        for c in try(e.containerd, []) : can(regex("^[0-9]+\\.[0-9]+$", k)) && can(regex("^[0-9]+\\.[0-9]+$", c)) && try(
+          (tonumber(split(".", c)[0]) * 1000 + tonumber(split(".", c)[1]) >= 1005)
+          && (tonumber(split(".", k)[1]) < 26 || tonumber(split(".", c)[0]) * 1000 + tonumber(split(".", c)[1]) >= 1006)
+          && (tonumber(split(".", k)[1]) > 22 || tonumber(split(".", c)[0]) < 2)
+          && tonumber(split(".", k)[1]) >= 10,
+        false)
+      ]
+    ]))
+    error_message = "runtime_mappings: a containerd series no node would accept: ${join("; ", flatten([for k, e in try(yamldecode(var.runtime_mappings).versions.k8s, {}) : [for c in try(e.containerd, []) : "\"${k}\" lists containerd ${c}" if !try((tonumber(split(".", c)[0]) * 1000 + tonumber(split(".", c)[1]) >= 1005) && (tonumber(split(".", k)[1]) < 26 || tonumber(split(".", c)[0]) * 1000 + tonumber(split(".", c)[1]) >= 1006) && (tonumber(split(".", k)[1]) > 22 || tonumber(split(".", c)[0]) < 2) && tonumber(split(".", k)[1]) >= 10, false)]]))}. Each entry is a containerd MAJOR.MINOR; the agent needs 1.5 or newer (the runtime options it reads back), 1.6 or newer for Kubernetes 1.26 on (CRI v1 only), older than 2.0 up to 1.22 (CRI v1alpha2 only), and none before 1.10 (docs/operators.md, \"Choosing the runtime\"; `node-bootstrap check-config --mappings FILE` says the same)."
+  }
 }
 
 variable "keyring" {
-  description = "ASCII-armored OpenPGP public keys that sign torcx manifests and artifact metadata, written to /etc/kubernetes/installer/keyring.asc. null: no keyring is written (only unsigned sources the agent config allows can be used)."
+  description = "ASCII-armored OpenPGP public keys that sign torcx manifests and artifact metadata, written to /etc/kubernetes/installer/keyring.asc. null: no keyring is written (only unsigned sources the agent config allows can be used). Sensitive, though a public key is not: it is checked by a precondition on the rendered output (a variable validation error would print it), so a secret key given here by mistake is refused without being shown."
   type        = string
   default     = null
-
-  validation {
-    condition     = var.keyring == null || can(regex("^\\s*-----BEGIN PGP PUBLIC KEY BLOCK-----", var.keyring))
-    error_message = "keyring must be ASCII-armored OpenPGP public keys (starting with -----BEGIN PGP PUBLIC KEY BLOCK-----), or null."
-  }
+  sensitive   = true
 }
 
 variable "kubeconfig" {

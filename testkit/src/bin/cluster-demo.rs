@@ -2,8 +2,10 @@
 //! simulated nodes, a worker joining it through the agent, a pod on that
 //! worker, shown step by step ([`testkit::demo`]). Needs root.
 //!
-//! `--containerd`: the worker's agent is told `runtime.name = "containerd"`
-//! (by default `auto`: docker for the cluster's 1.20).
+//! No argument: today's Flatcar (containerd, the kubelet as a system
+//! extension). `--tectonic`: the seed's Tectonic flow on Container Linux
+//! (docker through torcx, kubelet-wrapper); `--tectonic --containerd`: its
+//! worker's agent told `runtime.name = "containerd"`.
 //!
 //! Exit codes: 0 shown to the end, 1 a step failed (named), 2 this machine
 //! cannot run simulated nodes, 64 an unknown argument, 130 interrupted (the
@@ -11,17 +13,19 @@
 
 use nix::sys::signal::{SigSet, Signal};
 use std::process::ExitCode;
+use testkit::demo::Flow;
 use testkit::demo::runtime::WorkerRuntime;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        [] => None,
-        ["--containerd"] => Some(WorkerRuntime::Containerd),
+    let flow = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => Flow::Today,
+        ["--tectonic"] => Flow::Tectonic(None),
+        ["--tectonic", "--containerd"] => Flow::Tectonic(Some(WorkerRuntime::Containerd)),
         _ => {
             eprintln!(
-                "cluster-demo: unknown arguments {args:?} (none: the runtime the agent chooses; \
-                 --containerd: containerd on the worker)"
+                "cluster-demo: unknown arguments {args:?} (none: today's Flatcar; --tectonic: the \
+                 seed's Tectonic flow; --tectonic --containerd: its worker on containerd)"
             );
             return ExitCode::from(64);
         }
@@ -31,7 +35,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     stop_nodes_on_interrupt();
-    match testkit::demo::run(&mut std::io::stdout(), runtime) {
+    match testkit::demo::run(&mut std::io::stdout(), flow) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("\ncluster-demo: failed: {e:#}");

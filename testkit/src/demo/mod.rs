@@ -3,34 +3,40 @@
 //! joining it through the agent, a pod running on that worker.
 //!
 //! The nodes are [`crate::cluster`]'s: each provisioned from the Ignition
-//! config terraform renders with `terraform/modules/ignition`, on a
-//! Container Linux image for docker (the real torcx-generator, a vendor
-//! docker the cluster does not want). [`run`] shows:
-//! 1. the bootkube master's first boots: its agent takes the cluster's
-//!    version from the seed, puts the docker of the runtime mappings in
-//!    place through the addon and reboots once; then bootkube brings up
-//!    the control plane (the real etcd, kube-apiserver,
-//!    kube-controller-manager and kube-scheduler, as systemd units);
-//! 2. the worker's first boot: its agent learns the cluster's version from
-//!    that API server, updates the OS through the update_engine stand-in,
-//!    puts docker in place through the addon, reboots once, writes
-//!    kubelet.env; the real kubelet of the cluster's version joins;
-//! 3. `kubectl get nodes -o wide`, a pod Running on the worker and its
-//!    log, `node-bootstrap status` on the worker, and the time from the
-//!    worker's first boot to its Node Ready with the agent's share of it
-//!    ([`crate::cluster::agent_seconds`], as the benchmark measures it).
+//! config terraform renders with `terraform/modules/ignition`, each with an
+//! address of its own ([`crate::cluster::NodeSpec::own_address`]). Two
+//! flows ([`Flow`]):
 //!
-//! The worker's runtime is the one the agent chooses for the cluster's
-//! version (docker on 1.20), or containerd when asked
-//! (`cluster-demo --containerd`); it and what pods need of it here are
-//! [`runtime`]'s.
-//! The node tier runs [`run`] itself (`tests/node/cluster_demo.rs`), so
-//! the README's first command cannot rot unseen.
+//! - [`Flow::Today`] (the default): today's Flatcar. Both nodes' os-release
+//!   is Flatcar's ([`FLATCAR_OS`]), with no torcx and no kubelet-wrapper;
+//!   their agent configs name no kubelet backend, so the agent's default
+//!   (`auto`) takes the kubelet as a system extension from the rig's signed
+//!   mirror. [`run`] shows the bootkube master's first boot (the version
+//!   from its seed, containerd configured and asked over CRI, the kubelet
+//!   sysext merged, then bootkube's control plane: the real etcd,
+//!   kube-apiserver, kube-controller-manager and kube-scheduler as systemd
+//!   units); the worker's first boot (the version from that API server, an
+//!   OS update to [`NEXT_FLATCAR`] through the update_engine stand-in, one
+//!   reboot), its second (containerd, the kubelet sysext, kubelet.env); the
+//!   real kubelet of the cluster's version joining with a bootstrap token;
+//! - [`Flow::Tectonic`] (`--tectonic`): the seed's flow on Container Linux
+//!   [`crate::cluster::OS_VERSION`]: docker put in place through the addon
+//!   and the real torcx, kubelet-wrapper, the worker updated to [`NEXT_OS`].
+//!
+//! Then, for both: `kubectl get nodes -o wide` (each node its own
+//! INTERNAL-IP), a pod Running on the worker with its own IP and its log,
+//! `node-bootstrap status` on the worker (which kubelet it runs and why),
+//! and the time from the worker's first boot to its Node Ready with the
+//! agent's share of it ([`crate::cluster::agent_seconds`], as the benchmark
+//! measures it). The worker's runtime and what pods need of it here are
+//! [`runtime`]'s. The node tier runs [`run`] itself
+//! (`tests/node/cluster_demo.rs`), so the README's first command cannot
+//! rot unseen.
 
 pub mod runtime;
 pub mod show;
 
-use crate::cluster::{self, ClusterRig, NodeSpec};
+use crate::cluster::{self, Auth, ClusterRig, NodeSpec};
 use crate::kube::NodeInfo;
 use crate::pods::{self, PodStatus};
 use crate::simnode::{BootEnd, SimNode};
@@ -41,8 +47,13 @@ use std::time::{Duration, Instant};
 
 pub const MASTER: &str = "master-1";
 pub const WORKER: &str = "worker-1";
-/// The OS the update_engine stand-in offers the worker (it runs
-/// [`cluster::OS_VERSION`]).
+/// The Flatcar release today's nodes run at first (a stable release).
+pub const FLATCAR_OS: &str = "4459.2.0";
+/// The Flatcar release the update_engine stand-in offers today's worker
+/// (the stable release whose containerd, 2.1.4, the rig also builds).
+pub const NEXT_FLATCAR: &str = "4593.2.0";
+/// The OS the update_engine stand-in offers the Tectonic flow's worker (it
+/// runs [`cluster::OS_VERSION`]).
 pub const NEXT_OS: &str = "1688.5.3";
 /// The pod the demo runs on the worker, and what it prints first.
 pub const POD: &str = "hello";
@@ -52,9 +63,52 @@ const BOOT: Duration = Duration::from_secs(240);
 /// The pod's start on a Ready node, at most.
 const POD_START: Duration = Duration::from_secs(90);
 
+/// Which node flow the demo shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Today's Flatcar: containerd, the kubelet sysext (module docs).
+    Today,
+    /// The seed's Tectonic flow on Container Linux: docker through torcx,
+    /// kubelet-wrapper; its worker on `runtime` when given (else the one the
+    /// agent chooses for the cluster's version).
+    Tectonic(Option<WorkerRuntime>),
+}
+
+impl Flow {
+    /// The worker's runtime.
+    pub fn runtime(self) -> Result<WorkerRuntime> {
+        match self {
+            Flow::Today => Ok(WorkerRuntime::Containerd),
+            Flow::Tectonic(Some(r)) => Ok(r),
+            Flow::Tectonic(None) => WorkerRuntime::for_cluster(&crate::kube::parts()?.version),
+        }
+    }
+
+    /// The OS the worker boots after its update.
+    pub fn next_os(self) -> &'static str {
+        match self {
+            Flow::Today => NEXT_FLATCAR,
+            Flow::Tectonic(_) => NEXT_OS,
+        }
+    }
+
+    /// The two nodes of the rig.
+    fn specs(self, runtime: WorkerRuntime) -> [NodeSpec; 2] {
+        match self {
+            Flow::Today => [
+                NodeSpec::master(MASTER).on_flatcar(FLATCAR_OS),
+                NodeSpec::worker(WORKER, Auth::BootstrapToken).on_flatcar(FLATCAR_OS),
+            ],
+            Flow::Tectonic(_) => [NodeSpec::master(MASTER), runtime.worker(WORKER)],
+        }
+        .map(|s| s.with_own_address())
+    }
+}
+
 /// What the demo showed, for its test.
 #[derive(Debug, Clone)]
 pub struct Report {
+    pub flow: Flow,
     /// The cluster's version (`v1.20.2`), as its API server says.
     pub version: String,
     pub runtime: WorkerRuntime,
@@ -62,8 +116,9 @@ pub struct Report {
     pub runtime_version: String,
     /// The Nodes once both were Ready.
     pub nodes: Vec<NodeInfo>,
-    /// The worker's OS after its reboot (os-release `VERSION_ID`).
+    /// The worker's OS after its reboot (os-release `VERSION_ID`, `NAME`).
     pub worker_os: String,
+    pub worker_os_name: String,
     pub kubelet_env: String,
     pub pod: PodStatus,
     /// `kubectl logs` of the pod.
@@ -76,22 +131,15 @@ pub struct Report {
     pub agent: f64,
 }
 
-/// Runs the demo, writing what it shows to `out`. The worker's runtime:
-/// `runtime`, or the one the agent chooses for the cluster's version
-/// ([`WorkerRuntime::for_cluster`]).
-pub fn run(out: &mut dyn Write, runtime: Option<WorkerRuntime>) -> Result<Report> {
+/// Runs the demo of `flow`, writing what it shows to `out`.
+pub fn run(out: &mut dyn Write, flow: Flow) -> Result<Report> {
     let t0 = Instant::now();
     // Dropped last: the nodes (dropped before it) are stopped by then.
     let _registry = Registry;
-    let runtime = match runtime {
-        Some(r) => r,
-        None => WorkerRuntime::for_cluster(&crate::kube::parts()?.version)?,
-    };
-    let rig = ClusterRig::new(&[
-        NodeSpec::master(MASTER),
-        runtime.worker(WORKER).with_os_update(NEXT_OS),
-    ])?;
-    header(out, &rig, runtime)?;
+    let runtime = flow.runtime()?;
+    let [master_spec, worker_spec] = flow.specs(runtime);
+    let rig = ClusterRig::new(&[master_spec, worker_spec.with_os_update(flow.next_os())])?;
+    header(out, &rig, flow, runtime)?;
     let mut nodes = rig.nodes()?;
     let [master, worker] = &mut nodes[..] else {
         bail!("the rig made {} nodes, not 2", nodes.len());
@@ -101,9 +149,10 @@ pub fn run(out: &mut dyn Write, runtime: Option<WorkerRuntime>) -> Result<Report
         "Provisioned {MASTER} (bootkube-master) and {WORKER} (worker) from the Ignition configs \
          that terraform/modules/ignition rendered.\n"
     )?;
-    master_boots(out, &rig, master)
+    master_boots(out, &rig, master, flow)
         .with_context(|| format!("{MASTER}'s first boots (the control plane)"))?;
-    let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker, runtime)
+    wait_for_token_secret(&rig)?;
+    let (first_boot_to_ready, agent) = worker_boots(out, &rig, worker, flow, runtime)
         .with_context(|| format!("{WORKER}'s first boot to its Node Ready"))?;
     let runtime_version = runtime
         .load_images(worker, BOOT)
@@ -136,11 +185,13 @@ pub fn run(out: &mut dyn Write, runtime: Option<WorkerRuntime>) -> Result<Report
     )?;
     let version = rig.parts.version.clone();
     Ok(Report {
+        flow,
         version,
         runtime,
         runtime_version,
         nodes: nodes_info,
-        worker_os: os_version(worker),
+        worker_os: os_release_field(worker, "VERSION_ID"),
+        worker_os_name: os_release_field(worker, "NAME"),
         kubelet_env: worker
             .read("/etc/kubernetes/kubelet.env")
             .unwrap_or_default(),
@@ -154,38 +205,55 @@ pub fn run(out: &mut dyn Write, runtime: Option<WorkerRuntime>) -> Result<Report
 
 /// What is real, what stands in for what cannot run here, and the test
 /// parts this machine kind needs.
-fn header(out: &mut dyn Write, rig: &ClusterRig, runtime: WorkerRuntime) -> Result<()> {
+fn header(out: &mut dyn Write, rig: &ClusterRig, flow: Flow, runtime: WorkerRuntime) -> Result<()> {
+    let (title, real, standins) = match flow {
+        Flow::Today => (
+            format!("today's Flatcar ({FLATCAR_OS}): containerd and the kubelet as a system extension"),
+            format!(
+                "systemd as each node's PID 1, and its systemd-sysext; etcd (Debian's); Kubernetes {} \
+                 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the kubelet \
+                 as a system extension image from a signed mirror); containerd (Debian's 1.6.20 as \
+                 the OS's); terraform rendering each node's Ignition config",
+                rig.parts.version
+            ),
+            format!(
+                "Flatcar's os-release ({FLATCAR_OS}; the nodes' userland is Debian's); update_engine \
+                 (the OS update to {NEXT_FLATCAR}, on the node's D-Bus); bootkube.sh (the control \
+                 plane as systemd units, not static pods)"
+            ),
+        ),
+        Flow::Tectonic(_) => (
+            "the seed's Tectonic flow (Container Linux: docker through torcx, kubelet-wrapper)"
+                .to_string(),
+            format!(
+                "systemd as each node's PID 1; etcd (Debian's); Kubernetes {} (kube-apiserver, \
+                 kube-controller-manager, kube-scheduler, kubelet, kubectl); docker {} as a torcx \
+                 image from a signed mirror; torcx;{} terraform rendering each node's Ignition config",
+                rig.parts.version,
+                rig.docker.version,
+                match runtime {
+                    WorkerRuntime::Docker => "",
+                    WorkerRuntime::Containerd => " containerd (Debian's, as the worker's OS's);",
+                }
+            ),
+            "update_engine (the OS update, on the node's D-Bus); kubelet-wrapper (runs the kubelet \
+             of kubelet.env's image from the node's store, not rkt); bootkube.sh (the control plane \
+             as systemd units, not static pods)"
+                .to_string(),
+        ),
+    };
     writeln!(
         out,
-        "== node-bootstrap: a worker joins a real Kubernetes cluster (simulated nodes) =="
+        "== node-bootstrap: a worker joins a real Kubernetes cluster (simulated nodes), {title} =="
     )?;
-    show::labelled(
-        out,
-        "real",
-        &format!(
-            "systemd as each node's PID 1; etcd (Debian's); Kubernetes {} (kube-apiserver, \
-             kube-controller-manager, kube-scheduler, kubelet, kubectl); docker {} as a torcx \
-             image from a signed mirror; torcx;{} terraform rendering each node's Ignition config",
-            rig.parts.version,
-            rig.docker.version,
-            match runtime {
-                WorkerRuntime::Docker => "",
-                WorkerRuntime::Containerd => " containerd (Debian's, as the worker's OS's);",
-            }
-        ),
-    )?;
-    show::labelled(
-        out,
-        "stand-ins",
-        "update_engine (the OS update, on the node's D-Bus); kubelet-wrapper (runs the kubelet \
-         of kubelet.env's image from the node's store, not rkt); bootkube.sh (the control plane \
-         as systemd units, not static pods)",
-    )?;
+    show::labelled(out, "real", &real)?;
+    show::labelled(out, "stand-ins", &standins)?;
     show::labelled(
         out,
         "test parts",
         &format!(
-            "{}; the nodes share the host's network",
+            "{}; the nodes share the host's network, each kubelet registering an address of its \
+             own (--node-ip, on the host's loopback)",
             runtime.test_parts()
         ),
     )?;
@@ -193,33 +261,48 @@ fn header(out: &mut dyn Write, rig: &ClusterRig, runtime: WorkerRuntime) -> Resu
     Ok(())
 }
 
-/// The master's first two boots: the agent's docker reboot, then
-/// bootkube's control plane.
-fn master_boots(out: &mut dyn Write, rig: &ClusterRig, m: &mut SimNode) -> Result<()> {
+/// The master's first boots: on Container Linux the agent's docker reboot,
+/// then bootkube's control plane; on today's Flatcar one boot (containerd
+/// and the kubelet sysext need none).
+fn master_boots(out: &mut dyn Write, rig: &ClusterRig, m: &mut SimNode, flow: Flow) -> Result<()> {
     rig.push_assets(m)?;
     let t = Instant::now();
-    step(
-        out,
-        &format!(
-            "[{MASTER}] boot 1: the agent takes the version from the seed, docker from the addon"
-        ),
-    )?;
-    boot(m)?;
-    expect_reboot(m)?;
-    writeln!(out, " rebooted after {:.1} s", t.elapsed().as_secs_f64())?;
-    show::print_events(out, &show::agent_records(m)?, 0, "    | ")?;
+    let seen = if let Flow::Tectonic(_) = flow {
+        step(
+            out,
+            &format!(
+                "[{MASTER}] boot 1: the agent takes the version from the seed, docker from the addon"
+            ),
+        )?;
+        boot(m)?;
+        expect_reboot(m)?;
+        writeln!(out, " rebooted after {:.1} s", t.elapsed().as_secs_f64())?;
+        let seen = show::print_events(out, &show::agent_records(m)?, 0, "    | ")?;
+        step(
+            out,
+            &format!(
+                "[{MASTER}] boot 2: bootkube.sh starts etcd, kube-apiserver, controller manager, scheduler"
+            ),
+        )?;
+        seen
+    } else {
+        step(
+            out,
+            &format!(
+                "[{MASTER}] boot 1: the agent takes the version from the seed, configures containerd, \
+                 merges the kubelet sysext; bootkube.sh starts etcd, kube-apiserver, controller \
+                 manager, scheduler"
+            ),
+        )?;
+        0
+    };
     let t = Instant::now();
-    step(
-        out,
-        &format!(
-            "[{MASTER}] boot 2: bootkube.sh starts etcd, kube-apiserver, controller manager, scheduler"
-        ),
-    )?;
     boot(m)?;
     m.wait_for("bootkube to complete", BOOT, |n| {
         n.exists("/opt/tectonic/init_bootkube.done").then_some(())
     })?;
     writeln!(out, " ready after {:.1} s", t.elapsed().as_secs_f64())?;
+    show::print_events(out, &show::agent_records(m)?, seen, "    | ")?;
     let units = [
         "kube-etcd",
         "kube-apiserver",
@@ -251,11 +334,13 @@ fn worker_boots(
     out: &mut dyn Write,
     rig: &ClusterRig,
     w: &mut SimNode,
+    flow: Flow,
     runtime: WorkerRuntime,
 ) -> Result<(f64, f64)> {
     writeln!(
         out,
-        "[{WORKER}] boot 1: k8s-node-bootstrap.service runs `node-bootstrap run` (seed kubelet.env: {})",
+        "[{WORKER}] boot 1: {}, k8s-node-bootstrap.service runs `node-bootstrap run` (seed kubelet.env: {})",
+        os_name(w),
         cluster::STALE_SEED_TAG
     )?;
     let t0 = Instant::now();
@@ -269,17 +354,23 @@ fn worker_boots(
     )?;
     boot(w)?;
     w.wait_active_state("kubelet.service", "active", BOOT)?;
-    let runs = match runtime {
-        WorkerRuntime::Docker => format!("docker {} (torcx)", cluster::node_docker(w)?.0),
-        WorkerRuntime::Containerd => format!(
+    let runs = match (flow, runtime) {
+        (Flow::Today, _) => format!(
+            "containerd {} (the OS's, configured by the agent), {} from the kubernetes system \
+             extension",
+            pods::wait_containerd(w, pods::CONTAINERD_SOCKET, BOOT)?,
+            kubelet_version(w)
+        ),
+        (_, WorkerRuntime::Docker) => format!("docker {} (torcx)", cluster::node_docker(w)?.0),
+        (_, WorkerRuntime::Containerd) => format!(
             "containerd {} (the OS's, configured by the agent)",
             pods::wait_containerd(w, pods::CONTAINERD_SOCKET, BOOT)?
         ),
     };
     writeln!(
         out,
-        "[{WORKER}] boot 2: OS {} (update_engine stand-in), {runs}; the agent:",
-        os_version(w)
+        "[{WORKER}] boot 2: {} (update_engine stand-in), {runs}; the agent:",
+        os_name(w)
     )?;
     show::print_events(out, &show::agent_records(w)?, seen, "    | ")?;
     writeln!(
@@ -303,6 +394,34 @@ fn worker_boots(
     writeln!(out, " Node Ready {ready:.1} s after the first boot began")?;
     let agent = cluster::agent_seconds(&w.journal_json(&[cluster::AGENT_JOURNAL_MATCH]))?;
     Ok((ready, agent))
+}
+
+/// With a worker of a bootstrap token: until the token's Secret is in the
+/// cluster (tectonic applies the master's manifests after bootkube), which
+/// the worker's first request needs.
+fn wait_for_token_secret(rig: &ClusterRig) -> Result<()> {
+    let Some(token) = rig.bootstrap_token() else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + BOOT;
+    while !rig
+        .kubectl
+        .bootstrap_token_exists(&token.id)
+        .unwrap_or(false)
+    {
+        if Instant::now() > deadline {
+            bail!("the bootstrap token's Secret never appeared in the cluster");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
+}
+
+/// `/usr/bin/kubelet --version` in the node (the merged extension's).
+fn kubelet_version(n: &SimNode) -> String {
+    n.exec(&["/usr/bin/kubelet", "--version"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|e| format!("no /usr/bin/kubelet ({e})"))
 }
 
 /// A busybox pod that the scheduler places on the worker: Running, and
@@ -360,14 +479,25 @@ fn expect_reboot(n: &mut SimNode) -> Result<()> {
     Ok(())
 }
 
-/// The node's os-release `VERSION_ID`.
-fn os_version(n: &SimNode) -> String {
+/// A field of the node's os-release (`VERSION_ID`, `NAME`), unquoted.
+fn os_release_field(n: &SimNode, key: &str) -> String {
     n.read(crate::agentnode::OS_RELEASE)
         .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("VERSION_ID=").map(str::to_string))
+            t.lines().find_map(|l| {
+                l.strip_prefix(&format!("{key}="))
+                    .map(|v| v.trim_matches('"').to_string())
+            })
         })
         .unwrap_or_else(|| "?".into())
+}
+
+/// `Flatcar Container Linux by Kinvolk 4593.2.0`, as os-release says it.
+fn os_name(n: &SimNode) -> String {
+    format!(
+        "{} {}",
+        os_release_field(n, "NAME"),
+        os_release_field(n, "VERSION_ID")
+    )
 }
 
 /// The demo's running nodes: (PID 1, the node's directory), so that an

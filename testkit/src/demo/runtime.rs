@@ -5,11 +5,13 @@
 //! Kubernetes removed dockershim in 1.24: a cluster of 1.24 or newer runs
 //! its pods on containerd (through CRI), an older one on docker, as the
 //! agent's `runtime.name = "auto"` chooses. The cluster here is Kubernetes
-//! 1.20 (Debian 12's source package), so the worker runs docker, installed
+//! 1.20 (Debian 12's source package). Today's Flatcar flow tells the
+//! agents `runtime.name = "containerd"` (the OS's containerd, configured
+//! and started by the agent, reached through CRI), as a cluster of 1.24 or
+//! newer gets by default. The Tectonic flow's worker runs docker, installed
 //! by the agent's docker addon as the runtime mappings say (the real torcx
-//! applies it); `cluster-demo --containerd` tells the worker's agent
-//! `runtime.name = "containerd"` instead (the OS's containerd, configured
-//! and started by the agent, reached through CRI). What the pods need here
+//! applies it); `cluster-demo --tectonic --containerd` tells it containerd
+//! instead. What the pods need here
 //! beyond the product: the rig's test parts of each runtime
 //! ([`crate::cluster`], [`crate::pods`]: the runc shim, a TEST PART this
 //! machine kind needs, as no CAP_SYS_RESOURCE lets the real runc give a pod
@@ -78,8 +80,8 @@ impl WorkerRuntime {
                 "the runc shim first on containerd's PATH: this machine kind lacks \
                  CAP_SYS_RESOURCE, so the shim clamps a pod's oomScoreAdj to 0 (VMs run the \
                  real runc); /var/lib/containerd on a tmpfs (a node's root is an overlay); \
-                 the master's docker on vfs; the pods' network added by the rig as a \
-                 cluster's network add-on would (a bridge per node)"
+                 the pods' network added by the rig as a cluster's network add-on would (a \
+                 bridge per node)"
             }
         }
     }

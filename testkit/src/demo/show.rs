@@ -123,10 +123,20 @@ fn step_result(step: &str, r: &Value) -> String {
             ),
         },
         "runtime" => format!(
-            "{} for Kubernetes {} (runtime.name {})",
+            "{} for Kubernetes {} (runtime.name {}); kubelet: {} ({})",
             s("runtime"),
             s("kubernetes"),
-            s("requested")
+            s("requested"),
+            s("kubelet"),
+            s("kubelet_why")
+        ),
+        "kubelet-sysext" => format!(
+            "kubelet {} ({} for the cluster's {}) from {}, signed: {}, merged with systemd-sysext",
+            s("version"),
+            s("rule"),
+            s("cluster_version"),
+            s("url"),
+            s("signed")
         ),
         "containerd" => format!(
             "{} through CRI {}, config {} ({}), cgroup driver {}",
@@ -345,10 +355,11 @@ mod tests {
         assert_eq!(
             done(
                 "runtime",
-                json!({"runtime": "docker", "requested": "auto", "kubernetes": "1.20", "kubelet_rules": "1.20"})
+                json!({"runtime": "containerd", "requested": "containerd", "kubernetes": "1.20", "kubelet_rules": "1.20",
+                    "kubelet": "sysext", "kubelet_why": "auto: Flatcar 4459.2.0 has no kubelet-wrapper"})
             ),
             format!(
-                "{:<16} docker for Kubernetes 1.20 (runtime.name auto)",
+                "{:<16} containerd for Kubernetes 1.20 (runtime.name containerd); kubelet: sysext (auto: Flatcar 4459.2.0 has no kubelet-wrapper)",
                 "runtime"
             )
         );
