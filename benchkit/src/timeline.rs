@@ -426,6 +426,7 @@ mod tests {
             ready_condition: Some(kubelet + 11.0),
             usable: Some(kubelet + 11.5),
             ready_since: None,
+            not_ready_reasons: Vec::new(),
         }
     }
 
