@@ -83,11 +83,17 @@ if want ready && [ -n "${BASE:-}" ] && [ -z "${AGENT_B:-}" ]; then
         log "building the release agent of $BASE ($SHA) for the A/B"
         SRC=$(mktemp -d)
         git archive "$SHA" | tar -x -C "$SRC"
-        # The same target dir: the dependencies are built once for both
-        # (ours is built after it, below).
-        (cd "$SRC" && cargo build --quiet --release --bin node-bootstrap --target-dir "$BENCH_CACHE")
+        # A target dir of its own (in ours, cargo would take the other
+        # source's build as fresh: its fingerprints name ours' files),
+        # started from ours' dependencies, without the workspace's crates.
+        BT=$BENCH_CACHE/base-target
+        if [ ! -d "$BT/release" ] && [ -d "$BENCH_CACHE/release" ]; then
+            mkdir -p "$BT" && cp -a "$BENCH_CACHE/release" "$BT/"
+        fi
+        rm -rf "$BT"/release/.fingerprint/node-bootstrap-*
+        (cd "$SRC" && cargo build --quiet --release --bin node-bootstrap --target-dir "$BT")
         mkdir -p "$(dirname "$AGENT_B")"
-        cp "$BENCH_CACHE/release/node-bootstrap" "$AGENT_B"
+        cp "$BT/release/node-bootstrap" "$AGENT_B"
         rm -rf "$SRC"
     fi
 fi

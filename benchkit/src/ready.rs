@@ -201,6 +201,11 @@ pub fn bench(plan: &Plan) -> Result<Vec<String>> {
         .extend(audit.apiserver_args());
     let cp = rig.control_plane.start(&rig.parts)?;
     let mut nodes = rig.nodes()?;
+    if let Ok(extra) = std::env::var("NB_BENCH_KUBELET_ARGS") {
+        for n in &nodes {
+            more_kubelet_args(n, &extra)?;
+        }
+    }
     let rounds = plan.runs * plan.kinds.len() * sides.len();
     let (measured, steady_nodes) = nodes.split_at_mut(rounds);
     let mut seen: Vec<Seen> = Vec::new();
@@ -444,6 +449,19 @@ fn write_rates(
         }
     }
     Ok(rows.iter().map(Row::line).collect())
+}
+
+/// `NB_BENCH_KUBELET_ARGS` (to look into a kubelet, e.g. `--v=4`): added
+/// to the kubelet's arguments of the rig's test drop-in.
+fn more_kubelet_args(n: &SimNode, extra: &str) -> Result<()> {
+    const DROP_IN: &str = "/etc/systemd/system/kubelet.service.d/20-test-node.conf";
+    let text = n.read(DROP_IN).context("the rig's kubelet drop-in")?;
+    let text = text.replacen(
+        "KUBELET_EXTRA_ARGS=",
+        &format!("KUBELET_EXTRA_ARGS={extra} "),
+        1,
+    );
+    n.write(DROP_IN, text, 0o644)
 }
 
 /// Keeps a node's journal in `dump` (one record a line).

@@ -124,6 +124,11 @@ impl Rec {
     }
 }
 
+/// `STEP=` values of records that belong to whichever step runs them (the
+/// metadata search of the kubelet's and the addon's images), not flow
+/// steps of their own.
+const SUB_STEPS: &[&str] = &["metadata"];
+
 /// Where the agent's records put the time of one process.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State<'a> {
@@ -138,7 +143,7 @@ enum State<'a> {
 /// The label of the time before agent record `r`, given the state before
 /// it; and the state after it.
 fn label<'a>(state: State<'a>, r: &'a Rec) -> (String, State<'a>) {
-    let flow_step = !r.step.is_empty() && r.step != "run";
+    let flow_step = !r.step.is_empty() && r.step != "run" && !SUB_STEPS.contains(&r.step.as_str());
     let label = match state {
         State::ProcessStart => "run: process start (exec to its first log line)".to_string(),
         State::Preamble => "run: start (lock, preflight, system bus, boot id)".to_string(),
@@ -343,8 +348,11 @@ struct Wait {
 
 /// The API server's answer to `/version`, the package download (with its
 /// hashing), containerd's start job (systemd starting it, containerd until
-/// it is ready).
-const WAITS: [Wait; 3] = [
+/// it is ready), and the kubelet extension's parts: its download and
+/// hashes, the image check (a loop mount and the image's kubelet
+/// `--version`), `systemd-sysext refresh`, the merged kubelet's
+/// `--version` (both transient units).
+const WAITS: [Wait; 7] = [
     Wait {
         label: "cluster-version: GET /version (TLS included)",
         begins: |r| r.agent() && r.message == "asking the API server for the cluster version",
@@ -359,6 +367,34 @@ const WAITS: [Wait; 3] = [
         label: "containerd: containerd.service's start job",
         begins: |r| r.job("containerd.service", JOB_STARTING),
         ends: |r| r.job("containerd.service", JOB_DONE),
+    },
+    Wait {
+        label: "kubelet-sysext: the image's download, SHA-256 and SHA-512",
+        begins: |r| r.agent() && r.message == "kubelet image chosen",
+        ends: |r| {
+            r.agent() && r.step == "kubelet-sysext" && r.message == "package fetched and verified"
+        },
+    },
+    Wait {
+        label: "kubelet-sysext: the image checked (loop mount, its kubelet --version)",
+        begins: |r| {
+            r.agent() && r.step == "kubelet-sysext" && r.message == "package fetched and verified"
+        },
+        ends: |r| r.agent() && r.message == "the image is one systemd-sysext merges here",
+    },
+    Wait {
+        label: "kubelet-sysext: systemd-sysext refresh (a transient unit)",
+        begins: |r| {
+            r.pid == "1"
+                && r.message_id == JOB_STARTING
+                && r.unit.starts_with("node-bootstrap-sysext-refresh-")
+        },
+        ends: |r| r.agent() && r.message == "systemd-sysext refresh merged the extensions",
+    },
+    Wait {
+        label: "kubelet-sysext: the merged kubelet's --version (a transient unit)",
+        begins: |r| r.agent() && r.message == "systemd-sysext refresh merged the extensions",
+        ends: |r| r.agent() && r.step == "kubelet-sysext" && r.message == "image merged",
     },
 ];
 
@@ -400,6 +436,7 @@ mod tests {
         let text = match name {
             "docker" => include_str!("fixtures/ready-docker-0.jsonl"),
             "containerd" => include_str!("fixtures/ready-containerd-0.jsonl"),
+            "sysext" => include_str!("fixtures/ready-sysext-0.jsonl"),
             _ => include_str!("fixtures/floor-containerd-0.jsonl"),
         };
         text.lines()
@@ -500,6 +537,48 @@ mod tests {
             .find(|w| w.label.starts_with("containerd"))
             .unwrap();
         assert!((start_job.secs - 0.135).abs() < 0.01, "{start_job:?}");
+        let sum: f64 = t.segments.iter().map(|s| s.secs).sum();
+        assert!((sum - t.total).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_sysext_worker_has_its_kubelet_step_whole_and_its_parts_as_waits() {
+        let j = fixture("sysext");
+        let t = Timeline::of(first(&j), &j, &seen(kubelet_start(&j))).unwrap();
+        let l = labels(&t);
+        // The metadata search is part of the step, not a step of its own.
+        assert!(l.contains(&"1 agent kubelet-sysext".to_string()), "{l:?}");
+        assert!(!l.iter().any(|l| l.contains("metadata")), "{l:?}");
+        let step = t
+            .segments
+            .iter()
+            .find(|s| s.label == "kubelet-sysext")
+            .unwrap()
+            .secs;
+        // This run: 0.455 s to 2.097 s into the journal.
+        assert!((step - 1.642).abs() < 0.01, "{step}");
+        let wait = |l: &str| {
+            t.waits
+                .iter()
+                .find(|w| w.label.starts_with(l))
+                .unwrap_or_else(|| panic!("no wait {l}: {:?}", t.waits))
+                .secs
+        };
+        let parts = [
+            ("kubelet-sysext: the image's download", 0.975),
+            ("kubelet-sysext: the image checked", 0.214),
+            ("kubelet-sysext: systemd-sysext refresh", 0.095),
+            ("kubelet-sysext: the merged kubelet", 0.298),
+        ];
+        for (label, secs) in parts {
+            assert!(
+                (wait(label) - secs).abs() < 0.01,
+                "{label}: {}",
+                wait(label)
+            );
+        }
+        let sum: f64 = parts.iter().map(|(l, _)| wait(l)).sum();
+        assert!(sum < step, "{sum} of {step}");
         let sum: f64 = t.segments.iter().map(|s| s.secs).sum();
         assert!((sum - t.total).abs() < 1e-6);
     }
