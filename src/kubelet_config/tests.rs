@@ -159,7 +159,7 @@ fn the_1_20_file_holds_what_the_kubelet_was_given_as_flags() {
     assert_eq!(doc["cgroupDriver"], "systemd");
     assert_eq!(doc["rotateCertificates"], true);
     assert_eq!(doc["serverTLSBootstrap"], true);
-    assert_eq!(doc["nodeStatusUpdateFrequency"], "1s");
+    assert_eq!(doc["nodeStatusUpdateFrequency"], "2s");
     assert_eq!(doc["nodeStatusReportFrequency"], "5m");
     assert!(
         doc.get("registerWithTaints").is_none(),
@@ -276,6 +276,12 @@ fn status_frequencies_only_where_the_kubelet_has_them_and_never_apart() {
                 assert!(
                     go_duration_secs(&u) < 10.0,
                     "{v}: {u} is not below the default 10s"
+                );
+                // It is also the timeout of the lease renewals and status
+                // patches (cmd/kubelet/app/server.go, heartbeatClientConfig).
+                assert!(
+                    go_duration_secs(&u) >= 2.0,
+                    "{v}: {u} would time out the kubelet's heartbeats on a slow API server"
                 );
                 assert!(
                     go_duration_secs(&p) >= 300.0,
