@@ -182,7 +182,8 @@ if want ready; then
     log "first boot to Node Ready in a real cluster ($RUNS workers of each kind ${KINDS:-docker,containerd,sysext} and their floors, simulated nodes; then ${WRITE_WINDOW:-600} s of steady-state writes)"
     "$H" node-ready --agent "$BIN" ${AGENT_B:+--agent-b "$(realpath "$AGENT_B")"} --runs "$RUNS" \
         --kinds "${KINDS:-docker,containerd,sysext}" --write-window-secs "${WRITE_WINDOW:-600}" \
-        2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect
+        2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect ||
+        { sleep 1; log "node-ready failed; the end of its log:"; tail -n 40 "$OUT/log" >&2; exit 1; }
     if [ "$VM" = 1 ]; then
         log "first boot to Node Ready of a worker VM (the VM tier's join test)"
         NB_BENCH_REPORT=$OUT/vm-rows cargo test --quiet --test vm \
