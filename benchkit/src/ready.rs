@@ -408,7 +408,7 @@ fn write_rates(
         );
         eprintln!("node-ready steady {}: ours {a:?}; B {b:?}", kind.tag());
         let minutes = a.minutes;
-        let measures: [(&str, fn(&Rates) -> f64, bool); 3] = [
+        let measures: [Measure; 3] = [
             (
                 "Node status writes (PATCH nodes/status, and of the Node)",
                 Rates::node_status_per_minute,
@@ -450,6 +450,10 @@ fn write_rates(
     }
     Ok(rows.iter().map(Row::line).collect())
 }
+
+/// One steady-state measure: its name, how it is read from the rates,
+/// whether it has a target (no more than the previous main).
+type Measure = (&'static str, fn(&Rates) -> f64, bool);
 
 /// `NB_BENCH_KUBELET_ARGS` (to look into a kubelet, e.g. `--v=4`): added
 /// to the kubelet's arguments of the rig's test drop-in.
