@@ -17,6 +17,14 @@
 #                                     ready section boots workers of both
 #                                     agents, taking turns, and puts B's
 #                                     step table beside A's
+#   BASE=main ONLY=ready bench/run.sh   the same A/B against the release agent
+#                                     built from git revision BASE (once, kept
+#                                     in $BENCH_CACHE/base-<commit>): the
+#                                     previous main, its kubelet configuration
+#                                     included
+#   KINDS=sysext WRITE_WINDOW=0 ONLY=ready bench/run.sh   some worker kinds
+#                                     (docker, containerd, sysext), no
+#                                     steady-state window (default 600 s)
 #
 # Sections: footprint (binary size, dynamic deps, peak RSS of a full run),
 # critical (critical path to kubelet on a simulated node vs the no-op floor;
@@ -24,11 +32,14 @@
 # (bench/assets.sh: assets pull vs the original's whole job, aws s3 cp +
 # tar xzf + sync, and vs aws s3 cp alone, on Garage), fleet (hundreds of
 # agents retrying a failing API server: request-rate histogram), ready (a
-# worker's first boot to Node Ready, and without the not-ready taint, in a
-# real cluster: docker and containerd workers on simulated nodes against the
-# same workers with nothing to bootstrap, with the step-by-step table of
-# where the time goes; and, unless --quick or VM=0, one worker VM through
-# the VM tier's join test, about 12 minutes under emulation), follow (day
+# worker's first boot to the Ready condition, and to Ready without the
+# not-ready taint, in a real cluster: docker, containerd and sysext workers
+# on simulated nodes against the same workers with nothing to bootstrap,
+# with the step-by-step table of where the time goes; then one worker of
+# each kind (and agent) kept Ready for WRITE_WINDOW seconds, its Node
+# status and lease writes per minute from the API server's audit log; and,
+# unless --quick or VM=0, one worker VM through the VM tier's join test,
+# about 12 minutes under emulation), follow (day
 # two: a cluster of a master and three workers at v1.20.2, the control
 # plane moved to the stand-in of v1.20.3; the time to the last worker
 # following, and each worker's Not-Ready window; about 6 minutes).
@@ -50,6 +61,7 @@ if [ "${1:-}" = --quick ]; then
     export S3=${S3:-standin}
     ONLY=${ONLY:-footprint critical status assets ready}
     VM=${VM:-0}
+    WRITE_WINDOW=${WRITE_WINDOW:-0}
 fi
 RUNS=${RUNS:-7}
 FLEET=${FLEET:-300}
@@ -64,6 +76,27 @@ for t in /usr/bin/time ldd column; do
 done
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+if want ready && [ -n "${BASE:-}" ] && [ -z "${AGENT_B:-}" ]; then
+    SHA=$(git rev-parse --verify "$BASE^{commit}")
+    AGENT_B=$BENCH_CACHE/base-$SHA/node-bootstrap
+    if [ ! -x "$AGENT_B" ]; then
+        log "building the release agent of $BASE ($SHA) for the A/B"
+        SRC=$(mktemp -d)
+        git archive "$SHA" | tar -x -C "$SRC"
+        # A target dir of its own (in ours, cargo would take the other
+        # source's build as fresh: its fingerprints name ours' files),
+        # started from ours' dependencies, without the workspace's crates.
+        BT=$BENCH_CACHE/base-target
+        if [ ! -d "$BT/release" ] && [ -d "$BENCH_CACHE/release" ]; then
+            mkdir -p "$BT" && cp -a "$BENCH_CACHE/release" "$BT/"
+        fi
+        rm -rf "$BT"/release/.fingerprint/node-bootstrap-*
+        (cd "$SRC" && cargo build --quiet --release --bin node-bootstrap --target-dir "$BT")
+        mkdir -p "$(dirname "$AGENT_B")"
+        cp "$BT/release/node-bootstrap" "$AGENT_B"
+        rm -rf "$SRC"
+    fi
+fi
 log "building (nb-bench and fake-update-engine; release node-bootstrap into $BENCH_CACHE)"
 cargo build --quiet -p benchkit -p testkit --bins
 if [ -n "${AGENT:-}" ]; then
@@ -146,9 +179,11 @@ if want assets; then
 fi
 
 if want ready; then
-    log "first boot to Node Ready in a real cluster ($RUNS workers and their floors, simulated nodes)"
+    log "first boot to Node Ready in a real cluster ($RUNS workers of each kind ${KINDS:-docker,containerd,sysext} and their floors, simulated nodes; then ${WRITE_WINDOW:-600} s of steady-state writes)"
     "$H" node-ready --agent "$BIN" ${AGENT_B:+--agent-b "$(realpath "$AGENT_B")"} --runs "$RUNS" \
-        2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect
+        --kinds "${KINDS:-docker,containerd,sysext}" --write-window-secs "${WRITE_WINDOW:-600}" \
+        2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect ||
+        { sleep 1; log "node-ready failed; the end of its log:"; tail -n 40 "$OUT/log" >&2; exit 1; }
     if [ "$VM" = 1 ]; then
         log "first boot to Node Ready of a worker VM (the VM tier's join test)"
         NB_BENCH_REPORT=$OUT/vm-rows cargo test --quiet --test vm \

@@ -14,12 +14,14 @@
 pub mod breakdown;
 pub mod bundle;
 pub mod critical;
+pub mod floor;
 pub mod follow;
 pub mod nodewatch;
 pub mod ready;
 pub mod report;
 pub mod s3standin;
 pub mod timeline;
+pub mod writes;
 
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;

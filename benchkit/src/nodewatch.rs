@@ -30,6 +30,8 @@ pub struct NodeState {
     /// The Ready condition's `lastTransitionTime` (API server's clock,
     /// whole seconds).
     pub ready_since: Option<f64>,
+    /// The Ready condition's message (why not ready), empty without one.
+    pub ready_message: String,
 }
 
 impl NodeState {
@@ -49,6 +51,10 @@ impl NodeState {
             ready_since: cond
                 .and_then(|c| c["lastTransitionTime"].as_str())
                 .and_then(rfc3339_epoch_secs),
+            ready_message: cond
+                .and_then(|c| c["message"].as_str())
+                .unwrap_or_default()
+                .to_string(),
         }
     }
 
@@ -69,12 +75,20 @@ pub struct Milestones {
     pub usable: Option<f64>,
     /// The Ready condition's `lastTransitionTime` when it was first seen True.
     pub ready_since: Option<f64>,
+    /// Each new message of the Ready condition until Ready (when first
+    /// seen, the message): why the node was not ready, in order.
+    pub not_ready_reasons: Vec<(f64, String)>,
 }
 
 impl Milestones {
     /// Takes in one observed state of the Node at `at`.
     pub fn observe(&mut self, at: f64, s: &NodeState) {
         self.registered.get_or_insert(at);
+        if self.ready_condition.is_none()
+            && self.not_ready_reasons.last().map(|r| &r.1) != Some(&s.ready_message)
+        {
+            self.not_ready_reasons.push((at, s.ready_message.clone()));
+        }
         if s.ready && self.ready_condition.is_none() {
             self.ready_condition = Some(at);
             self.ready_since = s.ready_since;

@@ -17,9 +17,13 @@
 //! - `control plane`: the condition to the `node.kubernetes.io/not-ready`
 //!   taint lifted.
 //!
-//! Some agent steps wait on others inside; those waits are given as
-//! "of which" rows ([`Timeline::waits`]), not part of the sum: the API
-//! server's answer, the package download, containerd's start job.
+//! Some segments wait on others inside; those waits are given as "of
+//! which" rows ([`Timeline::waits`]), not part of the sum: in the agent's
+//! steps the API server's answer, the package download, containerd's
+//! start job, the kubelet extension's download, check and merge; in the
+//! kubelet's start to registration its way to its container manager
+//! (the client certificate, cAdvisor), and after registration the
+//! network add-on's CNI list.
 
 use crate::nodewatch::Milestones;
 use anyhow::{Context as _, Result, bail};
@@ -122,7 +126,15 @@ impl Rec {
     fn agent(&self) -> bool {
         self.unit == AGENT_UNIT && self.comm == "node-bootstrap"
     }
+    fn kubelet(&self) -> bool {
+        self.unit == KUBELET_UNIT && self.pid != "1"
+    }
 }
+
+/// `STEP=` values of records that belong to whichever step runs them (the
+/// metadata search of the kubelet's and the addon's images), not flow
+/// steps of their own.
+const SUB_STEPS: &[&str] = &["metadata"];
 
 /// Where the agent's records put the time of one process.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -138,7 +150,7 @@ enum State<'a> {
 /// The label of the time before agent record `r`, given the state before
 /// it; and the state after it.
 fn label<'a>(state: State<'a>, r: &'a Rec) -> (String, State<'a>) {
-    let flow_step = !r.step.is_empty() && r.step != "run";
+    let flow_step = !r.step.is_empty() && r.step != "run" && !SUB_STEPS.contains(&r.step.as_str());
     let label = match state {
         State::ProcessStart => "run: process start (exec to its first log line)".to_string(),
         State::Preamble => "run: start (lock, preflight, system bus, boot id)".to_string(),
@@ -254,14 +266,15 @@ impl Timeline {
             kubelet.at - now,
         );
         let mut t = Self::finish(segments, boot, kubelet.at, seen, t0)?;
-        t.waits = agent_waits(&recs);
+        t.waits = waits(&recs);
         Ok(t)
     }
 
     /// The timeline of a worker with nothing to bootstrap: no agent.
     pub fn of_floor(t0: f64, journal: &[Value], seen: &Milestones) -> Result<Timeline> {
-        let kubelet = records(journal)
-            .into_iter()
+        let recs = records(journal);
+        let kubelet = recs
+            .iter()
             .find(|r| r.job(KUBELET_UNIT, JOB_STARTING))
             .context("no start of kubelet.service")?;
         let mut segments = Vec::new();
@@ -272,7 +285,9 @@ impl Timeline {
             "boot to kubelet's start",
             kubelet.at - t0,
         );
-        Self::finish(segments, 1, kubelet.at, seen, t0)
+        let mut t = Self::finish(segments, 1, kubelet.at, seen, t0)?;
+        t.waits = waits(&recs);
+        Ok(t)
     }
 
     /// The kubelet's and the control plane's segments, after kubelet's
@@ -336,6 +351,7 @@ fn records(journal: &[Value]) -> Vec<Rec> {
 /// A wait inside the agent's steps: from the first record `begins` to the
 /// next `ends`, summed over every such pair.
 struct Wait {
+    owner: Owner,
     label: &'static str,
     begins: fn(&Rec) -> bool,
     ends: fn(&Rec) -> bool,
@@ -343,26 +359,78 @@ struct Wait {
 
 /// The API server's answer to `/version`, the package download (with its
 /// hashing), containerd's start job (systemd starting it, containerd until
-/// it is ready).
-const WAITS: [Wait; 3] = [
+/// it is ready), and the kubelet extension's parts: its download and
+/// hashes, the image check (a loop mount and the image's kubelet
+/// `--version`), `systemd-sysext refresh`, the merged kubelet's
+/// `--version` (both transient units).
+const WAITS: [Wait; 9] = [
     Wait {
+        owner: Owner::Agent,
         label: "cluster-version: GET /version (TLS included)",
         begins: |r| r.agent() && r.message == "asking the API server for the cluster version",
         ends: |r| r.agent() && r.message == "cluster version from the API server",
     },
     Wait {
+        owner: Owner::Agent,
         label: "docker-addon: package download and its SHA-512",
         begins: |r| r.agent() && r.message == "downloading package",
         ends: |r| r.agent() && r.message == "package fetched and verified",
     },
     Wait {
+        owner: Owner::Agent,
         label: "containerd: containerd.service's start job",
         begins: |r| r.job("containerd.service", JOB_STARTING),
         ends: |r| r.job("containerd.service", JOB_DONE),
     },
+    Wait {
+        owner: Owner::Agent,
+        label: "kubelet-sysext: the image's download, SHA-256 and SHA-512",
+        begins: |r| r.agent() && r.message == "kubelet image chosen",
+        ends: |r| {
+            r.agent() && r.step == "kubelet-sysext" && r.message == "package fetched and verified"
+        },
+    },
+    Wait {
+        owner: Owner::Agent,
+        label: "kubelet-sysext: the image checked (loop mount, its kubelet --version)",
+        begins: |r| {
+            r.agent() && r.step == "kubelet-sysext" && r.message == "package fetched and verified"
+        },
+        ends: |r| r.agent() && r.message == "the image is one systemd-sysext merges here",
+    },
+    Wait {
+        owner: Owner::Agent,
+        label: "kubelet-sysext: systemd-sysext refresh (a transient unit)",
+        begins: |r| {
+            r.pid == "1"
+                && r.message_id == JOB_STARTING
+                && r.unit.starts_with("node-bootstrap-sysext-refresh-")
+        },
+        ends: |r| r.agent() && r.message == "systemd-sysext refresh merged the extensions",
+    },
+    Wait {
+        owner: Owner::Agent,
+        label: "kubelet-sysext: the merged kubelet's --version (a transient unit)",
+        begins: |r| r.agent() && r.message == "systemd-sysext refresh merged the extensions",
+        ends: |r| r.agent() && r.step == "kubelet-sysext" && r.message == "image merged",
+    },
+    Wait {
+        owner: Owner::Kubelet,
+        label: "kubelet: its lock file to its container manager (client certificate, cAdvisor)",
+        begins: |r| r.kubelet() && r.message.contains("acquiring file lock"),
+        ends: |r| r.kubelet() && r.message.contains("Creating Container Manager object"),
+    },
+    Wait {
+        owner: Owner::Kubelet,
+        label: "kubelet: registered to the network add-on's CNI list (the rig's add-on)",
+        begins: |r| r.kubelet() && r.message.contains("Successfully registered node"),
+        ends: |r| {
+            r.unit == "nb-test-pod-network.service" && r.message.starts_with("pod network: node")
+        },
+    },
 ];
 
-fn agent_waits(recs: &[Rec]) -> Vec<Segment> {
+fn waits(recs: &[Rec]) -> Vec<Segment> {
     let mut out = Vec::new();
     for w in &WAITS {
         let mut secs = 0.0;
@@ -380,7 +448,7 @@ fn agent_waits(recs: &[Rec]) -> Vec<Segment> {
         if secs > 0.0 {
             out.push(Segment {
                 boot: 0,
-                owner: Owner::Agent,
+                owner: w.owner,
                 label: w.label.into(),
                 secs,
             });
@@ -400,6 +468,8 @@ mod tests {
         let text = match name {
             "docker" => include_str!("fixtures/ready-docker-0.jsonl"),
             "containerd" => include_str!("fixtures/ready-containerd-0.jsonl"),
+            "sysext" => include_str!("fixtures/ready-sysext-0.jsonl"),
+            "floor-kubelet" => include_str!("fixtures/floor-containerd-kubelet-0.jsonl"),
             _ => include_str!("fixtures/floor-containerd-0.jsonl"),
         };
         text.lines()
@@ -426,6 +496,7 @@ mod tests {
             ready_condition: Some(kubelet + 11.0),
             usable: Some(kubelet + 11.5),
             ready_since: None,
+            not_ready_reasons: Vec::new(),
         }
     }
 
@@ -501,6 +572,73 @@ mod tests {
         assert!((start_job.secs - 0.135).abs() < 0.01, "{start_job:?}");
         let sum: f64 = t.segments.iter().map(|s| s.secs).sum();
         assert!((sum - t.total).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_sysext_worker_has_its_kubelet_step_whole_and_its_parts_as_waits() {
+        let j = fixture("sysext");
+        let t = Timeline::of(first(&j), &j, &seen(kubelet_start(&j))).unwrap();
+        let l = labels(&t);
+        // The metadata search is part of the step, not a step of its own.
+        assert!(l.contains(&"1 agent kubelet-sysext".to_string()), "{l:?}");
+        assert!(!l.iter().any(|l| l.contains("metadata")), "{l:?}");
+        let step = t
+            .segments
+            .iter()
+            .find(|s| s.label == "kubelet-sysext")
+            .unwrap()
+            .secs;
+        // This run: 0.455 s to 2.097 s into the journal.
+        assert!((step - 1.642).abs() < 0.01, "{step}");
+        let wait = |l: &str| {
+            t.waits
+                .iter()
+                .find(|w| w.label.starts_with(l))
+                .unwrap_or_else(|| panic!("no wait {l}: {:?}", t.waits))
+                .secs
+        };
+        let parts = [
+            ("kubelet-sysext: the image's download", 0.975),
+            ("kubelet-sysext: the image checked", 0.214),
+            ("kubelet-sysext: systemd-sysext refresh", 0.095),
+            ("kubelet-sysext: the merged kubelet", 0.298),
+        ];
+        for (label, secs) in parts {
+            assert!(
+                (wait(label) - secs).abs() < 0.01,
+                "{label}: {}",
+                wait(label)
+            );
+        }
+        let sum: f64 = parts.iter().map(|(l, _)| wait(l)).sum();
+        assert!(sum < step, "{sum} of {step}");
+        let sum: f64 = t.segments.iter().map(|s| s.secs).sum();
+        assert!((sum - t.total).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_kubelets_start_and_the_network_add_on_are_of_which_rows() {
+        // A containerd worker's kubelet 1.20 (its records at default
+        // verbosity, and the rig's network add-on's).
+        let j = fixture("floor-kubelet");
+        let t = Timeline::of_floor(first(&j), &j, &seen(kubelet_start(&j))).unwrap();
+        let wait = |l: &str| {
+            t.waits
+                .iter()
+                .find(|w| w.label.starts_with(l) && w.owner == Owner::Kubelet)
+                .unwrap_or_else(|| panic!("no wait {l}: {:?}", t.waits))
+                .secs
+        };
+        // 5.0 s of cAdvisor waiting for a docker that is not there.
+        assert!(
+            (wait("kubelet: its lock file") - 5.015).abs() < 0.01,
+            "{t:?}"
+        );
+        assert!(
+            (wait("kubelet: registered to the network") - 0.358).abs() < 0.01,
+            "{t:?}"
+        );
+        assert_eq!(t.agent_total(), 0.0);
     }
 
     #[test]

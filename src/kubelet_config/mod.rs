@@ -116,6 +116,33 @@ const SERVER_TLS_BOOTSTRAP_SINCE: Minor = Minor(1, 12);
 /// Where the agent writes the file.
 pub const CONFIG_FILE: &str = "/etc/kubernetes/kubelet-config.yaml";
 
+/// From here the kubelet's heartbeat is its lease alone (CHANGELOG-1.17.md:
+/// NodeLease GA, #84351; the lease is renewed every 10 s whatever the
+/// status settings) and it writes its Node's status only when the status
+/// changed or after `nodeStatusReportFrequency` (default 5m, #84007). The
+/// agent then has the kubelet compute its status every
+/// [`NODE_STATUS_UPDATE_FREQUENCY`] instead of every 10 s, so a new node's
+/// first Ready is written within that of the kubelet knowing it (the
+/// registration's status is nearly always NotReady: the network add-on
+/// has not written its CNI list yet), not up to 10 s later. Before 1.17
+/// the lease may be off (a feature gate, alpha in 1.12-1.13, beta in
+/// 1.14-1.16) and every computed status is written: the defaults stay.
+pub const NODE_STATUS_SINCE: Minor = Minor(1, 17);
+/// How often the kubelet computes its status (its default: 10s). Each
+/// time it reads its Node from the API server's cache; it writes nothing
+/// unless the status changed. Not lower: the kubelet also takes it as the
+/// timeout of its heartbeat client (cmd/kubelet/app/server.go:
+/// `heartbeatClientConfig.Timeout`, the lesser of it and the lease's
+/// 40 s), the client of its lease renewals and its status reads and
+/// patches (pkg/kubelet/kubelet.go, kubelet_node_status.go), and 2 s
+/// leaves a slow API server room that 1 s would not.
+pub const NODE_STATUS_UPDATE_FREQUENCY: &str = "2s";
+/// How often the kubelet writes an unchanged status: its default from
+/// 1.17, set because without it the kubelet would take
+/// `nodeStatusUpdateFrequency` (v1beta1/defaults.go) and write its whole
+/// Node every 2 s.
+pub const NODE_STATUS_REPORT_FREQUENCY: &str = "5m";
+
 /// How the kubelet reaches its container runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeEndpoint {
@@ -324,6 +351,17 @@ pub fn render(v: Minor, inputs: &KubeletInputs) -> Result<Rendered> {
     }
     if inputs.cgroup_v1_host && row_of(Key::FailCgroupV1).field_at(v) {
         out.set(Key::FailCgroupV1, Value::Bool(false))?;
+    }
+    if v >= NODE_STATUS_SINCE {
+        out.set(
+            Key::NodeStatusUpdateFrequency,
+            Value::Word(NODE_STATUS_UPDATE_FREQUENCY),
+        )?;
+        // Never one without the other (NODE_STATUS_REPORT_FREQUENCY).
+        out.set(
+            Key::NodeStatusReportFrequency,
+            Value::Word(NODE_STATUS_REPORT_FREQUENCY),
+        )?;
     }
     out.finish()
 }

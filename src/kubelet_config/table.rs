@@ -52,6 +52,8 @@ pub enum Key {
     CniBinDir,
     PodInfraContainerImage,
     FailCgroupV1,
+    NodeStatusUpdateFrequency,
+    NodeStatusReportFrequency,
 }
 
 /// One row: how a setting is passed, by version.
@@ -61,7 +63,7 @@ pub struct Row {
     /// The command-line flag the agent may pass, or `None` where it never
     /// passes one (`failCgroupV1`: a field from 1.31, when every kubelet the
     /// agent configures reads a file; whether a `--fail-cgroupv1` flag
-    /// exists is not relied on).
+    /// exists is not relied on; `nodeStatusReportFrequency` has none).
     pub flag: Option<&'static str>,
     /// The last version that accepts the flag, when a later one removed it.
     pub flag_removed_in: Option<Minor>,
@@ -262,6 +264,22 @@ pub const ROWS: &[Row] = &[
         Some("failCgroupV1"),
         Some(Minor(1, 31)),
         "CHANGELOG-1.31.md: failCgroupV1 added (#126031); CHANGELOG-1.35.md: defaults to true, nodes on cgroup v1 do not start (#134298)",
+    ),
+    row(
+        Key::NodeStatusUpdateFrequency,
+        Some("--node-status-update-frequency"),
+        None,
+        Some("nodeStatusUpdateFrequency"),
+        V1_10,
+        "CHANGELOG-1.10.md (#60148); pkg/kubelet/apis/kubeletconfig/v1beta1/types.go in 1.10 (staging/src/k8s.io/kubelet/config/v1beta1/types.go from 1.13): how often the kubelet computes its node status",
+    ),
+    row(
+        Key::NodeStatusReportFrequency,
+        None,
+        None,
+        Some("nodeStatusReportFrequency"),
+        Some(Minor(1, 13)),
+        "CHANGELOG-1.13.md: with the node lease the kubelet posts its status only on a change or after the report interval (#69753), the file's nodeStatusReportFrequency (no flag); CHANGELOG-1.17.md: default 5m (#84007); v1beta1/defaults.go: unset, it takes nodeStatusUpdateFrequency's value when that is set",
     ),
 ];
 

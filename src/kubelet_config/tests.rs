@@ -79,6 +79,9 @@ fn rows_set(runtime: &RuntimeEndpoint, v: Minor) -> Vec<Key> {
             Key::ContainerRuntimeEndpoint => matches!(runtime, RuntimeEndpoint::Cri { .. }),
             Key::FailCgroupV1 => row_of(*k).field_at(v),
             Key::ServerTlsBootstrap => v >= Minor(1, 12),
+            Key::NodeStatusUpdateFrequency | Key::NodeStatusReportFrequency => {
+                v >= NODE_STATUS_SINCE
+            }
             _ => true,
         })
         .collect()
@@ -156,6 +159,8 @@ fn the_1_20_file_holds_what_the_kubelet_was_given_as_flags() {
     assert_eq!(doc["cgroupDriver"], "systemd");
     assert_eq!(doc["rotateCertificates"], true);
     assert_eq!(doc["serverTLSBootstrap"], true);
+    assert_eq!(doc["nodeStatusUpdateFrequency"], "2s");
+    assert_eq!(doc["nodeStatusReportFrequency"], "5m");
     assert!(
         doc.get("registerWithTaints").is_none(),
         "1.20 has no such field"
@@ -198,6 +203,93 @@ fn taints_move_into_the_file_in_1_23_and_the_endpoint_in_1_27() {
     );
     assert!(flag_value(&r, "--container-runtime").is_none());
     assert!(flag_value(&r, "--container-runtime-endpoint").is_none());
+}
+
+/// Seconds of a Go duration as the kubelet's file takes them (`1s`, `5m`,
+/// `1m30s`).
+fn go_duration_secs(d: &str) -> f64 {
+    let (mut total, mut num) = (0.0, String::new());
+    for c in d.chars() {
+        match c {
+            '0'..='9' | '.' => num.push(c),
+            'h' | 'm' | 's' => {
+                let n: f64 = num
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{d:?} is not a duration"));
+                total += n * match c {
+                    'h' => 3600.0,
+                    'm' => 60.0,
+                    _ => 1.0,
+                };
+                num.clear();
+            }
+            _ => panic!("{d:?} is not a duration"),
+        }
+    }
+    assert!(num.is_empty(), "{d:?} is not a duration");
+    total
+}
+
+/// The status frequencies, version by version, against what each
+/// kubelet's KubeletConfiguration has (upstream, not this module's table):
+/// `nodeStatusUpdateFrequency` from 1.10 (the file's first release,
+/// v1beta1/types.go), `nodeStatusReportFrequency` from 1.13 (#69753); the
+/// node lease GA, the only heartbeat, from 1.17 (#84351).
+#[test]
+fn status_frequencies_only_where_the_kubelet_has_them_and_never_apart() {
+    const UPSTREAM: [(&str, Minor); 2] = [
+        ("nodeStatusUpdateFrequency", Minor(1, 10)),
+        ("nodeStatusReportFrequency", Minor(1, 13)),
+    ];
+    for v in every_version() {
+        for runtime in [docker(), containerd()] {
+            let mut i = inputs(runtime);
+            i.server_tls_bootstrap = v >= Minor(1, 12);
+            let Ok(r) = render(v, &i) else { continue };
+            assert_eq!(
+                flag_value(&r, "--node-status-update-frequency"),
+                None,
+                "{v}"
+            );
+            let doc = r.file.as_deref().map(parse);
+            let value = |field: &str| {
+                doc.as_ref().and_then(|d| d.get(field)).map(|x| {
+                    x.as_str()
+                        .unwrap_or_else(|| panic!("{v} {field}: {x}"))
+                        .to_string()
+                })
+            };
+            for (field, since) in UPSTREAM {
+                assert!(
+                    value(field).is_none() || v >= since,
+                    "{v}: {field} rendered, which a kubelet has only from {since}"
+                );
+            }
+            let update = value("nodeStatusUpdateFrequency");
+            let report = value("nodeStatusReportFrequency");
+            assert_eq!(update.is_some(), v >= Minor(1, 17), "{v}: {update:?}");
+            // Set alone, the update frequency becomes the report frequency
+            // too (v1beta1/defaults.go): the kubelet would write its Node
+            // every time.
+            assert_eq!(report.is_some(), update.is_some(), "{v}: {report:?}");
+            if let (Some(u), Some(p)) = (update, report) {
+                assert!(
+                    go_duration_secs(&u) < 10.0,
+                    "{v}: {u} is not below the default 10s"
+                );
+                // It is also the timeout of the lease renewals and status
+                // patches (cmd/kubelet/app/server.go, heartbeatClientConfig).
+                assert!(
+                    go_duration_secs(&u) >= 2.0,
+                    "{v}: {u} would time out the kubelet's heartbeats on a slow API server"
+                );
+                assert!(
+                    go_duration_secs(&p) >= 300.0,
+                    "{v}: {p} writes an unchanged status more often than the default 5m"
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -374,6 +374,11 @@ Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
             k["staticPodPath"], "/etc/kubernetes/manifests",
             "{name}: {k}"
         );
+        // Its status computed every 2 s, written unchanged only every 5
+        // minutes (set alone, the update frequency would be the report
+        // frequency too: a write of the whole Node every 2 s).
+        assert_eq!(k["nodeStatusUpdateFrequency"], "2s", "{name}: {k}");
+        assert_eq!(k["nodeStatusReportFrequency"], "5m0s", "{name}: {k}");
         // The kubelet read its settings from the file the agent wrote for
         // its version (1.20: a KubeletConfiguration), not from flags.
         let pid = n.prop("kubelet.service", "MainPID").unwrap();

@@ -9,7 +9,8 @@
 //! nb-bench run-rss --agent BIN
 //! nb-bench docker-run --agent BIN [--ours-ms MS] [--runs N]
 //! nb-bench soak --agent BIN [--points N]
-//! nb-bench node-ready --agent BIN [--agent-b BIN] [--runs N]   (real cluster: first boot to Node Ready)
+//! nb-bench node-ready --agent BIN [--agent-b BIN] [--runs N] [--kinds docker,containerd,sysext]
+//!                    [--write-window-secs S]   (real cluster: first boot to Node Ready; steady-state writes)
 //! nb-bench follow --agent BIN     (real cluster: 3 workers follow the control plane to v1.20.3)
 //! nb-bench make-bundle --mib N --out FILE     (the asset-pull bundle)
 //! nb-bench s3 [--port P] --object BUCKET/KEY=FILE...   (S3 stand-in)
@@ -35,6 +36,8 @@ struct Args {
     out: Option<PathBuf>,
     port: u16,
     objects: Vec<String>,
+    kinds: Vec<benchkit::ready::Kind>,
+    write_window_secs: u64,
 }
 
 fn parse() -> Result<Args> {
@@ -54,6 +57,8 @@ fn parse() -> Result<Args> {
         out: None,
         port: 0,
         objects: Vec::new(),
+        kinds: benchkit::ready::Kind::ALL.to_vec(),
+        write_window_secs: 0,
     };
     while let Some(flag) = it.next() {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -68,6 +73,15 @@ fn parse() -> Result<Args> {
             "--out" => a.out = Some(val()?.into()),
             "--port" => a.port = val()?.parse().context("--port")?,
             "--object" => a.objects.push(val()?),
+            "--kinds" => {
+                a.kinds = val()?
+                    .split(',')
+                    .map(benchkit::ready::Kind::parse)
+                    .collect::<Result<_>>()?
+            }
+            "--write-window-secs" => {
+                a.write_window_secs = val()?.parse().context("--write-window-secs")?
+            }
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -721,19 +735,28 @@ fn fastrand_f64() -> f64 {
     (nanos % 1_000_000) as f64 / 1_000_000.0
 }
 
-/// First boot to Node Ready of `--runs` workers of each runtime (docker
-/// through the addon, the OS's containerd) against one control plane on
-/// the host, beside floor workers with nothing to bootstrap
-/// (`benchkit::ready::bench`); with `--agent-b`, a second agent's workers
-/// too, taking turns. `NB_BENCH_DUMP=DIR` keeps each node's journal there.
+/// First boot to Node Ready of `--runs` workers of each kind (docker
+/// through the addon, the OS's containerd, containerd with the kubelet
+/// sysext) against one control plane on the host, beside floor workers
+/// with nothing to bootstrap (`benchkit::ready::bench`); with `--agent-b`,
+/// a second agent's workers too, taking turns; with
+/// `--write-window-secs`, the steady-state writes of one more worker of
+/// each kind and agent. `NB_BENCH_DUMP=DIR` keeps each node's journal there.
 fn node_ready(args: &Args) -> Result<()> {
     let agent = args
         .agent
         .clone()
         .context("node-ready needs --agent <node-bootstrap binary>")?;
     let dump = std::env::var_os("NB_BENCH_DUMP").map(PathBuf::from);
-    for line in benchkit::ready::bench(&agent, args.agent_b.as_deref(), args.runs, dump.as_deref())?
-    {
+    let plan = benchkit::ready::Plan {
+        agent: &agent,
+        agent_b: args.agent_b.as_deref(),
+        runs: args.runs,
+        kinds: args.kinds.clone(),
+        write_window: Duration::from_secs(args.write_window_secs),
+        dump: dump.as_deref(),
+    };
+    for line in benchkit::ready::bench(&plan)? {
         println!("{line}");
     }
     Ok(())
