@@ -22,6 +22,9 @@
 #                                     in $BENCH_CACHE/base-<commit>): the
 #                                     previous main, its kubelet configuration
 #                                     included
+#   NB_TORCX_SRC=/path/to/torcx ONLY=ready bench/run.sh   the docker workers'
+#                                     real torcx from sources elsewhere than
+#                                     ../shared/tools/torcx (scripts/build-torcx.sh)
 #   KINDS=sysext WRITE_WINDOW=0 ONLY=ready bench/run.sh   some worker kinds
 #                                     (docker, containerd, sysext), no
 #                                     steady-state window (default 600 s)
@@ -183,7 +186,7 @@ if want ready; then
     "$H" node-ready --agent "$BIN" ${AGENT_B:+--agent-b "$(realpath "$AGENT_B")"} --runs "$RUNS" \
         --kinds "${KINDS:-docker,containerd,sysext}" --write-window-secs "${WRITE_WINDOW:-600}" \
         2> >(tee -a "$OUT/log" | grep -E '^node-ready' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect ||
-        { sleep 1; log "node-ready failed; the end of its log:"; tail -n 40 "$OUT/log" >&2; exit 1; }
+        { sleep 1; log "node-ready failed:"; sed -n '/^Error/,/^Stack backtrace/p' "$OUT/log" | tail -n 30 >&2; exit 1; }
     if [ "$VM" = 1 ]; then
         log "first boot to Node Ready of a worker VM (the VM tier's join test)"
         NB_BENCH_REPORT=$OUT/vm-rows cargo test --quiet --test vm \
