@@ -236,35 +236,67 @@ if [ -n "$why" ] || [ "$rc" -ne 0 ]; then
 fi
 grep -E '^test [a-z_]+::' "$work/baseline"
 
-survived=0
-errors=0
+# judge N UNIT LINE TEST: mutation N (its own directory under $work/N)
+# run and judged; prints its verdict line (killed, SURVIVED, ERROR with the
+# end of its log) to $work/N/verdict.
+judge() {
+  local n=$1 unit=$2 line=$3 test=$4
+  local dir="$work/$n/units" log="$work/$n/log" rc=0 panic="" why
+  mkdir -p "$dir"
+  cp units/* "$dir/"
+  grep -vxF "$line" "$dir/$unit" >"$dir/$unit.new" && mv "$dir/$unit.new" "$dir/$unit"
+  NODE_BOOTSTRAP_UNITS_DIR="$dir" run_tests "$log" "$test" || rc=$?
+  why=$(why_not_a_verdict "$log" "$rc" 1)
+  {
+    if [ -n "$why" ]; then
+      echo "ERROR     $unit without '$line': $test $why"
+      tail -n 20 "$log" | sed 's/^/    /'
+    elif [ "$rc" -eq 0 ]; then
+      echo "SURVIVED  $unit without '$line': $test still passes"
+    elif grep -qE "^test $(qualified "$test")[a-z_]* \.\.\. FAILED$" "$log" &&
+      panic=$(panic_of "$log" "$test") && [[ "$panic" == "tests/node/$(file_of "$test").rs:"* ]]; then
+      echo "killed    $unit without '$line': $test fails at $panic"
+    else
+      echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own in tests/node/$(file_of "$test").rs${panic:+ (it panicked at $panic)}"
+      tail -n 20 "$log" | sed 's/^/    /'
+    fi
+  } >"$work/$n/verdict"
+}
+
+# The mutations run MUTATE_JOBS at a time (each its own copy of units/ and
+# its own simulated node; a run mostly waits on its node's boot and
+# timers, about a fifth of one core), and their verdicts print in the
+# list's order.
+jobs_at_once=${MUTATE_JOBS:-3}
 for m in "${mutations[@]}"; do
   IFS='|' read -r unit line test <<<"$m"
-  dir="$work/units"
-  rm -rf "$dir" "$work/log" "$work/log.skips" "$work/log.timeout"
-  mkdir "$dir"
-  cp units/* "$dir/"
-  grep -qxF "$line" "$dir/$unit" || { echo "mutation setup: '$line' not found in $unit" >&2; exit 2; }
-  grep -vxF "$line" "$dir/$unit" >"$dir/$unit.new" && mv "$dir/$unit.new" "$dir/$unit"
-  rc=0
-  panic=""
-  NODE_BOOTSTRAP_UNITS_DIR="$dir" run_tests "$work/log" "$test" || rc=$?
-  why=$(why_not_a_verdict "$work/log" "$rc" 1)
-  if [ -n "$why" ]; then
-    echo "ERROR     $unit without '$line': $test $why"
-    tail -n 20 "$work/log" | sed 's/^/    /'
-    errors=$((errors + 1))
-  elif [ "$rc" -eq 0 ]; then
-    echo "SURVIVED  $unit without '$line': $test still passes"
-    survived=$((survived + 1))
-  elif grep -qE "^test $(qualified "$test")[a-z_]* \.\.\. FAILED$" "$work/log" &&
-    panic=$(panic_of "$work/log" "$test") && [[ "$panic" == "tests/node/$(file_of "$test").rs:"* ]]; then
-    echo "killed    $unit without '$line': $test fails at $panic"
-  else
-    echo "ERROR     $unit without '$line': $test exited $rc without failing on a panic of its own in tests/node/$(file_of "$test").rs${panic:+ (it panicked at $panic)}"
-    tail -n 20 "$work/log" | sed 's/^/    /'
-    errors=$((errors + 1))
+  grep -qxF "$line" "units/$unit" || { echo "mutation setup: '$line' not found in $unit" >&2; exit 2; }
+done
+running=0
+for i in "${!mutations[@]}"; do
+  IFS='|' read -r unit line test <<<"${mutations[$i]}"
+  if [ "$running" -ge "$jobs_at_once" ]; then
+    wait -n || true
+    running=$((running - 1))
   fi
+  judge "$i" "$unit" "$line" "$test" &
+  running=$((running + 1))
+done
+wait
+survived=0
+errors=0
+for i in "${!mutations[@]}"; do
+  verdict="$work/$i/verdict"
+  if [ ! -s "$verdict" ]; then
+    echo "ERROR     mutation ${mutations[$i]}: no verdict (its run ended early)"
+    errors=$((errors + 1))
+    continue
+  fi
+  cat "$verdict"
+  case $(head -c 8 "$verdict") in
+  SURVIVED) survived=$((survived + 1)) ;;
+  ERROR*) errors=$((errors + 1)) ;;
+  esac
 done
 echo "$survived mutation(s) survived of ${#mutations[@]}; $errors could not be judged"
 [ "$errors" -eq 0 ] || exit 2

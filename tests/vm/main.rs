@@ -24,7 +24,7 @@
 //!   `oom_score_adj`), and `kubectl logs` and `exec` reach it through the
 //!   API server, which dials the VM's kubelet through a QEMU forward;
 //!   then Kubernetes' [NodeConformance] specs run on it (a named sample of
-//!   39, among them what a simulated node cannot host: a privileged pod
+//!   5, what a simulated node cannot host: a privileged pod
 //!   making a dummy network device; image pulls from the host's
 //!   registries; the whole suite with `NB_VM_CONFORMANCE=all`);
 //! - a worker of today's Flatcar with neither containerd nor a kubelet in
