@@ -15,6 +15,7 @@ pub mod breakdown;
 pub mod bundle;
 pub mod critical;
 pub mod follow;
+pub mod follow_fleet;
 pub mod nodewatch;
 pub mod ready;
 pub mod report;
