@@ -15,7 +15,9 @@
 //!   evict pods bound to it; create Events. Every request here is one of
 //!   those: no Node is listed, no pod read by name;
 //! - not without RBAC (`terraform/modules/follow-rbac`): the two
-//!   ConfigMaps, the follow lease ([`super::lease`], get and update) and
+//!   ConfigMaps, the follow lease ([`super::lease`], get, update and
+//!   patch: a take updates the whole object over the version read, a
+//!   node's other writes patch its own key) and
 //!   the operator's (get), and the `default/kubernetes` Endpoints (get:
 //!   the API servers' addresses, to ask each one's version before a take;
 //!   without it the load balancer's answer stands);
@@ -24,7 +26,7 @@
 //!   says (why the follow lease is a ConfigMap).
 
 use super::drain::{self, Evicted, Plan, PodRef};
-use super::lease::{self, LeaseView};
+use super::lease::{self, EntryPatch, LeaseView};
 use super::plan::NodeLook;
 use super::policy::Policy;
 use super::seams::{ClusterSeam, EventKind, ServerVersions};
@@ -39,6 +41,7 @@ use std::time::Duration;
 
 const JSON: &str = "application/json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
+const JSON_PATCH: &str = "application/json-patch+json";
 
 /// The API server as this node's kubelet identity sees it.
 pub struct Cluster {
@@ -231,8 +234,8 @@ impl ClusterSeam for Cluster {
 
     /// PUT over the version read, or POST when there was none; `false` on
     /// a conflict (409: written or created by another node meanwhile).
-    async fn write_lease(&self, view: &LeaseView, now: u64) -> Result<bool> {
-        let body = lease::render(&self.namespace, &self.lease, view, self.lease_secs, now);
+    async fn write_lease(&self, view: &LeaseView) -> Result<bool> {
+        let body = lease::render(&self.namespace, &self.lease, view, self.lease_secs);
         let (method, path) = match view.resource_version {
             Some(_) => (
                 Method::PUT,
@@ -257,6 +260,54 @@ impl ClusterSeam for Cluster {
             ))),
             code => Err(Error::retryable(format!(
                 "writing the follow lease (ConfigMap {}/{}): HTTP {code}: {}",
+                self.namespace,
+                self.lease,
+                message(&answer)
+            ))),
+        }
+    }
+
+    /// A merge patch (a [`EntryPatch::Set`]: no condition) or a JSON patch
+    /// whose `test` is the condition (a failed test is HTTP 422).
+    async fn patch_entry(&self, node: &str, patch: &EntryPatch) -> Result<bool> {
+        let key = lease::key(node);
+        let pointer = format!("/data/{}", key.replace('~', "~0").replace('/', "~1"));
+        let (kind, body) = match patch {
+            EntryPatch::Set(e) => (
+                MERGE_PATCH,
+                json!({"data": {key: lease::entry_text(e)}}),
+            ),
+            EntryPatch::Replace { old, new } => (
+                JSON_PATCH,
+                json!([
+                    {"op": "test", "path": pointer, "value": old},
+                    {"op": "replace", "path": pointer, "value": lease::entry_text(new)},
+                ]),
+            ),
+            EntryPatch::Remove { old } => (
+                JSON_PATCH,
+                json!([
+                    {"op": "test", "path": pointer, "value": old},
+                    {"op": "remove", "path": pointer},
+                ]),
+            ),
+        };
+        let path = format!("{}/{}", self.lease_path(), path_segment(&self.lease));
+        let (code, answer) = self
+            .client
+            .send_json(Method::PATCH, &path, kind, &body)
+            .await?;
+        match code {
+            200 => Ok(true),
+            409 | 422 => Ok(false),
+            403 => Err(Error::refused(format!(
+                "this node may not patch the follow lease (ConfigMap {}/{}; HTTP 403: {}): apply the manifest of terraform/modules/follow-rbac",
+                self.namespace,
+                self.lease,
+                message(&answer)
+            ))),
+            code => Err(Error::retryable(format!(
+                "writing this node's key of the follow lease (ConfigMap {}/{}): HTTP {code}: {}",
                 self.namespace,
                 self.lease,
                 message(&answer)

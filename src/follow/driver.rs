@@ -21,7 +21,7 @@
 
 mod change;
 
-use super::lease::{self, Grant};
+use super::lease::{self, EntryPatch, Grant};
 use super::plan::{self, Backend, Change, Phase};
 use super::policy::{MinorVersion, Policy};
 use super::record::{Files, FollowState, Standing};
@@ -59,6 +59,16 @@ pub struct Driver<'a, C: ClusterSeam, N: NodeSeam> {
 }
 
 const STEP: &str = "follow";
+
+/// How many conflicts (409) a write of this node's own entry meets before
+/// the run gives up (the next run carries on).
+const CONFLICTS: usize = 10;
+
+/// A pause between two tries of a write that met a conflict: 50 to 250
+/// ms, at random, so that the nodes that met it do not meet again.
+fn conflict_pause() -> std::time::Duration {
+    std::time::Duration::from_millis(50 + fastrand::u64(..200))
+}
 
 /// How long after an aborted change the next may start: twice the last
 /// wait, from ten minutes up to six hours.
@@ -281,9 +291,7 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
                 Ok(Self::stood(state, Standing::Waiting, why))
             }
             Grant::HaltedHere { why } => Ok(Self::stood(state, Standing::Halted, why)),
-            Grant::Held | Grant::Take => {
-                self.take(state, current, to, api, policy, view).await
-            }
+            Grant::Held | Grant::Take => self.take(state, current, to, api, policy, view).await,
         }
     }
 
@@ -321,9 +329,11 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         Ok(Ok(()))
     }
 
-    /// Takes a place (the lease `view` granted one) for `current` -> `to`
-    /// and carries the change, once every API server runs `api`, this
-    /// node's Node is fit, and (minor) its pods may be drained.
+    /// Takes the place the lease `view` shows free for `current` -> `to`
+    /// (its compare-and-swap straight after the read, so that losing the
+    /// race to another node costs one request), then makes sure the change
+    /// may go ([`Self::unfit`]; if not, the place is given back at once),
+    /// and carries it.
     async fn take(
         &self,
         state: &mut FollowState,
@@ -334,37 +344,26 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         view: lease::LeaseView,
     ) -> Result<Ran> {
         let (c, n) = (self.cluster, self.node);
-        if let Err(why) = self.servers_agree(state, api).await? {
-            return Ok(Self::stood(state, Standing::Settling, why));
-        }
-        let own = c.own_node().await.map_err(|w| {
-            Error::retryable(format!("this node's Node cannot be read: {w}"))
-        })?;
-        let waits = |why: String| format!("kubelet {current} -> {to} waits: {why}");
-        if let Err(why) = lease::node_fit(&own) {
-            return Ok(Self::stood(state, Standing::Waiting, waits(why)));
-        }
-        let kind = target::kind(current, to);
-        if kind == target::Kind::Minor
-            && let Err(why) = c.drain_plan(policy.delete_emptydir_data).await?
-        {
-            let why = waits(format!("the drain could not go on: {why}"));
-            return Ok(Self::stood(state, Standing::Waiting, why));
-        }
         let me = c.node_name().to_string();
         let (from, now) = (current.to_string(), n.now());
         let taken = lease::take(&view, &me, &from, &to.to_string(), now).map_err(Error::refused)?;
-        if !c.write_lease(&taken, now).await? {
-            let why = waits(
-                "another node wrote the lease at the same moment; looking again next run".into(),
+        if !c.write_lease(&taken).await? {
+            let why = format!(
+                "kubelet {current} -> {to} waits: another node wrote the lease at the same moment; looking again next run"
             );
             return Ok(Self::stood(state, Standing::Waiting, why));
+        }
+        let unfit = self.unfit(state, current, to, api, policy).await;
+        if !matches!(unfit, Ok(None)) {
+            self.own_write(|v| lease::removal(v, &me)).await?;
+            info!(step = STEP, "the place taken in the follow lease is given back: the change may not go now");
+            return unfit.map(|ran| ran.expect("unfit"));
         }
         let change = Change {
             node: me,
             from,
             to: to.to_string(),
-            kind,
+            kind: target::kind(current, to),
             backend: self.settings.backend,
             phase: Phase::Taken,
             started_at: now,
@@ -378,16 +377,47 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         state.waiting_for = None;
         state.reported_not_ready = false;
         info!(message_id = message_ids::FOLLOW_STARTED, step = STEP, from = %change.from, to = %change.to,
-            kind = kind.name(), apiserver = %api, "kubelet change started: this node holds the follow lease");
+            kind = change.kind.name(), apiserver = %api, "kubelet change started: this node holds the follow lease");
         let what = format!(
             "node-bootstrap changes the kubelet {} -> {} ({} release)",
             change.from,
             change.to,
-            kind.name()
+            change.kind.name()
         );
         c.event(EventKind::Normal, "KubeletChangeStarted", &what)
             .await;
         self.carry(change, state).await
+    }
+
+    /// Why the change may not go now, as how the node stands (`None`: it
+    /// may): not every API server runs `api`; this node's Node not fit;
+    /// (minor) a pod the drain could not move.
+    async fn unfit(
+        &self,
+        state: &mut FollowState,
+        current: &KubeVersion,
+        to: &KubeVersion,
+        api: &KubeVersion,
+        policy: &Policy,
+    ) -> Result<Option<Ran>> {
+        let c = self.cluster;
+        if let Err(why) = self.servers_agree(state, api).await? {
+            return Ok(Some(Self::stood(state, Standing::Settling, why)));
+        }
+        let own = c.own_node().await.map_err(|w| {
+            Error::retryable(format!("this node's Node cannot be read: {w}"))
+        })?;
+        let waits = |why: String| format!("kubelet {current} -> {to} waits: {why}");
+        if let Err(why) = lease::node_fit(&own) {
+            return Ok(Some(Self::stood(state, Standing::Waiting, waits(why))));
+        }
+        if target::kind(current, to) == target::Kind::Minor
+            && let Err(why) = c.drain_plan(policy.delete_emptydir_data).await?
+        {
+            let why = waits(format!("the drain could not go on: {why}"));
+            return Ok(Some(Self::stood(state, Standing::Waiting, why)));
+        }
+        Ok(None)
     }
 
     /// A halted node stays halted while the lease still shows it so.
@@ -425,13 +455,21 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         let now = self.node.now();
         let written = if !own.ready && !state.reported_not_ready {
             let why = own.detail.clone().unwrap_or_else(|| "not Ready".into());
-            self.rewrite_lease(|v| lease::report_not_ready(v, me, &why, now))
-                .await
-                .map(|_| state.reported_not_ready = true)
+            self.own_write(|v| {
+                lease::report_not_ready(v, me, &why, now)
+                    .and_then(|r| r.entries.get(me).cloned())
+                    .map(EntryPatch::Set)
+            })
+            .await
+            .map(|_| state.reported_not_ready = true)
         } else if own.ready && state.reported_not_ready {
-            self.rewrite_lease(|v| lease::clear_report(v, me))
-                .await
-                .map(|_| state.reported_not_ready = false)
+            self.own_write(|v| {
+                v.entry(me)
+                    .filter(|e| e.state == lease::State::NotReady)
+                    .and_then(|_| lease::removal(v, me))
+            })
+            .await
+            .map(|_| state.reported_not_ready = false)
         } else {
             return;
         };
@@ -441,25 +479,30 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         }
     }
 
-    /// Reads, edits and writes the lease, again on a conflict (a few
-    /// times); `edit` gives `None` when nothing is to change. Whether it
-    /// wrote.
-    async fn rewrite_lease(
+    /// Writes this node's own key (module docs of [`super::lease`]): the
+    /// patch `edit` gives for the lease as read (`None`: nothing to
+    /// write), again when the key changed meanwhile (a few times, after a
+    /// short pause). Whether it wrote.
+    async fn own_write(
         &self,
-        edit: impl Fn(&lease::LeaseView) -> Option<lease::LeaseView>,
+        edit: impl Fn(&lease::LeaseView) -> Option<EntryPatch>,
     ) -> Result<bool> {
-        for _ in 0..5 {
+        let me = self.cluster.node_name();
+        for attempt in 0..CONFLICTS {
+            if attempt > 0 {
+                self.node.sleep(conflict_pause()).await;
+            }
             let view = self.cluster.lease().await?;
-            let Some(next) = edit(&view) else {
+            let Some(patch) = edit(&view) else {
                 return Ok(false);
             };
-            if self.cluster.write_lease(&next, self.node.now()).await? {
+            if self.cluster.patch_entry(me, &patch).await? {
                 return Ok(true);
             }
         }
-        Err(Error::retryable(
-            "the follow lease kept changing under this node's write (5 conflicts)",
-        ))
+        Err(Error::retryable(format!(
+            "this node's key of the follow lease kept changing under its write ({CONFLICTS} tries)"
+        )))
     }
 }
 

@@ -25,17 +25,19 @@
 //! | key | what |
 //! | --- | --- |
 //! | `node.<name>` | that node's entry (JSON): `state` `changing` (it holds a place: `from`, `to`, `since`, `renewed`), `halted` (its change was rolled back, `why`: the rollout halts), or `not-ready` (it found its own Node not Ready at its last run, `why`) |
-//! | `holderIdentity` | the holders' names, comma-separated (`kubectl get configmap … -o yaml` at a glance) |
 //! | `leaseTransitions` | every take, counted |
-//! | `acquireTime`, `renewTime` | the last take's and the last write's (RFC 3339) |
 //! | `leaseDurationSeconds` | after how long without a renewal a holder shows as stale |
 //!
 //! One key per node means the operator clears one node's entry without
 //! touching the others' (`kubectl patch --type json` with a `remove` of
 //! `/data/node.<name>`), and an admission policy can confine each node to
-//! its own key (docs/security-review.md). The list of an older agent
-//! (`data.holders`, a JSON list) is read and counted, and moved to
-//! per-node keys at the next write.
+//! its own key (docs/security-review.md). It also means that only a take
+//! must be a compare-and-swap of the whole object (it counts the others'
+//! places): a node's renewal, release, halt and readiness touch its own
+//! key alone ([`EntryPatch`]), so they never conflict with a fleet of
+//! takers, and the takers' writes conflict only with each other and with
+//! those. The list of an older agent (`data.holders`, a JSON list) is
+//! read and counted, and moved to per-node keys at the next take.
 //!
 //! A node may take a place ([`place`], then [`node_fit`]) only when:
 //! nobody's change was rolled back and left halted (the rollout halts at
@@ -129,6 +131,8 @@ pub struct LeaseView {
     pub resource_version: Option<String>,
     /// Node name -> its entry.
     pub entries: BTreeMap<String, Entry>,
+    /// Node name -> its key's value as stored (what a patch tests).
+    pub raw: BTreeMap<String, String>,
     pub transitions: u64,
     /// The object as read: a write keeps what others put there (labels,
     /// other annotations and keys) and changes only the agent's fields.
@@ -157,6 +161,7 @@ pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
     };
     let data = &l["data"];
     let mut entries = BTreeMap::new();
+    let mut raw = BTreeMap::new();
     for (k, v) in data.as_object().into_iter().flatten() {
         let Some(node) = k.strip_prefix(PREFIX) else {
             continue;
@@ -165,6 +170,7 @@ pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
         let e: Entry = serde_json::from_str(text)
             .map_err(|e| format!("its data.{k} is not the agent's entry ({e}): {text:?}"))?;
         entries.insert(node.to_string(), e);
+        raw.insert(node.to_string(), text.to_string());
     }
     if let Some(s) = data[LEGACY_HOLDERS].as_str() {
         let legacy: Vec<LegacyHolder> = serde_json::from_str(s).map_err(|e| {
@@ -190,6 +196,7 @@ pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
             .as_str()
             .map(str::to_string),
         entries,
+        raw,
         transitions: data["leaseTransitions"]
             .as_str()
             .and_then(|t| t.parse().ok())
@@ -198,17 +205,16 @@ pub fn read(lease: Option<&Value>) -> Result<LeaseView, String> {
     })
 }
 
+/// An entry as stored.
+pub fn entry_text(e: &Entry) -> String {
+    serde_json::to_string(e).expect("an entry serializes")
+}
+
 /// The whole ConfigMap for `view` (a PUT over `view.resource_version`, or
 /// the body of the POST that creates it): what others put on the object
-/// is kept, the nodes' keys and the summary keys of the module docs
-/// written; an older agent's list is emptied (its holders are keys now).
-pub fn render(
-    namespace: &str,
-    name: &str,
-    view: &LeaseView,
-    duration_secs: u64,
-    now: u64,
-) -> Value {
+/// is kept, the nodes' keys and the counts of the module docs written; an
+/// older agent's list is emptied (its holders are keys now).
+pub fn render(namespace: &str, name: &str, view: &LeaseView, duration_secs: u64) -> Value {
     let mut lease = view.object.clone().unwrap_or_else(|| {
         json!({
             "apiVersion": "v1",
@@ -231,16 +237,16 @@ pub fn render(
     let data = lease["data"].as_object_mut().expect("an object");
     data.retain(|k, _| !k.starts_with(PREFIX));
     for (node, e) in &view.entries {
-        data.insert(
-            key(node),
-            json!(serde_json::to_string(e).expect("an entry serializes")),
-        );
+        // An entry as read stays as it was stored (a patch tests it).
+        let text = match view.raw.get(node) {
+            Some(t) if serde_json::from_str::<Entry>(t).ok().as_ref() == Some(e) => t.clone(),
+            _ => entry_text(e),
+        };
+        data.insert(key(node), json!(text));
     }
     if data.contains_key(LEGACY_HOLDERS) {
         data.insert(LEGACY_HOLDERS.into(), json!("[]"));
     }
-    let names: Vec<&str> = view.holders().map(|(n, _)| n.as_str()).collect();
-    data.insert("holderIdentity".into(), json!(names.join(",")));
     data.insert(
         "leaseTransitions".into(),
         json!(view.transitions.to_string()),
@@ -249,11 +255,38 @@ pub fn render(
         "leaseDurationSeconds".into(),
         json!(duration_secs.to_string()),
     );
-    data.insert("renewTime".into(), json!(rfc3339(now)));
-    if let Some(since) = view.holders().map(|(_, e)| e.since).max() {
-        data.insert("acquireTime".into(), json!(rfc3339(since)));
-    }
     lease
+}
+
+/// A write of one node's own key, which needs no compare-and-swap of the
+/// whole lease (module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryPatch {
+    /// Sets the key whatever it holds (a halt, which is never lost; a
+    /// not-Ready report).
+    Set(Entry),
+    /// Replaces the key only while it still holds `old` (as stored): a
+    /// renewal, which must not put back a place the operator removed.
+    Replace { old: String, new: Entry },
+    /// Removes the key only while it still holds `old`: a release, or a
+    /// report taken back.
+    Remove { old: String },
+}
+
+/// The patch that renews `me`'s place in `view`, or `None` when it holds
+/// none.
+pub fn renewal(view: &LeaseView, me: &str, now: u64) -> Option<EntryPatch> {
+    let old = view.raw.get(me)?.clone();
+    let e = renew(view, me, now)?.entries.remove(me)?;
+    Some(EntryPatch::Replace { old, new: e })
+}
+
+/// The patch that releases `me`'s place (or report) in `view`, or `None`
+/// when it has no entry.
+pub fn removal(view: &LeaseView, me: &str) -> Option<EntryPatch> {
+    Some(EntryPatch::Remove {
+        old: view.raw.get(me)?.clone(),
+    })
 }
 
 /// `unix` as RFC 3339, UTC.

@@ -14,7 +14,7 @@
 //! server's Endpoints through the follow RBAC.
 
 use super::drain::Plan;
-use super::lease::LeaseView;
+use super::lease::{EntryPatch, LeaseView};
 use super::plan::{Change, NodeLook};
 use super::policy::Policy;
 use super::record::Set;
@@ -54,7 +54,11 @@ pub trait ClusterSeam {
     async fn lease(&self) -> Result<LeaseView>;
     /// Writes `view` over the lease read as `view.resource_version` (or
     /// creates it); `Ok(false)` when someone wrote it in between (409).
-    async fn write_lease(&self, view: &LeaseView, now: u64) -> Result<bool>;
+    /// A take: the compare-and-swap of the whole object.
+    async fn write_lease(&self, view: &LeaseView) -> Result<bool>;
+    /// Writes `node`'s own key alone ([`EntryPatch`]); `Ok(false)` when
+    /// the key no longer holds what the patch expects.
+    async fn patch_entry(&self, node: &str, patch: &EntryPatch) -> Result<bool>;
     /// This node's own Node (`Err(why)` when it cannot be read).
     async fn own_node(&self) -> std::result::Result<NodeLook, String>;
     /// Cordons (`true`) or uncordons this node.

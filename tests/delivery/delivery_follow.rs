@@ -136,7 +136,7 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
     // touches what the nodes wrote (a halt stays).
     assert!(!docs[0].lines().any(|l| l.starts_with("data:")), "{}", docs[0]);
     // The nodes' rules, each narrowed to one object: the lease's
-    // ConfigMap (get, update), the operator's (get), the API servers'
+    // ConfigMap (get, update, patch), the operator's (get), the API servers'
     // Endpoints (get); no create, no list, no wildcard, nothing on Nodes.
     let rules = |doc: &str| -> Vec<String> {
         let pick = |key: &str| -> Vec<String> {
@@ -156,7 +156,7 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
     assert_eq!(
         rules(docs[1]),
         [
-            "resources: [\"configmaps\"] resourceNames: [\"node-bootstrap-follow-lease\"] verbs: [\"get\", \"update\"]",
+            "resources: [\"configmaps\"] resourceNames: [\"node-bootstrap-follow-lease\"] verbs: [\"get\", \"update\", \"patch\"]",
             "resources: [\"configmaps\"] resourceNames: [\"node-bootstrap-follow\"] verbs: [\"get\"]"
         ],
         "{}",

@@ -38,7 +38,7 @@ fn a_hundred_nodes_follow_ten_or_one_at_a_time_and_a_failing_node_halts_the_rest
         ready_timeout: Duration::from_secs(3),
         poll: Duration::from_millis(200),
         after_halt: Duration::from_secs(4),
-        deadline: Duration::from_secs(90),
+        deadline: Duration::from_secs(240),
     };
     fleet.set_max_changing(10).unwrap();
     let r1 = fleet.round(&ten, 2).unwrap();

@@ -85,6 +85,8 @@ pub struct RunRecord {
     pub end: f64,
     /// `Looked(Waiting)`, `Changed(Succeeded)`, an error.
     pub outcome: String,
+    /// Why it stands where it does (`state.json`).
+    pub why: String,
 }
 
 /// What a round showed.
@@ -98,8 +100,8 @@ pub struct Round {
     pub history: audit::History,
     pub runs: Vec<RunRecord>,
     pub restarts: Vec<Restart>,
-    /// Requests per run of a waiting node: (runs, mean, max).
-    pub waiting: (usize, f64, usize),
+    /// Requests per run of the nodes waiting for a place.
+    pub waiting: Waiting,
     /// Requests of nodes in the round, and of everyone (audit log).
     pub node_requests: usize,
     /// Requests beyond what a 1.32 node may ask, or refused
@@ -216,8 +218,21 @@ impl Fleet {
                     bail!("creating Node {name}: HTTP {code}: {answer}");
                 }
                 // The status a create carries is not kept by every version:
-                // posted as a kubelet posts it.
+                // posted as a kubelet posts it. The not-ready taint that
+                // admission puts on a new Node, which the node lifecycle
+                // controller would lift once it is Ready, lifted.
                 sim::post_status(&admin, name, START, true).await?;
+                let (code, answer) = admin
+                    .send_json(
+                        reqwest::Method::PATCH,
+                        &format!("/api/v1/nodes/{name}"),
+                        "application/merge-patch+json",
+                        &serde_json::json!({"spec": {"taints": null}}),
+                    )
+                    .await?;
+                if code != 200 {
+                    bail!("untainting Node {name}: HTTP {code}: {answer}");
+                }
             }
             Ok(())
         })
@@ -330,7 +345,7 @@ impl Fleet {
             };
             workers.push(std::thread::spawn(move || w.run()));
         }
-        let ended = self.watch(spec, t0, &fail);
+        let ended = self.watch(spec, t0, &fail, &runs);
         stop.store(true, Ordering::SeqCst);
         for w in workers {
             w.join().map_err(|_| anyhow::anyhow!("a fleet thread panicked"))??;
@@ -370,7 +385,13 @@ impl Fleet {
     }
 
     /// Waits for the round's end (module docs); how long it took.
-    fn watch(&self, spec: &RoundSpec, t0: Instant, fail: &FailPlan) -> Result<Duration> {
+    fn watch(
+        &self,
+        spec: &RoundSpec,
+        t0: Instant,
+        fail: &FailPlan,
+        runs: &Mutex<Vec<RunRecord>>,
+    ) -> Result<Duration> {
         let mut halted_at: Option<Instant> = None;
         loop {
             std::thread::sleep(Duration::from_millis(250));
@@ -393,8 +414,18 @@ impl Fleet {
             }
             if t0.elapsed() > spec.deadline {
                 let l = self.lease()?;
+                let last: BTreeMap<String, String> = runs
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.node.clone(), format!("{}: {}", r.outcome, r.why)))
+                    .collect();
+                let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
+                for o in last.values() {
+                    *outcomes.entry(o.as_str()).or_default() += 1;
+                }
                 bail!(
-                    "the round did not end within {:?}: {} of {} nodes at {}, lease {:?}",
+                    "the round did not end within {:?}: {} of {} nodes at {}, lease {:?}; the nodes' last runs: {outcomes:?}",
                     spec.deadline,
                     self.installed
                         .iter()
@@ -409,36 +440,63 @@ impl Fleet {
     }
 }
 
-/// Requests per run of a waiting node (a run that ended waiting after one
-/// that did: its change was decided before it started), from the audit
-/// log: (runs, mean, max).
-fn waiting_requests(runs: &[RunRecord], requests: &[audit::Request]) -> (usize, f64, usize) {
-    let mut by_node: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+/// Requests per run of the nodes waiting for a place, from the audit log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Waiting {
+    /// Runs of a node waiting with no place free (one that ended waiting
+    /// after one that did, asking neither the API servers' addresses nor
+    /// to write the lease: it saw no place to take).
+    pub runs: usize,
+    pub mean: f64,
+    pub max: usize,
+    /// Runs that saw a place free and tried to take it, but another node
+    /// was first (they end waiting too): their count and mean requests.
+    pub tries: usize,
+    pub tries_mean: f64,
+}
+
+fn waiting_requests(runs: &[RunRecord], requests: &[audit::Request]) -> Waiting {
+    let mut by_node: BTreeMap<&str, Vec<&audit::Request>> = BTreeMap::new();
     for r in requests {
-        by_node.entry(&r.node).or_default().push(r.at);
+        by_node.entry(&r.node).or_default().push(r);
     }
     let mut last: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut counts = Vec::new();
+    let (mut waits, mut tries) = (Vec::new(), Vec::new());
     for run in runs {
         let waiting = run.outcome == "Looked(Waiting)"
             && last.get(run.node.as_str()) == Some(&"Looked(Waiting)");
         if waiting {
-            let n = by_node.get(run.node.as_str()).map_or(0, |ts| {
-                ts.iter()
-                    .filter(|t| **t >= run.start - 0.001 && **t <= run.end + 0.001)
-                    .count()
-            });
-            counts.push(n);
+            let asked: Vec<&&audit::Request> = by_node
+                .get(run.node.as_str())
+                .into_iter()
+                .flatten()
+                .filter(|r| r.at >= run.start - 0.001 && r.at <= run.end + 0.001)
+                .collect();
+            let tried = asked
+                .iter()
+                .any(|r| r.resource == "endpoints" || r.verb == "update");
+            if tried {
+                tries.push(asked.len());
+            } else {
+                waits.push(asked.len());
+            }
         }
         last.insert(&run.node, &run.outcome);
     }
-    let total: usize = counts.iter().sum();
-    let mean = if counts.is_empty() {
-        0.0
-    } else {
-        total as f64 / counts.len() as f64
+    let mean = |v: &[usize]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<usize>() as f64 / v.len() as f64
+        }
     };
-    (counts.len(), mean, counts.iter().copied().max().unwrap_or(0))
+    Waiting {
+        runs: waits.len(),
+        mean: mean(&waits),
+        max: waits.iter().copied().max().unwrap_or(0),
+        tries: tries.len(),
+        tries_mean: mean(&tries),
+    }
 }
 
 /// The nodes of one thread.
@@ -521,11 +579,18 @@ impl Worker {
                 Ok(ran) => format!("{ran:?}"),
                 Err(e) => format!("error: {e}"),
             };
+            let why = node
+                .files
+                .load_state()
+                .ok()
+                .and_then(|s| s.why)
+                .unwrap_or_default();
             self.runs.lock().unwrap().push(RunRecord {
                 node: node.name.clone(),
                 start,
                 end: now_f64(),
                 outcome,
+                why,
             });
             let pause = self.spec.timer + self.spec.jitter.mul_f64(fastrand::f64());
             tokio::time::sleep(pause).await;

@@ -134,21 +134,33 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         }
     }
 
-    /// Renews this node's place; when the operator removed it: before the
-    /// kubelet's files changed, the change is aborted; after, the place is
-    /// taken back only when one is free (`maxChanging`, no halt), else the
-    /// run ends waiting for one (`Some`), the record kept.
+    /// Makes sure this node still holds its place, renewing it when the
+    /// last renewal is [`RENEW_EVERY`] old (a read, and rarely a write);
+    /// when the operator removed it: before the kubelet's files changed,
+    /// the change is aborted; after, the place is taken back only when one
+    /// is free (`maxChanging`, no halt), else the run ends waiting for one
+    /// (`Some`), the record kept.
     async fn keep_place(&self, change: &Change, state: &mut FollowState) -> Result<Option<Ran>> {
         let (c, now) = (self.cluster, self.node.now());
-        for _ in 0..5 {
+        for attempt in 0..5 {
+            if attempt > 0 {
+                self.node.sleep(super::conflict_pause()).await;
+            }
             let view = c.lease().await?;
-            let next = match lease::renew(&view, &change.node, now) {
-                Some(next) => next,
-                None if matches!(change.phase, Phase::Taken | Phase::Drained | Phase::Prepared) => {
+            let next = match view.entry(&change.node) {
+                Some(e) if e.holds() && now < e.renewed + RENEW_EVERY => return Ok(None),
+                Some(e) if e.holds() => {
+                    let renewal = lease::renewal(&view, &change.node, now).expect("held");
+                    if c.patch_entry(&change.node, &renewal).await? {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                _ if matches!(change.phase, Phase::Taken | Phase::Drained | Phase::Prepared) => {
                     let why = "the operator removed this node's place in the follow lease before its kubelet changed".to_string();
                     return self.abort(change.clone(), state, why).await.map(Some);
                 }
-                None => {
+                _ => {
                     let policy = c.policy().await?;
                     if let Err(why) = lease::retake(&view, &change.node, &policy) {
                         let why = format!(
@@ -163,7 +175,7 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
                     lease::put_back(&view, &change.node, Self::entry(change))
                 }
             };
-            if c.write_lease(&next, now).await? {
+            if c.write_lease(&next).await? {
                 return Ok(None);
             }
         }
@@ -176,7 +188,7 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
     /// (the next action's [`Self::keep_place`] settles it).
     async fn renew_quietly(&self, change: &Change) {
         let (me, now) = (&change.node, self.node.now());
-        if let Err(e) = self.rewrite_lease(|v| lease::renew(v, me, now)).await {
+        if let Err(e) = self.own_write(|v| lease::renewal(v, me, now)).await {
             warn!(step = STEP, error = %e, "cannot renew this node's place in the follow lease");
         }
     }
@@ -265,8 +277,7 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         if change.cordoned {
             c.set_unschedulable(false).await?;
         }
-        self.rewrite_lease(|v| Some(lease::release(v, &change.node)))
-            .await?;
+        self.own_write(|v| lease::removal(v, &change.node)).await?;
         let o = self.outcome(&change, ChangeResult::Succeeded, None);
         info!(message_id = message_ids::FOLLOW_SUCCEEDED, step = STEP, from = %change.from, to = %change.to,
             back_after_secs = o.back_after_secs.unwrap_or(0), "kubelet changed: the Node is Ready with the new version");
@@ -287,12 +298,18 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         Ok(Ran::Changed(ChangeResult::Succeeded))
     }
 
-    /// Marks this node's place halted with `why` (taking it back if it
-    /// was removed: a halt is never lost).
+    /// Marks this node's place halted with `why`, whatever its key holds
+    /// (taking it back if it was removed: a halt is never lost).
     async fn mark_halted(&self, change: &Change, why: &str) -> Result<()> {
-        let (me, now) = (&change.node, self.node.now());
-        let entry = Self::entry(change);
-        self.rewrite_lease(|v| Some(lease::halt(v, me, entry.clone(), why, now)))
+        let halted = lease::Entry {
+            state: lease::State::Halted,
+            why: Some(why.to_string()),
+            renewed: self.node.now(),
+            ..Self::entry(change)
+        };
+        let set = lease::EntryPatch::Set(halted);
+        self.cluster
+            .patch_entry(&change.node, &set)
             .await
             .map(|_| ())
             .map_err(|e| e.context("cannot mark the follow lease halted; the next run tries again"))
@@ -344,8 +361,7 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         if change.cordoned {
             c.set_unschedulable(false).await?;
         }
-        self.rewrite_lease(|v| Some(lease::release(v, &change.node)))
-            .await?;
+        self.own_write(|v| lease::removal(v, &change.node)).await?;
         let what = format!(
             "kubelet {} -> {} not started: {why}",
             change.from, change.to

@@ -130,7 +130,7 @@ impl Cluster {
     fn remove_entry(&self, node: &str) {
         let mut l = self.lease.borrow_mut();
         l.0 += 1;
-        l.1.entries.remove(node);
+        l.1 = stored(&lease::release(&l.1, node));
     }
 
     fn fault(&self, node: &str, f: Fault) -> bool {
@@ -260,23 +260,36 @@ impl ClusterSeam for Node<'_> {
             ..view
         })
     }
-    async fn write_lease(&self, view: &LeaseView, _now: u64) -> Result<bool> {
+    async fn write_lease(&self, view: &LeaseView) -> Result<bool> {
         self.asked("lease write");
-        if view.entry(&self.name).is_some_and(|e| e.state == State::Halted) {
-            self.fails(Fault::HaltWrite, "writing the lease")?;
-        }
         let mut l = self.c.lease.borrow_mut();
         if view.resource_version.as_deref() != Some(&l.0.to_string()) {
             return Ok(false);
         }
-        *l = (
-            l.0 + 1,
-            LeaseView {
-                resource_version: None,
-                object: None,
-                ..view.clone()
-            },
-        );
+        *l = (l.0 + 1, stored(view));
+        Ok(true)
+    }
+    async fn patch_entry(&self, node: &str, patch: &lease::EntryPatch) -> Result<bool> {
+        use lease::EntryPatch;
+        self.asked("lease patch");
+        if matches!(patch, EntryPatch::Set(e) if e.state == State::Halted) {
+            self.fails(Fault::HaltWrite, "writing the lease")?;
+        }
+        let mut l = self.c.lease.borrow_mut();
+        let mut v = l.1.clone();
+        match patch {
+            EntryPatch::Set(e) => {
+                v.entries.insert(node.into(), e.clone());
+            }
+            EntryPatch::Replace { old, new } if v.raw.get(node) == Some(old) => {
+                v.entries.insert(node.into(), new.clone());
+            }
+            EntryPatch::Remove { old } if v.raw.get(node) == Some(old) => {
+                v.entries.remove(node);
+            }
+            _ => return Ok(false),
+        }
+        *l = (l.0 + 1, stored(&v));
         Ok(true)
     }
     async fn own_node(&self) -> std::result::Result<NodeLook, String> {
@@ -420,6 +433,16 @@ impl NodeSeam for Node<'_> {
     }
 }
 
+/// The lease as the API server keeps it: rendered and read back.
+fn stored(view: &LeaseView) -> LeaseView {
+    let obj = lease::render("kube-system", "l", view, 300);
+    LeaseView {
+        resource_version: None,
+        object: None,
+        ..lease::read(Some(&obj)).unwrap()
+    }
+}
+
 fn rt() -> tokio::runtime::Runtime {
     crate::async_runtime::current_thread().unwrap()
 }
@@ -503,7 +526,7 @@ fn a_waiting_node_asks_two_things_a_run_and_never_lists_nodes() {
     let (w1, w2) = (Node::new(&c, "w1"), Node::new(&c, "w2"));
     // w1 holds the place: its kubelet is broken mid-change... simply
     // held: it takes and its change waits (the kubelet not back yet).
-    c.lease.borrow_mut().1 = lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap();
+    c.lease.borrow_mut().1 = stored(&lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap());
     // The first run decides (the version, the operator's word) and waits.
     let first = asked_in(&c, &w2, || {
         assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting));
@@ -579,7 +602,7 @@ fn a_node_waits_while_another_holds_the_lease_or_said_it_is_not_ready() {
         delete_emptydir_data: false,
     }).unwrap();
     rt().block_on(w1.prepare(&mut w1.change().unwrap())).unwrap();
-    c.lease.borrow_mut().1 = lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap();
+    c.lease.borrow_mut().1 = stored(&lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap());
     assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting));
     let why = w2.follow_state().why.unwrap();
     assert!(why.contains("1 of 1 places taken: w1 (v1.20.2 -> v1.20.3)"), "{why}");

@@ -149,11 +149,10 @@ fn a_place_removed_mid_change_is_taken_back_only_within_max_changing() {
 #[test]
 fn the_lease_round_trips_through_its_object() {
     let v = holding(&["w1", "w2"]);
-    let mut obj = render("kube-system", "node-bootstrap-follow-lease", &v, 300, 100);
+    let mut obj = render("kube-system", "node-bootstrap-follow-lease", &v, 300);
     assert_eq!(obj["kind"], "ConfigMap");
-    assert_eq!(obj["data"]["holderIdentity"], "w1,w2");
     assert_eq!(obj["data"]["leaseTransitions"], "2");
-    assert_eq!(obj["data"]["renewTime"], "1970-01-01T00:01:40Z");
+    assert_eq!(obj["data"]["leaseDurationSeconds"], "300");
     let e: Value = serde_json::from_str(obj["data"]["node.w1"].as_str().unwrap()).unwrap();
     assert_eq!(
         e,
@@ -163,10 +162,10 @@ fn the_lease_round_trips_through_its_object() {
     obj["metadata"]["resourceVersion"] = json!("42");
     let back = read(Some(&obj)).unwrap();
     assert_eq!(back.entries, v.entries);
+    assert_eq!(back.raw["w1"], obj["data"]["node.w1"].as_str().unwrap());
     assert_eq!(back.resource_version.as_deref(), Some("42"));
     assert_eq!(back.transitions, 2);
-    let empty = render("kube-system", "l", &release(&release(&back, "w1"), "w2"), 300, 100);
-    assert_eq!(empty["data"]["holderIdentity"], "", "{empty}");
+    let empty = render("kube-system", "l", &release(&release(&back, "w1"), "w2"), 300);
     assert!(empty["data"].get("node.w1").is_none(), "{empty}");
     // What others put there stays: labels, annotations, other keys.
     let mut labelled = obj.clone();
@@ -174,7 +173,7 @@ fn the_lease_round_trips_through_its_object() {
     labelled["metadata"]["annotations"] =
         json!({"kubectl.kubernetes.io/last-applied-configuration": "{}"});
     labelled["data"]["note"] = json!("hands off");
-    let again = render("kube-system", "l", &read(Some(&labelled)).unwrap(), 300, 100);
+    let again = render("kube-system", "l", &read(Some(&labelled)).unwrap(), 300);
     assert_eq!(again["metadata"]["labels"]["team"], "infra");
     assert_eq!(again["data"]["note"], "hands off");
     assert_eq!(
@@ -198,8 +197,32 @@ fn an_older_agents_list_is_counted_and_moved_to_keys() {
     let v = read(Some(&old)).unwrap();
     assert_eq!(v.entry("w1").unwrap().state, State::Halted);
     assert!(wait(place(&v, "w2", &Policy::default(), 10, 300)).contains("halted at w1"));
-    let written = render("kube-system", "l", &v, 300, 10);
+    let written = render("kube-system", "l", &v, 300);
     assert_eq!(written["data"]["holders"], "[]");
     assert!(written["data"]["node.w1"].as_str().unwrap().contains("\"halted\""));
     assert!(read(Some(&json!({"data": {"holders": "w1"}}))).is_err());
+}
+
+#[test]
+fn a_nodes_own_writes_are_patches_of_its_key() {
+    let obj = render("kube-system", "l", &holding(&["w1"]), 300);
+    let v = read(Some(&obj)).unwrap();
+    let Some(EntryPatch::Replace { old, new }) = renewal(&v, "w1", 500) else {
+        panic!()
+    };
+    assert_eq!(old, v.raw["w1"]);
+    assert_eq!((new.state, new.renewed, new.since), (State::Changing, 500, 100));
+    assert_eq!(
+        removal(&v, "w1"),
+        Some(EntryPatch::Remove {
+            old: v.raw["w1"].clone()
+        })
+    );
+    // Nothing of another's, nothing when there is none.
+    assert_eq!(renewal(&v, "w2", 500), None);
+    assert_eq!(removal(&v, "w2"), None);
+    // A not-Ready report is no place to renew.
+    let r = read(Some(&render("kube-system", "l", &report_not_ready(&v, "w3", "x", 1).unwrap(), 300))).unwrap();
+    assert_eq!(renewal(&r, "w3", 2), None);
+    assert!(removal(&r, "w3").is_some());
 }

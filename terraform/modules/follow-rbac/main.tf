@@ -12,8 +12,9 @@
 #   refuses a node every Lease but its own heartbeat Lease in
 #   kube-node-lease, whatever RBAC says;
 # - a Role in var.namespace letting the group system:nodes (every
-#   kubelet's identity, system:node:<name>) get and update that one
-#   ConfigMap and get the operator's; a RoleBinding to the group;
+#   kubelet's identity, system:node:<name>) get, update and patch that
+#   one ConfigMap (a take updates it over the version read; a node's other
+#   writes patch its own key) and get the operator's; a RoleBinding;
 # - a Role in `default` letting them get the `kubernetes` Endpoints (the
 #   API servers' addresses: before a node takes a place it asks each API
 #   server's /version, so that an HA control plane half upgraded is seen
@@ -62,7 +63,7 @@ locals {
     - apiGroups: [""]
       resources: ["configmaps"]
       resourceNames: ["${local.lease_name}"]
-      verbs: ["get", "update"]
+      verbs: ["get", "update", "patch"]
     - apiGroups: [""]
       resources: ["configmaps"]
       resourceNames: ["${var.name}"]

@@ -137,7 +137,7 @@ fn removed_at(phase: Phase) -> (Cluster, Vec<String>) {
     rt().block_on(w1.prepare(&mut change)).unwrap();
     w1.driver().files.save_change(&change).unwrap();
     c.lease.borrow_mut().1 =
-        lease::take(&LeaseView::default(), b, "v1.20.2", "v1.20.3", 1000).unwrap();
+        stored(&lease::take(&LeaseView::default(), b, "v1.20.2", "v1.20.3", 1000).unwrap());
     let r = run(&w1);
     let mut out = vec![format!("{r:?}")];
     out.extend(c.holders());
@@ -181,7 +181,7 @@ fn a_change_waiting_for_its_place_back_finishes_once_one_is_free() {
         s.restarted = Some(1000);
     });
     w1.driver().files.save_change(&change).unwrap();
-    c.lease.borrow_mut().1 = lease::take(&LeaseView::default(), b, "v1.20.2", "v1.20.3", 1000).unwrap();
+    c.lease.borrow_mut().1 = stored(&lease::take(&LeaseView::default(), b, "v1.20.2", "v1.20.3", 1000).unwrap());
     assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Waiting));
     // w2 holds; its own change finishes (it resumes as a Held take).
     assert_eq!(run(&w2).unwrap(), Ran::Changed(ChangeResult::Succeeded));
