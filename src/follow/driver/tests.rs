@@ -830,6 +830,8 @@ fn a_build_suffix_or_a_distributions_suffix_is_the_same_release() {
     let c = Cluster::new("v1.20.2-eks-6b7464", &["w1"], "v1.20.2");
     let w1 = Node::new(&c, "w1");
     assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::UpToDate));
+    let why = w1.follow_state().why.unwrap();
+    assert!(why.ends_with("the API server's release"), "{why}");
     // The release v1.20.3+flatcar.1, whose kubelet reports v1.20.3: back,
     // not rolled back.
     let c = Cluster::new("v1.20.3+flatcar.1", &["w1"], "v1.20.2");
