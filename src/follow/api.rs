@@ -273,10 +273,7 @@ impl ClusterSeam for Cluster {
         let key = lease::key(node);
         let pointer = format!("/data/{}", key.replace('~', "~0").replace('/', "~1"));
         let (kind, body) = match patch {
-            EntryPatch::Set(e) => (
-                MERGE_PATCH,
-                json!({"data": {key: lease::entry_text(e)}}),
-            ),
+            EntryPatch::Set(e) => (MERGE_PATCH, json!({"data": {key: lease::entry_text(e)}})),
             EntryPatch::Replace { old, new } => (
                 JSON_PATCH,
                 json!([

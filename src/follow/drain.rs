@@ -195,7 +195,14 @@ mod tests {
         // Being deleted: waited for, not evicted again.
         assert_eq!(names(&p.terminating), ["apps/going"]);
         assert!(!p.done());
-        assert!(plan(&json!({"items": [pod("agent", Some("DaemonSet"), json!({}))]}), false).unwrap().done());
+        assert!(
+            plan(
+                &json!({"items": [pod("agent", Some("DaemonSet"), json!({}))]}),
+                false
+            )
+            .unwrap()
+            .done()
+        );
     }
 
     #[test]
@@ -211,7 +218,8 @@ mod tests {
         let list = json!({"items": [pod("web-1", Some("ReplicaSet"), cache)]});
         let e = plan(&list, false).unwrap_err();
         assert!(
-            e.starts_with("pod apps/web-1 has an emptyDir volume") && e.contains("deleteEmptyDirData"),
+            e.starts_with("pod apps/web-1 has an emptyDir volume")
+                && e.contains("deleteEmptyDirData"),
             "{e}"
         );
         assert_eq!(names(&plan(&list, true).unwrap().evict), ["apps/web-1"]);

@@ -266,7 +266,9 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
             Err(ran) => return Ok(ran),
         };
         if !same {
-            let why = format!("the operator's word changed since kubelet {current} -> {to} was due; looking again");
+            let why = format!(
+                "the operator's word changed since kubelet {current} -> {to} was due; looking again"
+            );
             return Ok(Self::stood(state, Standing::Settling, why));
         }
         let api = KubeVersion::parse(api).map_err(Error::internal)?;
@@ -356,7 +358,10 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         let unfit = self.unfit(state, current, to, api, policy).await;
         if !matches!(unfit, Ok(None)) {
             self.own_write(|v| lease::removal(v, &me)).await?;
-            info!(step = STEP, "the place taken in the follow lease is given back: the change may not go now");
+            info!(
+                step = STEP,
+                "the place taken in the follow lease is given back: the change may not go now"
+            );
             return unfit.map(|ran| ran.expect("unfit"));
         }
         let change = Change {
@@ -404,9 +409,10 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         if let Err(why) = self.servers_agree(state, api).await? {
             return Ok(Some(Self::stood(state, Standing::Settling, why)));
         }
-        let own = c.own_node().await.map_err(|w| {
-            Error::retryable(format!("this node's Node cannot be read: {w}"))
-        })?;
+        let own = c
+            .own_node()
+            .await
+            .map_err(|w| Error::retryable(format!("this node's Node cannot be read: {w}")))?;
         let waits = |why: String| format!("kubelet {current} -> {to} waits: {why}");
         if let Err(why) = lease::node_fit(&own) {
             return Ok(Some(Self::stood(state, Standing::Waiting, waits(why))));
@@ -474,8 +480,14 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
             return;
         };
         match written {
-            Ok(()) => info!(step = STEP, ready = own.ready, "this node's readiness said in the follow lease"),
-            Err(e) => warn!(step = STEP, error = %e, "cannot say this node's readiness in the follow lease"),
+            Ok(()) => info!(
+                step = STEP,
+                ready = own.ready,
+                "this node's readiness said in the follow lease"
+            ),
+            Err(e) => {
+                warn!(step = STEP, error = %e, "cannot say this node's readiness in the follow lease")
+            }
         }
     }
 

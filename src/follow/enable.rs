@@ -109,7 +109,12 @@ pub fn write_files(config: &Path, unit_dir: &Path) -> Result<Enabled> {
         if std::fs::read_to_string(&path).is_ok_and(|t| t == contents) {
             continue;
         }
-        fsutil::write_file("a follow unit", &path, contents.as_bytes(), fsutil::MODE_PUBLIC)?;
+        fsutil::write_file(
+            "a follow unit",
+            &path,
+            contents.as_bytes(),
+            fsutil::MODE_PUBLIC,
+        )?;
         done.units_written.push(name.to_string());
     }
     Ok(done)
@@ -137,7 +142,8 @@ mod tests {
     fn the_config_gets_follow_enabled_and_keeps_everything_else() {
         let p = Path::new("/etc/node-bootstrap/config.json");
         let text = r#"{"cluster": {"api_timeout_secs": 5}, "follow": {"stable_checks": 5}}"#;
-        let out: Value = serde_json::from_str(&enabled_config(Some(text), p).unwrap().unwrap()).unwrap();
+        let out: Value =
+            serde_json::from_str(&enabled_config(Some(text), p).unwrap().unwrap()).unwrap();
         assert_eq!(
             out,
             json!({"cluster": {"api_timeout_secs": 5}, "follow": {"stable_checks": 5, "enabled": true}})

@@ -328,13 +328,7 @@ fn describe(node: &str, e: &Entry, now: u64, duration_secs: u64) -> String {
 
 /// The lease's part of the rule of the module docs (the node's own part
 /// is [`node_fit`]).
-pub fn place(
-    view: &LeaseView,
-    me: &str,
-    policy: &Policy,
-    now: u64,
-    duration_secs: u64,
-) -> Grant {
+pub fn place(view: &LeaseView, me: &str, policy: &Policy, now: u64, duration_secs: u64) -> Grant {
     match view.entry(me) {
         Some(e) if e.state == State::Halted => {
             return Grant::HaltedHere {

@@ -146,9 +146,8 @@ impl Local<'_> {
         let (_, arch) = crate::kubelet_sysext::product_id(&inputs)?;
         let kept = ext.images_dir.join(ext.image_file_name(version, arch));
         if !kept.is_file() {
-            let bytes = std::fs::read(&link).map_err(|e| {
-                Error::internal(format!("cannot read {}: {e}", link.display()))
-            })?;
+            let bytes = std::fs::read(&link)
+                .map_err(|e| Error::internal(format!("cannot read {}: {e}", link.display())))?;
             fsutil::write_file("the previous kubelet image", &kept, &bytes, 0o644)?;
         }
         info!(step = "follow", path = %link.display(), kept = %kept.display(), "the kubelet image was a plain file: kept as a versioned image for a rollback");

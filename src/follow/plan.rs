@@ -343,12 +343,13 @@ mod tests {
 
     #[test]
     fn a_build_suffix_on_either_side_is_the_same_release() {
-        let v = |reported, expected| {
-            verify(expected, 200, Ok(&look(true, reported, 205)), 206, 60)
-        };
+        let v = |reported, expected| verify(expected, 200, Ok(&look(true, reported, 205)), 206, 60);
         assert_eq!(v("v1.20.5", "v1.20.5+flatcar.1"), Verdict::Back);
         assert_eq!(v("v1.20.5+flatcar.1", "v1.20.5"), Verdict::Back);
-        assert!(matches!(v("v1.20.4", "v1.20.5+flatcar.1"), Verdict::Waiting(_)));
+        assert!(matches!(
+            v("v1.20.4", "v1.20.5+flatcar.1"),
+            Verdict::Waiting(_)
+        ));
         assert!(matches!(v("v1.20.5-rc.1", "v1.20.5"), Verdict::Waiting(_)));
         assert!(same_release("v1.20.5", "v1.20.5"));
         assert!(!same_release("garbage", "v1.20.5"));

@@ -65,8 +65,10 @@ pub trait ClusterSeam {
     async fn set_unschedulable(&self, on: bool) -> Result<()>;
     /// What a drain of this node would do now ([`super::drain::plan`]):
     /// `Ok(Err(why))` when a pod stops it.
-    async fn drain_plan(&self, delete_emptydir_data: bool)
-    -> Result<std::result::Result<Plan, String>>;
+    async fn drain_plan(
+        &self,
+        delete_emptydir_data: bool,
+    ) -> Result<std::result::Result<Plan, String>>;
     /// Asks the Eviction API (`policy/v1beta1` or `policy/v1` by the API
     /// server's minor) to evict `pod`: `Ok(None)` accepted (or gone),
     /// `Ok(Some(why))` not now (a PodDisruptionBudget), `Err` refused.

@@ -130,7 +130,8 @@ pub fn enable_follow(n: &SimNode) -> Result<String> {
     let path = "/etc/node-bootstrap/config.json";
     let mut config: Value = serde_json::from_str(&n.read(path).context("the agent's config")?)?;
     an::merge(&mut config, follow_config());
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(n.path(path))?.permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(n.path(path))?.permissions());
     n.write(path, config.to_string(), mode & 0o777)?;
     let out = n.exec(&["/opt/bin/node-bootstrap", "follow", "--enable"])?;
     let said = format!(
@@ -138,7 +139,11 @@ pub fn enable_follow(n: &SimNode) -> Result<String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    anyhow::ensure!(out.status.success(), "{}: follow --enable: {said}", n.name());
+    anyhow::ensure!(
+        out.status.success(),
+        "{}: follow --enable: {said}",
+        n.name()
+    );
     Ok(said)
 }
 

@@ -82,7 +82,7 @@ pub fn decide(spec: &Value) -> Decision {
         return Decision::NoOpinion;
     };
     let r = &spec["resourceAttributes"];
-    if r.is_null() || r["group"].as_str().unwrap_or("") != "" {
+    if r.is_null() || !r["group"].as_str().unwrap_or("").is_empty() {
         return Decision::NoOpinion;
     }
     let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
@@ -291,9 +291,8 @@ async fn answer(spec: &Value, state: &Shared) -> Value {
                 .flatten(),
                 None => None,
             };
-            (bound.as_deref().map(str::trim) != Some(node.as_str())).then(|| {
-                format!("no relationship found between node '{node}' and this object")
-            })
+            (bound.as_deref().map(str::trim) != Some(node.as_str()))
+                .then(|| format!("no relationship found between node '{node}' and this object"))
         }
     };
     match why {
@@ -336,8 +335,14 @@ mod tests {
     #[test]
     fn a_node_reads_only_its_own_node_as_from_1_32() {
         let me = "system:node:w1";
-        assert_eq!(decide(&review(me, "get", "nodes", "w1")), Decision::NoOpinion);
-        assert_eq!(decide(&review(me, "list", "nodes", "w1")), Decision::NoOpinion);
+        assert_eq!(
+            decide(&review(me, "get", "nodes", "w1")),
+            Decision::NoOpinion
+        );
+        assert_eq!(
+            decide(&review(me, "list", "nodes", "w1")),
+            Decision::NoOpinion
+        );
         assert_eq!(
             decide(&review(me, "list", "nodes", "")),
             Decision::Deny("node 'w1' cannot read all nodes, only its own Node object".into())
@@ -346,13 +351,19 @@ mod tests {
             decide(&review(me, "get", "nodes", "w2")),
             Decision::Deny("node 'w1' cannot read 'w2', only its own Node object".into())
         );
-        assert_eq!(decide(&review(me, "patch", "nodes", "w1")), Decision::NoOpinion);
+        assert_eq!(
+            decide(&review(me, "patch", "nodes", "w1")),
+            Decision::NoOpinion
+        );
         assert!(matches!(
             decide(&review(me, "get", "pods", "web-1")),
             Decision::PodOfNode { node, .. } if node == "w1"
         ));
         assert_eq!(decide(&review(me, "list", "pods", "")), Decision::NoOpinion);
-        assert_eq!(decide(&review(me, "get", "configmaps", "x")), Decision::NoOpinion);
+        assert_eq!(
+            decide(&review(me, "get", "configmaps", "x")),
+            Decision::NoOpinion
+        );
         // Not a node: no opinion.
         let mut admin = review("admin", "list", "nodes", "");
         admin["group"] = json!(["system:masters"]);

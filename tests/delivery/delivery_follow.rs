@@ -134,7 +134,11 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
     );
     // The lease declares no data: applying the manifest again never
     // touches what the nodes wrote (a halt stays).
-    assert!(!docs[0].lines().any(|l| l.starts_with("data:")), "{}", docs[0]);
+    assert!(
+        !docs[0].lines().any(|l| l.starts_with("data:")),
+        "{}",
+        docs[0]
+    );
     // The nodes' rules, each narrowed to one object: the lease's
     // ConfigMap (get, update, patch), the operator's (get), the API servers'
     // Endpoints (get); no create, no list, no wildcard, nothing on Nodes.
@@ -170,7 +174,10 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
         docs[3]
     );
     for d in [docs[1], docs[3]] {
-        assert!(!d.contains('*') && !d.contains("create") && !d.contains("nodes"), "{d}");
+        assert!(
+            !d.contains('*') && !d.contains("create") && !d.contains("nodes"),
+            "{d}"
+        );
     }
     for d in [docs[2], docs[4]] {
         assert!(

@@ -78,7 +78,11 @@ fn a_hundred_nodes_follow_ten_or_one_at_a_time_and_a_failing_node_halts_the_rest
     fleet.clear_entry(&failing).unwrap();
     before.remove(&failing);
     assert_eq!(fleet.lease().unwrap().entries, before);
-    assert!(fleet.authz.denials().is_empty(), "{:?}", fleet.authz.denials());
+    assert!(
+        fleet.authz.denials().is_empty(),
+        "{:?}",
+        fleet.authz.denials()
+    );
     eprintln!(
         "follow fleet: API server and 100 Nodes {up:?}; maxChanging 10 {:?} (waiting runs {:?}); maxChanging 1 with a failure {:?} (waiting runs {:?}); total {:?}",
         r1.took,

@@ -38,10 +38,10 @@
 //! 4. Through it all, from the audit log: no agent listed Nodes or another
 //!    node's pods, and the 1.32 authorizer denied the agents nothing.
 
+use benchkit::follow_fleet::audit;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use testkit::cluster::ClusterRig;
-use benchkit::follow_fleet::audit;
 use testkit::follow::{self, Release, WORKERS, Watch};
 use testkit::simnode::SimNode;
 
@@ -158,7 +158,10 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
         let f = wait_standing(w, "up-to-date", Duration::from_secs(60));
         assert_eq!(f["current"], base.as_str(), "{f}");
     }
-    let ctr = workers.iter().find(|n| n.name() == follow::ENABLED_LATER).unwrap();
+    let ctr = workers
+        .iter()
+        .find(|n| n.name() == follow::ENABLED_LATER)
+        .unwrap();
     let timer = ctr
         .exec(&["systemctl", "is-enabled", "node-bootstrap-follow.timer"])
         .unwrap();
@@ -211,17 +214,24 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
     // The cordoned worker waits, still cordoned, and changed nothing.
     let n_cordoned = workers.iter().find(|n| n.name() == cordoned).unwrap();
     n_cordoned
-        .wait_for("waiting for its cordon to go", Duration::from_secs(30), |n| {
-            let f = status(n)["follow"].clone();
-            (f["standing"] == "waiting"
-                && f["why"]
-                    .as_str()
-                    .is_some_and(|w| w.contains("cordoned (spec.unschedulable) by someone else")))
-            .then_some(())
-        })
+        .wait_for(
+            "waiting for its cordon to go",
+            Duration::from_secs(30),
+            |n| {
+                let f = status(n)["follow"].clone();
+                (f["standing"] == "waiting"
+                    && f["why"].as_str().is_some_and(|w| {
+                        w.contains("cordoned (spec.unschedulable) by someone else")
+                    }))
+                .then_some(())
+            },
+        )
         .unwrap_or_else(|e| panic!("{e:#}\n{}", status(n_cordoned)["follow"]));
     assert_eq!(kubelet_versions(&rig)[cordoned], base);
-    assert!(unschedulable(&rig, cordoned), "the operator's cordon is kept");
+    assert!(
+        unschedulable(&rig, cordoned),
+        "the operator's cordon is kept"
+    );
     rig.kubectl.run(&["uncordon", cordoned]).unwrap();
     wait_followed(&rig, &workers, &WORKERS, &standin.version);
     let rollout_took = t2.elapsed();
@@ -337,7 +347,10 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
         "{first}"
     );
     let converged = n.journal("node-bootstrap-follow-converge.service");
-    assert!(converged.contains("converged before the kubelet starts"), "{converged}");
+    assert!(
+        converged.contains("converged before the kubelet starts"),
+        "{converged}"
+    );
     // Rolled back: halted in the lease, Ready again with the previous kubelet.
     let f = wait_standing(n, "halted", Duration::from_secs(150));
     assert!(
@@ -482,9 +495,9 @@ fn one_at_a_time(master: &SimNode, history: &[follow::Snapshot], started: f64, v
             .changed_at
             .unwrap_or_else(|| panic!("{a} never reported {version}"));
         assert!(
-            wa.holding
-                .iter()
-                .any(|(s, e)| *s <= at + Duration::from_secs(1) && at <= *e + Duration::from_secs(2)),
+            wa.holding.iter().any(
+                |(s, e)| *s <= at + Duration::from_secs(1) && at <= *e + Duration::from_secs(2)
+            ),
             "{a} reported {version} at {at:?} outside its holding {:?}",
             wa.holding
         );
@@ -500,9 +513,15 @@ fn the_agents_asked_only_what_a_1_32_node_may(rig: &follow::FollowRig, master: &
         .into_iter()
         .filter(|r| r.user_agent.starts_with("node-bootstrap/"))
         .collect();
-    assert!(requests.len() > 50, "{} requests of the agents", requests.len());
     assert!(
-        requests.iter().any(|r| r.resource == "pods" && r.verb == "list"),
+        requests.len() > 50,
+        "{} requests of the agents",
+        requests.len()
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.resource == "pods" && r.verb == "list"),
         "the drains' pod lists are in the log"
     );
     let beyond = audit::beyond_a_node(&requests);

@@ -95,7 +95,10 @@ pub fn node_requests(text: &str) -> Vec<Request> {
                 node,
                 at: unix(e["requestReceivedTimestamp"].as_str()?)?,
                 verb: e["verb"].as_str().unwrap_or("").to_string(),
-                resource: e["objectRef"]["resource"].as_str().unwrap_or("").to_string(),
+                resource: e["objectRef"]["resource"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
                 uri: e["requestURI"].as_str().unwrap_or("").to_string(),
                 user_agent: e["userAgent"].as_str().unwrap_or("").to_string(),
                 code: e["responseStatus"]["code"].as_u64().unwrap_or(0),
@@ -302,8 +305,18 @@ mod tests {
         let ok = [
             r("get", "nodes", "/api/v1/nodes/w1", 200),
             r("patch", "nodes", "/api/v1/nodes/w1", 200),
-            r("list", "pods", "/api/v1/pods?fieldSelector=spec.nodeName%3Dw1", 200),
-            r("get", "configmaps", "/api/v1/namespaces/kube-system/configmaps/x", 200),
+            r(
+                "list",
+                "pods",
+                "/api/v1/pods?fieldSelector=spec.nodeName%3Dw1",
+                200,
+            ),
+            r(
+                "get",
+                "configmaps",
+                "/api/v1/namespaces/kube-system/configmaps/x",
+                200,
+            ),
         ];
         assert!(beyond_a_node(&ok).is_empty());
         let bad = [
@@ -311,7 +324,12 @@ mod tests {
             r("get", "nodes", "/api/v1/nodes/w2", 200),
             r("list", "pods", "/api/v1/pods", 200),
             r("get", "pods", "/api/v1/namespaces/a/pods/p", 200),
-            r("get", "configmaps", "/api/v1/namespaces/kube-system/configmaps/x", 403),
+            r(
+                "get",
+                "configmaps",
+                "/api/v1/namespaces/kube-system/configmaps/x",
+                403,
+            ),
         ];
         assert_eq!(beyond_a_node(&bad).len(), 5);
     }

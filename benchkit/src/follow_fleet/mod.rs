@@ -165,7 +165,10 @@ impl Fleet {
         let config_map = testkit::follow::apply_follow_rbac(&kubectl)?;
         testkit::follow::apply_yaml(&kubectl, &config_map)?;
         let admin_kc = dir.path().join("admin.kubeconfig");
-        std::fs::write(&admin_kc, cp.kubeconfig(None, &KubeAuth::Cert(cp.admin.clone())))?;
+        std::fs::write(
+            &admin_kc,
+            cp.kubeconfig(None, &KubeAuth::Cert(cp.admin.clone())),
+        )?;
         let mut kubeconfigs = Vec::new();
         for name in &names {
             let p = dir.path().join(format!("{name}.kubeconfig"));
@@ -212,7 +215,12 @@ impl Fleet {
                 });
                 node["status"] = sim::status(START, true)["status"].clone();
                 let (code, answer) = admin
-                    .send_json(reqwest::Method::POST, "/api/v1/nodes", "application/json", &node)
+                    .send_json(
+                        reqwest::Method::POST,
+                        "/api/v1/nodes",
+                        "application/json",
+                        &node,
+                    )
                     .await?;
                 if code != 201 {
                     bail!("creating Node {name}: HTTP {code}: {answer}");
@@ -348,7 +356,8 @@ impl Fleet {
         let ended = self.watch(spec, t0, &fail, &runs);
         stop.store(true, Ordering::SeqCst);
         for w in workers {
-            w.join().map_err(|_| anyhow::anyhow!("a fleet thread panicked"))??;
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a fleet thread panicked"))??;
         }
         let took = ended?;
         let cpu1 = (
@@ -555,8 +564,10 @@ impl Worker {
 
     async fn node_loop(&self, node: SimNode, kc: &std::path::Path) -> Result<()> {
         let kc = kubeconfig::load(kc)?;
-        let mut settings = node_bootstrap::follow::config::FollowSettings::default();
-        settings.enabled = true;
+        let settings = node_bootstrap::follow::config::FollowSettings {
+            enabled: true,
+            ..Default::default()
+        };
         let cluster = Cluster::new(&kc, Duration::from_secs(30), node.name.clone(), &settings)?;
         let driver = Driver {
             cluster: &cluster,
@@ -602,10 +613,18 @@ impl Worker {
 /// `nb-bench follow-fleet`: `nodes` simulated nodes on `threads` threads,
 /// three rounds (maxChanging 10, maxChanging 1, maxChanging 10 with the
 /// 100th restart failing), each checked ([`report::verify`]); the rows.
-pub fn bench(nodes: usize, threads: usize, change: Duration, timer: Duration) -> Result<Vec<String>> {
+pub fn bench(
+    nodes: usize,
+    threads: usize,
+    change: Duration,
+    timer: Duration,
+) -> Result<Vec<String>> {
     let t = Instant::now();
     let fleet = Fleet::start(nodes)?;
-    eprintln!("follow-fleet: {nodes} Nodes and the API server up in {:?}", t.elapsed());
+    eprintln!(
+        "follow-fleet: {nodes} Nodes and the API server up in {:?}",
+        t.elapsed()
+    );
     let base = RoundSpec {
         max_changing: 10,
         change,
@@ -655,7 +674,10 @@ pub fn bench(nodes: usize, threads: usize, change: Duration, timer: Duration) ->
     }
     let denied = fleet.authz.denials();
     if !denied.is_empty() {
-        bail!("the 1.32 node authorizer denied the fleet: {:?}", &denied[..denied.len().min(5)]);
+        bail!(
+            "the 1.32 node authorizer denied the fleet: {:?}",
+            &denied[..denied.len().min(5)]
+        );
     }
     Ok(lines)
 }

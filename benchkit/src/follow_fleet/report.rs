@@ -22,7 +22,10 @@ pub fn verify(r: &Round) -> Result<()> {
         bail!("no node ever waited: the round shows nothing of the waiting cost");
     }
     if w.max > 2 {
-        bail!("a waiting node asked {} things in one run (at most 2)", w.max);
+        bail!(
+            "a waiting node asked {} things in one run (at most 2)",
+            w.max
+        );
     }
     let errors: Vec<&str> = r
         .runs
@@ -103,15 +106,16 @@ pub fn rows(r: &Round) -> Vec<Row> {
     let changed = r.history.takes.len();
     let floor = (changed as f64 / f64::from(s.max_changing)).ceil() * hold;
     let w = r.waiting;
-    let row = |name: String, ours: String, theirs: String, label: &str, target: &str, met: bool| Row {
-        name,
-        ours,
-        theirs,
-        theirs_label: label.into(),
-        ratio: "-".into(),
-        target: target.into(),
-        met,
-    };
+    let row =
+        |name: String, ours: String, theirs: String, label: &str, target: &str, met: bool| Row {
+            name,
+            ours,
+            theirs,
+            theirs_label: label.into(),
+            ratio: "-".into(),
+            target: target.into(),
+            met,
+        };
     vec![
         Row {
             ratio: format!("{:.2}x", took / floor),

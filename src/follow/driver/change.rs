@@ -70,7 +70,8 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
                         .await
                     {
                         error!(step = STEP, from = %change.from, to = %change.to, error = %e, "the switch failed: rolling back");
-                        change.why = Some(format!("the switch to kubelet {} failed: {e}", change.to));
+                        change.why =
+                            Some(format!("the switch to kubelet {} failed: {e}", change.to));
                         change.phase = Phase::RollingBack;
                     }
                 }
@@ -111,7 +112,13 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
 
     /// Records `during`, puts set `set` in place, restarts the kubelet,
     /// records `after`.
-    async fn switch(&self, change: &mut Change, set: Set, during: Phase, after: Phase) -> Result<()> {
+    async fn switch(
+        &self,
+        change: &mut Change,
+        set: Set,
+        during: Phase,
+        after: Phase,
+    ) -> Result<()> {
         change.phase = during;
         self.files.save_change(change)?;
         self.node.put_in_place(change, set).await?;
@@ -156,7 +163,11 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
                     }
                     continue;
                 }
-                _ if matches!(change.phase, Phase::Taken | Phase::Drained | Phase::Prepared) => {
+                _ if matches!(
+                    change.phase,
+                    Phase::Taken | Phase::Drained | Phase::Prepared
+                ) =>
+                {
                     let why = "the operator removed this node's place in the follow lease before its kubelet changed".to_string();
                     return self.abort(change.clone(), state, why).await.map(Some);
                 }
@@ -211,7 +222,8 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
             if plan.done() {
                 return Ok(());
             }
-            let mut waiting: Vec<String> = plan.terminating.iter().map(ToString::to_string).collect();
+            let mut waiting: Vec<String> =
+                plan.terminating.iter().map(ToString::to_string).collect();
             for p in &plan.evict {
                 if let Some(why) = c.evict(p, minor).await? {
                     waiting.push(format!("{p} ({why})"));
@@ -338,7 +350,10 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         }
         error!(message_id = message_ids::FOLLOW_ROLLED_BACK, step = STEP, from = %change.from, to = %change.to,
             why = %why, "kubelet change rolled back ({back_says}); the rollout halts at this node");
-        let what = format!("kubelet {} -> {} rolled back: {why}; {back_says}; the follow lease keeps this node, halting the rollout", change.from, change.to);
+        let what = format!(
+            "kubelet {} -> {} rolled back: {why}; {back_says}; the follow lease keeps this node, halting the rollout",
+            change.from, change.to
+        );
         c.event(EventKind::Warning, "KubeletChangeRolledBack", &what)
             .await;
         let o = self.outcome(&change, ChangeResult::RolledBack, Some(why.clone()));
@@ -346,7 +361,10 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         state.halted = Some(o.clone());
         state.ended(o);
         state.checked = None;
-        let says = format!("kubelet {} -> {} rolled back: {why}", change.from, change.to);
+        let says = format!(
+            "kubelet {} -> {} rolled back: {why}",
+            change.from, change.to
+        );
         Self::stood(state, Standing::Halted, says);
         self.files.save_state(state, true)?;
         self.files.end_change()?;
@@ -372,7 +390,10 @@ impl<C: ClusterSeam, N: NodeSeam> Driver<'_, C, N> {
         state.abort_streak += 1;
         state.retry_at = Some(self.node.now() + super::abort_backoff(state.abort_streak));
         state.waiting_for = None;
-        let says = format!("kubelet {} -> {} stopped before the kubelet changed: {why}", change.from, change.to);
+        let says = format!(
+            "kubelet {} -> {} stopped before the kubelet changed: {why}",
+            change.from, change.to
+        );
         Self::stood(state, Standing::Waiting, says);
         self.files.save_state(state, true)?;
         self.files.end_change()?;

@@ -49,6 +49,10 @@ enum Fault {
     HaltWrite,
 }
 
+/// A pod: its name, whether it has an emptyDir volume, whether a budget
+/// lets it be evicted now.
+type Pod = (String, bool, bool);
+
 #[derive(Default)]
 struct Cluster {
     clock: Cell<u64>,
@@ -61,8 +65,8 @@ struct Cluster {
     lease: RefCell<(u64, LeaseView)>,
     nodes: RefCell<BTreeMap<String, NodeState>>,
     broken: RefCell<BTreeSet<String>>,
-    /// node -> its pods (name, has an emptyDir, evictable now).
-    pods: RefCell<BTreeMap<String, Vec<(String, bool, bool)>>>,
+    /// node -> its pods.
+    pods: RefCell<BTreeMap<String, Vec<Pod>>>,
     events: RefCell<Vec<(String, String)>>,
     /// (time, node, what): restarts, cordons, drains.
     log: RefCell<Vec<(u64, String, String)>>,
@@ -526,7 +530,8 @@ fn a_waiting_node_asks_two_things_a_run_and_never_lists_nodes() {
     let (w1, w2) = (Node::new(&c, "w1"), Node::new(&c, "w2"));
     // w1 holds the place: its kubelet is broken mid-change... simply
     // held: it takes and its change waits (the kubelet not back yet).
-    c.lease.borrow_mut().1 = stored(&lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap());
+    c.lease.borrow_mut().1 =
+        stored(&lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap());
     // The first run decides (the version, the operator's word) and waits.
     let first = asked_in(&c, &w2, || {
         assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting));
@@ -573,7 +578,10 @@ fn two_nodes_racing_between_read_and_write_take_one_place() {
         "{r1:?} {r2:?}"
     );
     let why = lost.follow_state().why.unwrap();
-    assert!(why.contains("another node wrote the lease at the same moment"), "{why}");
+    assert!(
+        why.contains("another node wrote the lease at the same moment"),
+        "{why}"
+    );
     assert_eq!(c.restarts(&lost.name), Vec::<String>::new());
     assert_eq!(c.restarts(&won.name), ["restart v1.20.3"]);
     // It goes next.
@@ -584,28 +592,40 @@ fn two_nodes_racing_between_read_and_write_take_one_place() {
 #[test]
 fn a_node_waits_while_another_holds_the_lease_or_said_it_is_not_ready() {
     let c = Cluster::new("v1.20.3", &["w1", "w2", "w3"], "v1.20.2");
-    let (w1, w2, w3) = (Node::new(&c, "w1"), Node::new(&c, "w2"), Node::new(&c, "w3"));
+    let (w1, w2, w3) = (
+        Node::new(&c, "w1"),
+        Node::new(&c, "w2"),
+        Node::new(&c, "w3"),
+    );
     // w1's process dies in the middle of its switch (the record says
     // Switching): it keeps its place and its record.
-    w1.driver().files.save_change(&Change {
-        node: "w1".into(),
-        from: "v1.20.2".into(),
-        to: "v1.20.3".into(),
-        kind: target::Kind::Patch,
-        backend: Backend::Wrapper,
-        phase: Phase::Switching,
-        started_at: 1000,
-        restarted_at: None,
-        cordoned: false,
-        previous_image: None,
-        why: None,
-        delete_emptydir_data: false,
-    }).unwrap();
-    rt().block_on(w1.prepare(&mut w1.change().unwrap())).unwrap();
-    c.lease.borrow_mut().1 = stored(&lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap());
+    w1.driver()
+        .files
+        .save_change(&Change {
+            node: "w1".into(),
+            from: "v1.20.2".into(),
+            to: "v1.20.3".into(),
+            kind: target::Kind::Patch,
+            backend: Backend::Wrapper,
+            phase: Phase::Switching,
+            started_at: 1000,
+            restarted_at: None,
+            cordoned: false,
+            previous_image: None,
+            why: None,
+            delete_emptydir_data: false,
+        })
+        .unwrap();
+    rt().block_on(w1.prepare(&mut w1.change().unwrap()))
+        .unwrap();
+    c.lease.borrow_mut().1 =
+        stored(&lease::take(&LeaseView::default(), "w1", "v1.20.2", "v1.20.3", 1000).unwrap());
     assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting));
     let why = w2.follow_state().why.unwrap();
-    assert!(why.contains("1 of 1 places taken: w1 (v1.20.2 -> v1.20.3)"), "{why}");
+    assert!(
+        why.contains("1 of 1 places taken: w1 (v1.20.2 -> v1.20.3)"),
+        "{why}"
+    );
     assert_eq!(w2.state().installed, "v1.20.2");
     // w1 resumes where it stopped.
     assert_eq!(run(&w1).unwrap(), Ran::Changed(ChangeResult::Succeeded));
@@ -624,7 +644,12 @@ fn a_node_waits_while_another_holds_the_lease_or_said_it_is_not_ready() {
     st.waiting_for = None;
     f.save_state(&st, false).unwrap();
     assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting));
-    assert!(w2.follow_state().why.unwrap().contains("1 other node(s) not Ready (w3)"));
+    assert!(
+        w2.follow_state()
+            .why
+            .unwrap()
+            .contains("1 other node(s) not Ready (w3)")
+    );
     // w3 is Ready again and says so (its run is an up-to-date one at the
     // old release: the test points the API server back for it).
     w3.set(|s| s.ready = true);
@@ -649,7 +674,10 @@ fn a_release_that_does_not_come_back_is_rolled_back_and_halts_the_rollout() {
     let e = &c.entries()["w1"];
     assert_eq!(e.state, State::Halted);
     assert!(
-        e.why.as_deref().unwrap().contains("not Ready with kubelet v1.20.3 within 60 s"),
+        e.why
+            .as_deref()
+            .unwrap()
+            .contains("not Ready with kubelet v1.20.3 within 60 s"),
         "{e:?}"
     );
     let f = w1.follow_state();
@@ -664,7 +692,12 @@ fn a_release_that_does_not_come_back_is_rolled_back_and_halts_the_rollout() {
     for _ in 0..3 {
         assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting));
     }
-    assert!(w2.follow_state().why.unwrap().contains("the rollout is halted at w1"));
+    assert!(
+        w2.follow_state()
+            .why
+            .unwrap()
+            .contains("the rollout is halted at w1")
+    );
     assert_eq!(w2.state().installed, "v1.20.2");
     // The halted node stays put on its next runs.
     assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Halted));
@@ -689,7 +722,13 @@ fn a_node_provisioned_again_under_a_halted_name_does_not_clear_the_halt() {
     assert_eq!(run(&again).unwrap(), Ran::Looked(Standing::Halted));
     assert_eq!(run(&again).unwrap(), Ran::Looked(Standing::Halted));
     assert_eq!(c.entries()["w1"].state, State::Halted);
-    assert!(again.follow_state().why.unwrap().contains("the operator removes data.node.w1"));
+    assert!(
+        again
+            .follow_state()
+            .why
+            .unwrap()
+            .contains("the operator removes data.node.w1")
+    );
     assert_eq!(c.restarts("w1").len(), 2, "no new change");
 }
 
@@ -743,7 +782,10 @@ fn every_api_server_must_run_the_release_before_a_take() {
     let w1 = Node::new(&c, "w1");
     assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Settling));
     let why = w1.follow_state().why.unwrap();
-    assert!(why.contains("the API server at 10.0.0.1:6443 runs v1.20.2, not v1.20.3"), "{why}");
+    assert!(
+        why.contains("the API server at 10.0.0.1:6443 runs v1.20.2, not v1.20.3"),
+        "{why}"
+    );
     assert!(c.holders().is_empty());
     *c.servers.borrow_mut() = Some(vec!["v1.20.3".into(); 3]);
     assert_eq!(run(&w1).unwrap(), Ran::Changed(ChangeResult::Succeeded));
@@ -783,7 +825,10 @@ fn the_operators_cordon_is_kept_and_the_node_waits_for_it_to_go() {
         assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Waiting));
     }
     let why = w1.follow_state().why.unwrap();
-    assert!(why.contains("cordoned (spec.unschedulable) by someone else"), "{why}");
+    assert!(
+        why.contains("cordoned (spec.unschedulable) by someone else"),
+        "{why}"
+    );
     assert!(w1.state().unschedulable, "still cordoned");
     assert!(c.log.borrow().is_empty() && c.holders().is_empty());
     // The operator uncordons: it changes, cordoning and uncordoning itself.
@@ -802,8 +847,14 @@ fn an_emptydir_pod_keeps_a_minor_change_from_starting_unless_allowed() {
     let w1 = Node::new(&c, "w1");
     assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Waiting));
     let why = w1.follow_state().why.unwrap();
-    assert!(why.contains("pod apps/cache-0 has an emptyDir volume"), "{why}");
-    assert!(c.log.borrow().is_empty() && c.holders().is_empty(), "not even cordoned");
+    assert!(
+        why.contains("pod apps/cache-0 has an emptyDir volume"),
+        "{why}"
+    );
+    assert!(
+        c.log.borrow().is_empty() && c.holders().is_empty(),
+        "not even cordoned"
+    );
     c.policy.borrow_mut().delete_emptydir_data = true;
     assert_eq!(run(&w1).unwrap(), Ran::Changed(ChangeResult::Succeeded));
     assert!(c.log.borrow().iter().any(|(_, _, w)| w == "evict cache-0"));

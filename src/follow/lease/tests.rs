@@ -55,13 +55,24 @@ fn one_at_a_time_by_default() {
 fn a_halted_holder_stops_everyone_and_its_own_name_until_the_operator_removes_it() {
     let v = holding(&["w1"]);
     let e = v.entry("w1").unwrap().clone();
-    let halted = halt(&v, "w1", e.clone(), "not Ready with kubelet v1.20.3 within 300 s", 150);
+    let halted = halt(
+        &v,
+        "w1",
+        e.clone(),
+        "not Ready with kubelet v1.20.3 within 300 s",
+        150,
+    );
     let p = Policy {
         max_changing: 5,
         ..Policy::default()
     };
     let why = wait(place(&halted, "w2", &p, 200, 300));
-    assert!(why.starts_with("the rollout is halted at w1: its change v1.20.2 -> v1.20.3 was rolled back (not Ready"), "{why}");
+    assert!(
+        why.starts_with(
+            "the rollout is halted at w1: its change v1.20.2 -> v1.20.3 was rolled back (not Ready"
+        ),
+        "{why}"
+    );
     assert!(why.contains("removes data.node.w1"), "{why}");
     // The halted node itself (or one re-provisioned under its name) does
     // not take its place again: it waits for the operator.
@@ -70,7 +81,11 @@ fn a_halted_holder_stops_everyone_and_its_own_name_until_the_operator_removes_it
     };
     assert!(why.contains("the operator removes data.node.w1"), "{why}");
     // Nor may a change under way elsewhere take a place back past it.
-    assert!(retake(&halted, "w2", &p).unwrap_err().contains("halted at w1"));
+    assert!(
+        retake(&halted, "w2", &p)
+            .unwrap_err()
+            .contains("halted at w1")
+    );
     // Removing only that node's key clears it.
     assert_eq!(
         place(&release(&halted, "w1"), "w2", &p, 200, 300),
@@ -124,7 +139,11 @@ fn a_node_changes_only_ready_and_not_cordoned_by_someone_else() {
         detail: Some("KubeletNotReady: PLEG".into()),
         ..fit()
     };
-    assert!(node_fit(&down).unwrap_err().contains("not Ready (KubeletNotReady: PLEG)"));
+    assert!(
+        node_fit(&down)
+            .unwrap_err()
+            .contains("not Ready (KubeletNotReady: PLEG)")
+    );
     let cordoned = NodeLook {
         unschedulable: true,
         ..fit()
@@ -139,7 +158,11 @@ fn a_place_removed_mid_change_is_taken_back_only_within_max_changing() {
     // w1's entry was removed (the operator cleared it), and w2 took the
     // only place: w1 may not put itself back.
     assert!(renew(&v, "w1", 200).is_none());
-    assert!(retake(&v, "w1", &p).unwrap_err().contains("1 of 1 places are taken by others"));
+    assert!(
+        retake(&v, "w1", &p)
+            .unwrap_err()
+            .contains("1 of 1 places are taken by others")
+    );
     assert_eq!(retake(&LeaseView::default(), "w1", &p), Ok(()));
     // A not-Ready report is no place: renew does not touch it.
     let r = report_not_ready(&LeaseView::default(), "w1", "x", 1).unwrap();
@@ -165,7 +188,12 @@ fn the_lease_round_trips_through_its_object() {
     assert_eq!(back.raw["w1"], obj["data"]["node.w1"].as_str().unwrap());
     assert_eq!(back.resource_version.as_deref(), Some("42"));
     assert_eq!(back.transitions, 2);
-    let empty = render("kube-system", "l", &release(&release(&back, "w1"), "w2"), 300);
+    let empty = render(
+        "kube-system",
+        "l",
+        &release(&release(&back, "w1"), "w2"),
+        300,
+    );
     assert!(empty["data"].get("node.w1").is_none(), "{empty}");
     // What others put there stays: labels, annotations, other keys.
     let mut labelled = obj.clone();
@@ -184,8 +212,16 @@ fn the_lease_round_trips_through_its_object() {
     // Someone else's data in a node's key is refused, not overwritten
     // blindly; a key too long for a ConfigMap is refused at the take.
     obj["data"]["node.w9"] = json!("w9");
-    assert!(read(Some(&obj)).unwrap_err().contains("data.node.w9 is not the agent's entry"));
-    assert!(take(&v, &"n".repeat(250), "a", "b", 1).unwrap_err().contains("too long"));
+    assert!(
+        read(Some(&obj))
+            .unwrap_err()
+            .contains("data.node.w9 is not the agent's entry")
+    );
+    assert!(
+        take(&v, &"n".repeat(250), "a", "b", 1)
+            .unwrap_err()
+            .contains("too long")
+    );
 }
 
 #[test]
@@ -199,7 +235,12 @@ fn an_older_agents_list_is_counted_and_moved_to_keys() {
     assert!(wait(place(&v, "w2", &Policy::default(), 10, 300)).contains("halted at w1"));
     let written = render("kube-system", "l", &v, 300);
     assert_eq!(written["data"]["holders"], "[]");
-    assert!(written["data"]["node.w1"].as_str().unwrap().contains("\"halted\""));
+    assert!(
+        written["data"]["node.w1"]
+            .as_str()
+            .unwrap()
+            .contains("\"halted\"")
+    );
     assert!(read(Some(&json!({"data": {"holders": "w1"}}))).is_err());
 }
 
@@ -211,7 +252,10 @@ fn a_nodes_own_writes_are_patches_of_its_key() {
         panic!()
     };
     assert_eq!(old, v.raw["w1"]);
-    assert_eq!((new.state, new.renewed, new.since), (State::Changing, 500, 100));
+    assert_eq!(
+        (new.state, new.renewed, new.since),
+        (State::Changing, 500, 100)
+    );
     assert_eq!(
         removal(&v, "w1"),
         Some(EntryPatch::Remove {
@@ -222,7 +266,13 @@ fn a_nodes_own_writes_are_patches_of_its_key() {
     assert_eq!(renewal(&v, "w2", 500), None);
     assert_eq!(removal(&v, "w2"), None);
     // A not-Ready report is no place to renew.
-    let r = read(Some(&render("kube-system", "l", &report_not_ready(&v, "w3", "x", 1).unwrap(), 300))).unwrap();
+    let r = read(Some(&render(
+        "kube-system",
+        "l",
+        &report_not_ready(&v, "w3", "x", 1).unwrap(),
+        300,
+    )))
+    .unwrap();
     assert_eq!(renewal(&r, "w3", 2), None);
     assert!(removal(&r, "w3").is_some());
 }

@@ -4,7 +4,11 @@
 use super::*;
 
 fn two() -> (Cluster, &'static str, &'static str) {
-    (Cluster::new("v1.20.3", &["w1", "w2"], "v1.20.2"), "w1", "w2")
+    (
+        Cluster::new("v1.20.3", &["w1", "w2"], "v1.20.2"),
+        "w1",
+        "w2",
+    )
 }
 
 #[test]
@@ -16,7 +20,10 @@ fn a_node_that_cannot_run_the_target_never_takes_a_place() {
         assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Refused));
     }
     let why = w1.follow_state().why.unwrap();
-    assert!(why.contains("wants the container runtime containerd"), "{why}");
+    assert!(
+        why.contains("wants the container runtime containerd"),
+        "{why}"
+    );
     assert!(c.lease.borrow().1.transitions == 0 && c.log.borrow().is_empty());
 }
 
@@ -31,7 +38,11 @@ fn a_failed_preparation_aborts_releases_and_backs_off() {
     assert_eq!(c.restarts(a), Vec::<String>::new());
     let f = w1.follow_state();
     assert_eq!((f.aborted, f.abort_streak), (1, 1));
-    assert!(f.why.unwrap().contains("preparing the kubelet's files failed"));
+    assert!(
+        f.why
+            .unwrap()
+            .contains("preparing the kubelet's files failed")
+    );
     // The others go on meanwhile.
     assert_eq!(run(&w2).unwrap(), Ran::Changed(ChangeResult::Succeeded));
     // It waits ten minutes before it tries again, asking nothing.
@@ -51,12 +62,26 @@ fn a_failed_switch_or_restart_is_rolled_back_and_halts() {
         let (c, a, b) = two();
         let (w1, w2) = (Node::new(&c, a), Node::new(&c, b));
         c.set_fault(a, fault, true);
-        assert_eq!(run(&w1).unwrap(), Ran::Changed(ChangeResult::RolledBack), "{fault:?}");
+        assert_eq!(
+            run(&w1).unwrap(),
+            Ran::Changed(ChangeResult::RolledBack),
+            "{fault:?}"
+        );
         assert_eq!(w1.state().installed, "v1.20.2", "{fault:?}");
         let e = &c.entries()[a];
         assert_eq!(e.state, State::Halted, "{fault:?}");
-        assert!(e.why.as_deref().unwrap().contains("the switch to kubelet v1.20.3 failed"), "{e:?}");
-        assert_eq!(run(&w2).unwrap(), Ran::Looked(Standing::Waiting), "{fault:?}");
+        assert!(
+            e.why
+                .as_deref()
+                .unwrap()
+                .contains("the switch to kubelet v1.20.3 failed"),
+            "{e:?}"
+        );
+        assert_eq!(
+            run(&w2).unwrap(),
+            Ran::Looked(Standing::Waiting),
+            "{fault:?}"
+        );
         assert_eq!(w2.state().installed, "v1.20.2");
     }
 }
@@ -85,7 +110,11 @@ fn a_halt_whose_write_fails_is_written_by_the_next_run_and_holds_the_place_meanw
     c.broken.borrow_mut().insert("v1.20.3".into());
     c.set_fault(a, Fault::HaltWrite, true);
     let e = run(&w1).unwrap_err();
-    assert!(e.to_string().contains("cannot mark the follow lease halted"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("cannot mark the follow lease halted"),
+        "{e}"
+    );
     assert_eq!(w1.change().unwrap().phase, Phase::RolledBack);
     assert_eq!(w1.state().installed, "v1.20.2");
     // Nobody else starts: the place is still w1's.
@@ -181,7 +210,8 @@ fn a_change_waiting_for_its_place_back_finishes_once_one_is_free() {
         s.restarted = Some(1000);
     });
     w1.driver().files.save_change(&change).unwrap();
-    c.lease.borrow_mut().1 = stored(&lease::take(&LeaseView::default(), b, "v1.20.2", "v1.20.3", 1000).unwrap());
+    c.lease.borrow_mut().1 =
+        stored(&lease::take(&LeaseView::default(), b, "v1.20.2", "v1.20.3", 1000).unwrap());
     assert_eq!(run(&w1).unwrap(), Ran::Looked(Standing::Waiting));
     // w2 holds; its own change finishes (it resumes as a Held take).
     assert_eq!(run(&w2).unwrap(), Ran::Changed(ChangeResult::Succeeded));
@@ -199,7 +229,13 @@ fn a_budget_that_never_allows_the_eviction_aborts_and_backs_off_longer_each_time
     let w1 = Node::new(&c, "w1");
     assert_eq!(run(&w1).unwrap(), Ran::Changed(ChangeResult::Aborted));
     let f = w1.follow_state();
-    assert!(f.why.as_deref().unwrap().contains("did not finish within 30 s"), "{f:?}");
+    assert!(
+        f.why
+            .as_deref()
+            .unwrap()
+            .contains("did not finish within 30 s"),
+        "{f:?}"
+    );
     assert!(!w1.state().unschedulable, "uncordoned");
     let first = f.retry_at.unwrap() - c.clock.get();
     c.tick(first);
