@@ -331,7 +331,7 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
     n.power_cut().unwrap();
     // Flatcar starts its containerd at boot; the rig's OS does not enable
     // it (the agent enables only a containerd package of its own).
-    n.enable(&["containerd.service"]).unwrap();
+    testkit::pods::enable_os_unit(n, "containerd.service", "multi-user.target").unwrap();
     n.boot().unwrap();
     // One kubelet's files, whole, at boot: the new one's, its image linked.
     let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
