@@ -183,7 +183,8 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
         w.systemctl(&["stop", "node-bootstrap-follow.timer"])
             .unwrap();
     }
-    nodes[3].write(follow::SLOW_RESTART, "", 0o644).unwrap();
+    // (/run inside the node is its own tmpfs: touched there.)
+    nodes[3].exec(&["touch", follow::SLOW_RESTART]).unwrap();
     follow::move_control_plane(&rig, &nodes[0], &standin).unwrap();
     let first =
         a_bad_release_is_rolled_back_on_the_first_node(&rig, &mut nodes, &standin.version, &base);
@@ -334,6 +335,12 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
     testkit::pods::enable_os_unit(n, "containerd.service", "multi-user.target").unwrap();
     n.boot().unwrap();
     // One kubelet's files, whole, at boot: the new one's, its image linked.
+    n.wait_for("the converge at boot", Duration::from_secs(60), |n| {
+        n.journal("node-bootstrap-follow-converge.service")
+            .contains("converged before the kubelet starts")
+            .then_some(())
+    })
+    .unwrap();
     let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
     assert!(
         env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\"")),
