@@ -27,13 +27,24 @@ pub fn verify(r: &Round) -> Result<()> {
             w.max
         );
     }
-    let errors: Vec<&str> = r
+    let (lost, errors): (Vec<&str>, Vec<&str>) = r
         .runs
         .iter()
         .filter(|x| x.outcome.starts_with("error"))
         .map(|x| x.outcome.as_str())
-        .take(3)
-        .collect();
+        .partition(|o| connection_lost(o));
+    // A run whose request got no answer at all (a connection the loaded
+    // API server dropped) ends as a real node's would: retried at the
+    // next run. A few are the shared machine's; more is a fault.
+    if lost.len() > r.runs.len() / 100 + 1 {
+        bail!(
+            "{} of {} runs lost their connection: {:?}",
+            lost.len(),
+            r.runs.len(),
+            &lost[..lost.len().min(3)]
+        );
+    }
+    let errors = &errors[..errors.len().min(3)];
     let took: BTreeSet<&String> = r.history.takes.keys().collect();
     let restarted: BTreeSet<&String> = r.restarts.iter().map(|(n, _, _)| n).collect();
     if let Some(n) = restarted.iter().find(|n| !took.contains(**n)) {
@@ -72,6 +83,19 @@ pub fn verify(r: &Round) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A run that ended because a request got no answer
+/// (`apiclient`'s transport errors), not for anything the API server said.
+pub fn connection_lost(outcome: &str) -> bool {
+    [": request failed: ", ": timed out: ", ": cannot connect: "]
+        .iter()
+        .any(|k| outcome.contains(k))
+}
+
+/// Runs that ended so ([`connection_lost`]).
+pub fn lost_runs(r: &Round) -> usize {
+    r.runs.iter().filter(|x| connection_lost(&x.outcome)).count()
 }
 
 /// Mean seconds a node held its place (take to release, from the lease's
@@ -145,10 +169,12 @@ pub fn rows(r: &Round) -> Vec<Row> {
         row(
             format!("{what}: API server requests/s of the nodes; CPU (cores)"),
             format!(
-                "{:.0}/s; {:.2} kube-apiserver, {:.2} etcd",
+                "{:.0}/s; {:.2} kube-apiserver, {:.2} etcd; {} of {} runs lost a connection",
                 r.node_requests as f64 / took,
                 r.apiserver_cpu / took,
-                r.etcd_cpu / took
+                r.etcd_cpu / took,
+                lost_runs(r),
+                r.runs.len()
             ),
             format!(
                 "{} nodes every {:.1}-{:.1} s",
