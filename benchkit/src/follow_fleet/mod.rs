@@ -631,7 +631,7 @@ pub fn bench(
         timer,
         jitter: timer / 2,
         fail_nth: None,
-        ready_timeout: Duration::from_secs(5),
+        ready_timeout: Duration::from_secs(15),
         poll: Duration::from_millis(200),
         after_halt: timer * 3,
         deadline: Duration::from_secs(3600),
