@@ -95,7 +95,10 @@ pub fn connection_lost(outcome: &str) -> bool {
 
 /// Runs that ended so ([`connection_lost`]).
 pub fn lost_runs(r: &Round) -> usize {
-    r.runs.iter().filter(|x| connection_lost(&x.outcome)).count()
+    r.runs
+        .iter()
+        .filter(|x| connection_lost(&x.outcome))
+        .count()
 }
 
 /// Mean seconds a node held its place (take to release, from the lease's
