@@ -272,9 +272,13 @@ pub fn pod_on_each(rig: &ClusterRig, workers: &[&SimNode], suffix: &str) -> Resu
 
 /// The agent's `follow` section on the tests' nodes: two agreeing looks at
 /// the API server, a kubelet back within 30 s or rolled back (a 1.20
-/// kubelet posts Ready within seconds of its start), looks every second.
+/// kubelet posts Ready within seconds of its start), looks every second;
+/// a drain may wait 120 s for the PodDisruptionBudget (the replica evicted
+/// from the node before must be running elsewhere first: at load 12 that
+/// took over 30 s, and the drain aborted and backed off past the test's
+/// deadline). A drain that is allowed ends at once: no cost when quiet.
 pub fn follow_config() -> Value {
-    json!({"follow": {"stable_checks": 2, "ready_timeout_secs": 30, "drain_timeout_secs": 30, "poll_secs": 1}})
+    json!({"follow": {"stable_checks": 2, "ready_timeout_secs": 30, "drain_timeout_secs": 120, "poll_secs": 1}})
 }
 
 /// kube-apiserver and kubelet stamped as the next patch release of

@@ -619,7 +619,7 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
     follow::wait_available(&rig.kubectl, "web", 2, Duration::from_secs(90)).unwrap();
     let watch = Watch::start(&rig.kubectl);
     follow::set_policy(&rig.kubectl, serde_json::json!({"minor": "1.21"})).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(240);
+    let deadline = Instant::now() + Duration::from_secs(360);
     loop {
         let v = kubelet_versions(rig);
         if WORKERS.iter().all(|w| v[*w] == minor.version) && holders(rig).is_empty() {
