@@ -16,6 +16,7 @@ pub mod bundle;
 pub mod critical;
 pub mod floor;
 pub mod follow;
+pub mod follow_fleet;
 pub mod nodewatch;
 pub mod ready;
 pub mod report;

@@ -301,6 +301,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             mappings,
         }) => containerd::choose(&load(&cli)?, cluster_version, *json, mappings.as_deref()),
         Command::Metadata(cmd) => metadata::command(&cli, cmd),
+        Command::Follow(args) if args.enable => follow::enable(&cli.config),
         Command::Follow(args) if args.converge => follow::command(&load(&cli)?, args),
         Command::Follow(args) => published(&cli, crate::metrics::Command::Follow, true, |c| {
             follow::command(c, args)

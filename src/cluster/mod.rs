@@ -26,11 +26,11 @@
 //! bootstrap token is `Config` (exit 4, before any request), a skew
 //! violation is `Refused` (exit 7).
 
-pub(crate) mod apiclient;
-pub(crate) mod config;
+pub mod apiclient;
+pub mod config;
 pub mod credential;
 pub mod kubeconfig;
-pub(crate) mod version;
+pub mod version;
 
 pub use version::{KubeVersion, check_skew, tag_from_version, version_from_tag};
 

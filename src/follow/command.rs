@@ -74,21 +74,27 @@ async fn run(config: &Inputs<'_>, render: RenderKubelet<'_>, files: Files) -> Re
             files: files.clone(),
         },
         follow: config.follow,
-        cluster,
         bus,
         render,
     };
     let driver = Driver {
-        seams: &seams,
+        cluster: &cluster,
+        node: &seams,
         files,
-        settings: Settings {
-            stable_checks: config.follow.stable_checks,
-            ready_timeout: config.follow.ready_timeout,
-            poll: config.follow.poll,
-            backend: super::node::backend(config.kubelet.kubelet, &config.paths.os_release),
-        },
+        settings: settings(config),
     };
     driver.run().await
+}
+
+/// The driver's settings from the config.
+pub fn settings(config: &Inputs<'_>) -> Settings {
+    Settings {
+        stable_checks: config.follow.stable_checks,
+        ready_timeout: config.follow.ready_timeout,
+        drain_timeout: config.follow.drain_timeout,
+        poll: config.follow.poll,
+        backend: super::node::backend(config.kubelet.kubelet, &config.paths.os_release),
+    }
 }
 
 /// `follow --converge` (module docs).

@@ -5,14 +5,23 @@
 //! within `follow.drain_timeout_secs`). Pure: which pods, the Eviction's
 //! body, what an answer means; [`super::api`] asks.
 //!
-//! Which pods ([`to_evict`]): not the DaemonSets' (their controller puts
+//! Which pods ([`plan`]): not the DaemonSets' (their controller puts
 //! them back on the node at once, and they tolerate unschedulable), not
 //! static pods' mirrors (the kubelet runs them from files), not pods
-//! already finished or being deleted. A pod no controller owns stops the
-//! drain (`kubectl drain` wants `--force` for it: evicting it deletes it
-//! for good); the change does not start, nothing on the node changed.
-//! Pods with `emptyDir` volumes are evicted (their data goes, as with
-//! `kubectl drain --delete-emptydir-data`).
+//! already finished. Pods being deleted are not evicted again but waited
+//! for: the drain is done once they are gone. A pod no controller owns
+//! stops the drain (`kubectl drain` wants `--force` for it: evicting it
+//! deletes it for good), and so does a pod with an `emptyDir` volume
+//! (its data would go with it) unless the operator's ConfigMap says
+//! `deleteEmptyDirData: "true"` (`kubectl drain --delete-emptydir-data`);
+//! either is found before the node takes a place in the lease, so the
+//! change does not start and nothing on the node changes.
+//!
+//! The drain goes in passes, each a list of the node's pods (by the field
+//! selector `spec.nodeName`, which is all a node may list from Kubernetes
+//! 1.32) and evictions: the evicted pods are gone when a list no longer
+//! shows them (a node may not read a pod by name once it is no longer
+//! bound to it).
 
 use serde_json::{Value, json};
 
@@ -30,10 +39,34 @@ impl std::fmt::Display for PodRef {
     }
 }
 
+/// What a drain pass does with the node's pods.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// To evict now.
+    pub evict: Vec<PodRef>,
+    /// Being deleted: waited for.
+    pub terminating: Vec<PodRef>,
+}
+
+impl Plan {
+    /// Nothing left to evict or wait for: the drain is done.
+    pub fn done(&self) -> bool {
+        self.evict.is_empty() && self.terminating.is_empty()
+    }
+}
+
+/// Whether a pod has an `emptyDir` volume.
+fn has_emptydir(pod: &Value) -> bool {
+    pod["spec"]["volumes"]
+        .as_array()
+        .is_some_and(|v| v.iter().any(|v| v.get("emptyDir").is_some()))
+}
+
 /// The pods of a PodList (`GET /api/v1/pods?fieldSelector=spec.nodeName=<node>`)
-/// to evict, or why the drain cannot go on.
-pub fn to_evict(pods: &Value) -> Result<Vec<PodRef>, String> {
-    let mut out = Vec::new();
+/// to evict and to wait for, or why the drain cannot go on
+/// (`delete_emptydir_data`: the operator's `deleteEmptyDirData`).
+pub fn plan(pods: &Value, delete_emptydir_data: bool) -> Result<Plan, String> {
+    let mut out = Plan::default();
     for p in pods["items"].as_array().into_iter().flatten() {
         let meta = &p["metadata"];
         let r = PodRef {
@@ -45,20 +78,29 @@ pub fn to_evict(pods: &Value) -> Result<Vec<PodRef>, String> {
         let mirror = meta["annotations"]
             .get("kubernetes.io/config.mirror")
             .is_some();
-        if finished || mirror || !meta["deletionTimestamp"].is_null() {
+        if finished || mirror {
             continue;
         }
         let owners = meta["ownerReferences"].as_array();
         let controller = owners.and_then(|o| o.iter().find(|o| o["controller"] == true));
-        match controller {
-            Some(c) if c["kind"] == "DaemonSet" => continue,
-            Some(_) => out.push(r),
-            None => {
-                return Err(format!(
-                    "pod {r} has no controller: evicting it would delete it for good (kubectl drain refuses it too, without --force); move or delete it, then the change goes on"
-                ));
-            }
+        if controller.is_some_and(|c| c["kind"] == "DaemonSet") {
+            continue;
         }
+        if !meta["deletionTimestamp"].is_null() {
+            out.terminating.push(r);
+            continue;
+        }
+        if controller.is_none() {
+            return Err(format!(
+                "pod {r} has no controller: evicting it would delete it for good (kubectl drain refuses it too, without --force); move or delete it, then the change goes on"
+            ));
+        }
+        if has_emptydir(p) && !delete_emptydir_data {
+            return Err(format!(
+                "pod {r} has an emptyDir volume, whose data an eviction deletes (kubectl drain refuses it too, without --delete-emptydir-data); set deleteEmptyDirData: \"true\" in the follow ConfigMap to allow it, or move the pod"
+            ));
+        }
+        out.evict.push(r);
     }
     Ok(out)
 }
@@ -106,12 +148,6 @@ pub fn evicted(status: u16, body: &Value) -> Evicted {
     }
 }
 
-/// Whether the pod evicted as `pod` is gone from the node: no such pod,
-/// or one of another uid.
-pub fn gone(pod: &PodRef, current: Option<&Value>) -> bool {
-    current.is_none_or(|p| p["metadata"]["uid"].as_str() != Some(pod.uid.as_str()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +176,10 @@ mod tests {
         }
     }
 
+    fn names(p: &[PodRef]) -> Vec<String> {
+        p.iter().map(|p| p.to_string()).collect()
+    }
+
     #[test]
     fn controllers_pods_are_evicted_daemonsets_mirrors_and_finished_ones_are_not() {
         let list = json!({"items": [
@@ -150,19 +190,43 @@ mod tests {
             pod("job-done", Some("Job"), json!({"status": {"phase": "Succeeded"}})),
             pod("going", Some("ReplicaSet"), json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})),
         ]});
-        let names: Vec<String> = to_evict(&list)
+        let p = plan(&list, false).unwrap();
+        assert_eq!(names(&p.evict), ["apps/web-1", "apps/db-0"]);
+        // Being deleted: waited for, not evicted again.
+        assert_eq!(names(&p.terminating), ["apps/going"]);
+        assert!(!p.done());
+        assert!(
+            plan(
+                &json!({"items": [pod("agent", Some("DaemonSet"), json!({}))]}),
+                false
+            )
             .unwrap()
-            .iter()
-            .map(|p| p.to_string())
-            .collect();
-        assert_eq!(names, ["apps/web-1", "apps/db-0"]);
+            .done()
+        );
     }
 
     #[test]
     fn a_pod_without_a_controller_stops_the_drain() {
         let list = json!({"items": [pod("web-1", Some("ReplicaSet"), json!({})), pod("pet", None, json!({}))]});
-        let e = to_evict(&list).unwrap_err();
+        let e = plan(&list, true).unwrap_err();
         assert!(e.starts_with("pod apps/pet has no controller"), "{e}");
+    }
+
+    #[test]
+    fn an_emptydir_pod_stops_the_drain_unless_the_operator_allows_it() {
+        let cache = json!({"spec": {"volumes": [{"name": "cache", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "x"}}]}});
+        let list = json!({"items": [pod("web-1", Some("ReplicaSet"), cache)]});
+        let e = plan(&list, false).unwrap_err();
+        assert!(
+            e.starts_with("pod apps/web-1 has an emptyDir volume")
+                && e.contains("deleteEmptyDirData"),
+            "{e}"
+        );
+        assert_eq!(names(&plan(&list, true).unwrap().evict), ["apps/web-1"]);
+        // Other volumes are no reason.
+        let cfg = json!({"spec": {"volumes": [{"name": "cfg", "configMap": {"name": "x"}}]}});
+        let list = json!({"items": [pod("web-2", Some("ReplicaSet"), cfg)]});
+        assert_eq!(names(&plan(&list, false).unwrap().evict), ["apps/web-2"]);
     }
 
     #[test]
@@ -187,8 +251,5 @@ mod tests {
         assert!(
             matches!(evicted(500, &json!({"message": "more than one PodDisruptionBudget"})), Evicted::No(m) if m.starts_with("HTTP 500"))
         );
-        assert!(gone(&p, None));
-        assert!(gone(&p, Some(&json!({"metadata": {"uid": "u2"}}))));
-        assert!(!gone(&p, Some(&json!({"metadata": {"uid": "u1"}}))));
     }
 }

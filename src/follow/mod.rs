@@ -38,18 +38,19 @@
 //! [`driver`] runs it through [`seams`]; [`node`] and [`api`] are the real
 //! seams; [`command`] the entry points.
 
-pub(crate) mod api;
+pub mod api;
 pub mod command;
 pub mod config;
 pub mod drain;
-pub(crate) mod driver;
+pub mod driver;
+pub mod enable;
 pub mod lease;
 pub mod metrics;
-pub(crate) mod node;
+pub mod node;
 pub mod plan;
 pub mod policy;
 pub mod record;
-pub(crate) mod seams;
+pub mod seams;
 pub mod target;
 
 pub use driver::Ran;

@@ -1,28 +1,26 @@
-//! The real seams: the API server ([`super::api::Cluster`]), this node's
-//! files (kubelet.env, the KubeletConfiguration, the sysext's images and
-//! link, saved under `<state_dir>/follow/`), and systemd over D-Bus.
+//! The real node seam ([`NodeSeams`]): this node's files (kubelet.env,
+//! the KubeletConfiguration, the sysext's images and link, saved under
+//! `<state_dir>/follow/`), and systemd over D-Bus. (The cluster seam is
+//! [`super::api::Cluster`].)
 //!
 //! The kubelet's files for the new version are rendered as `run` renders
 //! them (`crate::flow::node::render_kubelet_files`: the seed kubelet.env,
 //! the runtime the state journal recorded, the KubeletConfiguration of
-//! that version's rules). A minor version that would want another
-//! container runtime than the node runs is refused (the node is
-//! provisioned again for that).
+//! that version's rules). A version that would want another container
+//! runtime than the node runs is refused (the node is provisioned again
+//! for that), before a place in the lease is taken.
 
-use super::api::Cluster;
 use super::config::FollowSettings;
-use super::lease::{LeaseView, Readiness};
-use super::plan::{Backend, Change, NodeLook};
-use super::policy::Policy;
-use super::record::{ENV, Files, KUBELET_CONFIG, Set};
-use super::seams::{EventKind, Seams};
+use super::plan::{Backend, Change};
+use super::record::{ENV, Files, KUBELET_CONFIG, Set, stamp};
+use super::seams::NodeSeam;
 use super::{Inputs, RenderKubelet};
 use crate::cluster::version::KubeVersion;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::journal::{JournalFile, Step, StepResult};
 use std::time::Duration;
-use tracing::{info, warn};
+use tracing::info;
 
 /// How long systemd's restart job of kubelet.service may take.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(90);
@@ -37,7 +35,6 @@ pub struct Local<'a> {
 pub struct NodeSeams<'a> {
     pub local: Local<'a>,
     pub follow: &'a FollowSettings,
-    pub cluster: Cluster,
     pub bus: zbus::Connection,
     pub render: RenderKubelet<'a>,
 }
@@ -84,8 +81,19 @@ fn unix_now() -> u64 {
 }
 
 impl Local<'_> {
-    fn write_set(&self, set: Set) -> Result<()> {
+    /// Puts set `set` of `change` in place: refused when the set on disk
+    /// is not that change's (a stale set is never put in place).
+    fn write_set(&self, change: &Change, set: Set) -> Result<()> {
         let paths = self.inputs.paths;
+        if !self.files.has_set(set, &stamp(change)) {
+            return Err(Error::internal(format!(
+                "the saved {} set under {} is not of the change {} -> {}: nothing was put in place",
+                set.name(),
+                self.files.dir.display(),
+                change.from,
+                change.to
+            )));
+        }
         let env = self.files.saved(set, ENV)?.ok_or_else(|| {
             Error::internal(format!("the saved {} set has no kubelet.env", set.name()))
         })?;
@@ -126,6 +134,31 @@ impl Local<'_> {
         }
         Ok(())
     }
+
+    /// The image the sysext's link names now, as a versioned image of
+    /// `version` the rollback can link again: a plain file where the link
+    /// goes (an image put there by hand) is copied beside the others first,
+    /// never linked to itself.
+    fn previous_image(&self, version: &str) -> Result<Option<std::path::PathBuf>> {
+        let inputs = self.inputs.kubelet;
+        let ext = inputs.extension();
+        let link = ext.link_path();
+        let Some(linked) = ext.linked_image() else {
+            return Ok(None);
+        };
+        if linked != link {
+            return Ok(Some(linked));
+        }
+        let (_, arch) = crate::kubelet_sysext::product_id(&inputs)?;
+        let kept = ext.images_dir.join(ext.image_file_name(version, arch));
+        if !kept.is_file() {
+            let bytes = std::fs::read(&link)
+                .map_err(|e| Error::internal(format!("cannot read {}: {e}", link.display())))?;
+            fsutil::write_file("the previous kubelet image", &kept, &bytes, 0o644)?;
+        }
+        info!(step = "follow", path = %link.display(), kept = %kept.display(), "the kubelet image was a plain file: kept as a versioned image for a rollback");
+        Ok(Some(kept))
+    }
 }
 
 impl NodeSeams<'_> {
@@ -156,63 +189,13 @@ impl NodeSeams<'_> {
     }
 }
 
-impl Seams for NodeSeams<'_> {
+impl NodeSeam for NodeSeams<'_> {
     fn now(&self) -> u64 {
         unix_now()
     }
 
     async fn sleep(&self, d: Duration) {
         tokio::time::sleep(d).await;
-    }
-
-    fn node_name(&self) -> &str {
-        &self.cluster.node
-    }
-
-    async fn apiserver_version(&self) -> Result<KubeVersion> {
-        self.cluster.version().await
-    }
-
-    async fn policy(&self) -> Result<Policy> {
-        self.cluster.policy().await
-    }
-
-    async fn lease(&self) -> Result<LeaseView> {
-        self.cluster.lease().await
-    }
-
-    async fn write_lease(&self, view: &LeaseView) -> Result<bool> {
-        self.cluster.write_lease(view, self.now()).await
-    }
-
-    async fn readiness(&self) -> Result<Readiness> {
-        self.cluster.readiness().await
-    }
-
-    async fn node(&self) -> std::result::Result<NodeLook, String> {
-        self.cluster.node().await
-    }
-
-    async fn set_unschedulable(&self, on: bool) -> Result<()> {
-        self.cluster.set_unschedulable(on).await?;
-        info!(step = "follow", node = %self.cluster.node, "{}", if on { "node cordoned" } else { "node uncordoned" });
-        Ok(())
-    }
-
-    async fn drain(&self, apiserver_minor: u64) -> Result<()> {
-        self.cluster
-            .drain(apiserver_minor, self.follow.drain_timeout, self.follow.poll)
-            .await
-    }
-
-    async fn event(&self, kind: EventKind, reason: &str, message: &str) {
-        if let Err(e) = self
-            .cluster
-            .event(kind == EventKind::Warning, reason, message)
-            .await
-        {
-            warn!(step = "follow", reason, error = %e, "cannot record an Event on the Node");
-        }
     }
 
     fn current_version(&self) -> Result<KubeVersion> {
@@ -239,9 +222,23 @@ impl Seams for NodeSeams<'_> {
         Ok(Some(offers.versions()))
     }
 
+    async fn check(&self, to: &str) -> Result<()> {
+        self.render(to)?;
+        if backend(
+            self.local.inputs.kubelet.kubelet,
+            &self.local.inputs.paths.os_release,
+        ) == Backend::Sysext
+        {
+            let image = crate::kubelet_sysext::fetch_exact(&self.local.inputs.kubelet, to).await?;
+            info!(step = "follow", version = to, image = %image.display(), "the new kubelet's image is fetched and checked, not linked yet");
+        }
+        Ok(())
+    }
+
     async fn prepare(&self, change: &mut Change) -> Result<()> {
         let local = &self.local;
         let paths = local.inputs.paths;
+        let mine = stamp(change);
         let env = std::fs::read(&paths.kubelet_env).map_err(|e| {
             Error::internal(format!("cannot read {}: {e}", paths.kubelet_env.display()))
         })?;
@@ -251,11 +248,13 @@ impl Seams for NodeSeams<'_> {
                 paths.kubelet_config.display()
             ))
         })?;
-        // A set saved by an earlier, interrupted Prepare is the truth:
-        // the files may be the new ones by now.
-        if !local.files.has_set(Set::Previous) {
+        // A set of this change saved by an interrupted Prepare is the
+        // truth (the files may be the new ones by now); one of another
+        // change is not.
+        if !local.files.has_set(Set::Previous, &mine) {
             local.files.save_set(
                 Set::Previous,
+                &mine,
                 &[
                     (KUBELET_CONFIG, config.as_deref().map(str::as_bytes)),
                     (ENV, Some(&env)),
@@ -265,13 +264,14 @@ impl Seams for NodeSeams<'_> {
         let (next_config, next_env) = self.render(&change.to)?;
         local.files.save_set(
             Set::Next,
+            &mine,
             &[
                 (KUBELET_CONFIG, next_config.as_deref().map(str::as_bytes)),
                 (ENV, Some(next_env.as_bytes())),
             ],
         )?;
         if change.backend == Backend::Sysext && change.previous_image.is_none() {
-            change.previous_image = local.inputs.kubelet.extension().linked_image();
+            change.previous_image = local.previous_image(&change.from)?;
         }
         Ok(())
     }
@@ -281,8 +281,8 @@ impl Seams for NodeSeams<'_> {
         if change.backend == Backend::Sysext {
             match set {
                 Set::Next => {
-                    let r =
-                        crate::kubelet_sysext::ensure(&local.inputs.kubelet, &change.to).await?;
+                    let r = crate::kubelet_sysext::ensure_exact(&local.inputs.kubelet, &change.to)
+                        .await?;
                     info!(step = "follow", version = %r.version, image = %r.installed.image.display(), "kubelet image merged");
                 }
                 Set::Previous => {
@@ -295,7 +295,7 @@ impl Seams for NodeSeams<'_> {
                 }
             }
         }
-        local.write_set(set)
+        local.write_set(change, set)
     }
 
     async fn restart_kubelet(&self) -> Result<()> {
@@ -313,7 +313,8 @@ pub async fn converge(seams: &Local<'_>) -> Result<super::plan::Converge> {
     let Some(mut change) = seams.files.load_change()? else {
         return Ok(Converge::Nothing);
     };
-    let next_complete = seams.files.has_set(Set::Next)
+    let mine = stamp(&change);
+    let next_complete = seams.files.has_set(Set::Next, &mine)
         && (change.backend == Backend::Wrapper || seams.next_image(&change)?.is_file());
     let what = super::plan::converge(change.phase, next_complete);
     match what {
@@ -322,7 +323,7 @@ pub async fn converge(seams: &Local<'_>) -> Result<super::plan::Converge> {
             if change.backend == Backend::Sysext {
                 seams.link_and_merge(&seams.next_image(&change)?).await?;
             }
-            seams.write_set(Set::Next)?;
+            seams.write_set(&change, Set::Next)?;
             change.phase = Phase::Switched;
             change.restarted_at = Some(unix_now());
         }
@@ -332,8 +333,8 @@ pub async fn converge(seams: &Local<'_>) -> Result<super::plan::Converge> {
             {
                 seams.link_and_merge(&image).await?;
             }
-            if seams.files.has_set(Set::Previous) {
-                seams.write_set(Set::Previous)?;
+            if seams.files.has_set(Set::Previous, &mine) {
+                seams.write_set(&change, Set::Previous)?;
             }
             change.phase = to;
             change.restarted_at = Some(unix_now());
@@ -389,9 +390,25 @@ mod tests {
         std::fs::write(&paths.kubelet_env, "KUBELET_IMAGE_TAG=\"v1.20.3\"\n").unwrap();
         std::fs::write(&paths.kubelet_config, "old: config\n").unwrap();
         let files = Files::new(&paths.state_dir);
+        let change = Change {
+            node: "w1".into(),
+            from: "v1.20.2".into(),
+            to: "v1.20.3".into(),
+            kind: Kind::Patch,
+            backend: Backend::Wrapper,
+            phase,
+            started_at: 1,
+            restarted_at: None,
+            cordoned: false,
+            previous_image: None,
+            why: None,
+            delete_emptydir_data: false,
+        };
+        let mine = stamp(&change);
         files
             .save_set(
                 Set::Previous,
+                &mine,
                 &[
                     (ENV, Some(b"KUBELET_IMAGE_TAG=\"v1.20.2\"\n")),
                     (KUBELET_CONFIG, Some(b"old: config\n")),
@@ -402,6 +419,7 @@ mod tests {
             files
                 .save_set(
                     Set::Next,
+                    &mine,
                     &[
                         (ENV, Some(b"KUBELET_IMAGE_TAG=\"v1.20.3\"\n")),
                         (KUBELET_CONFIG, Some(b"new: config\n")),
@@ -409,21 +427,7 @@ mod tests {
                 )
                 .unwrap();
         }
-        files
-            .save_change(&Change {
-                node: "w1".into(),
-                from: "v1.20.2".into(),
-                to: "v1.20.3".into(),
-                kind: Kind::Patch,
-                backend: Backend::Wrapper,
-                phase,
-                started_at: 1,
-                restarted_at: None,
-                cordoned: false,
-                previous_image: None,
-                why: None,
-            })
-            .unwrap();
+        files.save_change(&change).unwrap();
         Node {
             dir,
             paths,

@@ -9,8 +9,15 @@
 //!   └──────────(patch)──────────────────────┴→ Prepared → Switching → Switched
 //! Switched ─ Ready with the new version ───────────────→ (uncordon, release) done
 //! Switched ─ not within follow.ready_timeout_secs → RollingBack → RolledBack
+//! Switching ─ the switch failed ─────────────────→ RollingBack
 //! RolledBack → (uncordon) halted: the lease keeps this node, marked halted
+//! Taken, Drained ─ the drain, Prepare ─ preparing failed → aborted (uncordon, release)
 //! ```
+//!
+//! A verification whose deadline passes while the API server cannot be
+//! read gives no verdict ([`Verdict::Unreachable`]): the run ends, the
+//! next one looks again; a kubelet is rolled back only when the Node was
+//! read and is not back.
 //!
 //! Power cuts: every phase is on disk before what it names is done, and
 //! each action is idempotent, so the next run does it again. Switching
@@ -91,6 +98,9 @@ pub struct Change {
     /// Why it is being rolled back.
     #[serde(default)]
     pub why: Option<String>,
+    /// The operator's `deleteEmptyDirData` when the place was taken.
+    #[serde(default)]
+    pub delete_emptydir_data: bool,
 }
 
 /// What the driver does next.
@@ -129,10 +139,12 @@ pub fn next(change: &Change) -> Action {
     }
 }
 
-/// The Node as a verification reads it.
+/// The Node as a verification (and a take) reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeLook {
     pub ready: bool,
+    /// `spec.unschedulable`: cordoned.
+    pub unschedulable: bool,
     pub kubelet_version: String,
     /// The Ready condition's `lastHeartbeatTime`, unix seconds.
     pub heartbeat: Option<u64>,
@@ -154,6 +166,20 @@ pub enum Verdict {
     Failed(String),
     /// Not yet; what it waits for.
     Waiting(String),
+    /// Past the deadline, and the Node could not be read: no verdict on
+    /// the kubelet (an API server away is no reason to roll back); why.
+    Unreachable(String),
+}
+
+/// Whether the Node's `kubeletVersion` is the release `expected`: the
+/// same version by precedence, a `+build` on either side ignored (a
+/// `v1.20.5+flatcar.1` image's kubelet may report `v1.20.5`).
+pub fn same_release(reported: &str, expected: &str) -> bool {
+    use crate::cluster::version::{KubeVersion, precedence};
+    match (KubeVersion::parse(reported), KubeVersion::parse(expected)) {
+        (Ok(r), Ok(e)) => precedence(&r, &e) == std::cmp::Ordering::Equal,
+        _ => reported == expected,
+    }
 }
 
 /// Whether the kubelet restarted at `restarted_at` is back as `expected`
@@ -168,7 +194,7 @@ pub fn verify(
 ) -> Verdict {
     let waiting = match look {
         Err(why) => format!("the Node cannot be read: {why}"),
-        Ok(n) if n.kubelet_version != expected => format!(
+        Ok(n) if !same_release(&n.kubelet_version, expected) => format!(
             "the Node reports kubelet {}, not {expected} yet",
             n.kubelet_version
         ),
@@ -184,7 +210,11 @@ pub fn verify(
         ),
         Ok(_) => return Verdict::Back,
     };
-    if now >= restarted_at + deadline {
+    if now >= restarted_at + deadline && look.is_err() {
+        Verdict::Unreachable(format!(
+            "{deadline} s after its restart the Node still cannot be read ({waiting}): no verdict until it can"
+        ))
+    } else if now >= restarted_at + deadline {
         Verdict::Failed(format!(
             "not Ready with kubelet {expected} within {deadline} s of its restart ({waiting})"
         ))
@@ -237,6 +267,7 @@ mod tests {
             cordoned: false,
             previous_image: None,
             why: None,
+            delete_emptydir_data: false,
         }
     }
 
@@ -264,6 +295,7 @@ mod tests {
     fn look(ready: bool, version: &str, heartbeat: u64) -> NodeLook {
         NodeLook {
             ready,
+            unschedulable: false,
             kubelet_version: version.into(),
             heartbeat: Some(heartbeat),
             detail: (!ready).then(|| "KubeletNotReady: PLEG is not healthy".into()),
@@ -303,6 +335,24 @@ mod tests {
             why,
             "not Ready with kubelet v1.20.3 within 60 s of its restart (the Node reports kubelet v1.20.2, not v1.20.3 yet)"
         );
+        // The API server away at the deadline: no verdict.
+        assert!(
+            matches!(v(Err("HTTP 503"), 260), Verdict::Unreachable(w) if w.contains("HTTP 503")),
+        );
+    }
+
+    #[test]
+    fn a_build_suffix_on_either_side_is_the_same_release() {
+        let v = |reported, expected| verify(expected, 200, Ok(&look(true, reported, 205)), 206, 60);
+        assert_eq!(v("v1.20.5", "v1.20.5+flatcar.1"), Verdict::Back);
+        assert_eq!(v("v1.20.5+flatcar.1", "v1.20.5"), Verdict::Back);
+        assert!(matches!(
+            v("v1.20.4", "v1.20.5+flatcar.1"),
+            Verdict::Waiting(_)
+        ));
+        assert!(matches!(v("v1.20.5-rc.1", "v1.20.5"), Verdict::Waiting(_)));
+        assert!(same_release("v1.20.5", "v1.20.5"));
+        assert!(!same_release("garbage", "v1.20.5"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! | `maxChanging` | how many nodes may change their kubelet at once (holders of the lease) | `1` |
 //! | `maxNotReady` | how many nodes may be not Ready at once, counting the one that starts a change: no node starts one while that many others are not Ready | `1` |
 //! | `paused` | `"true"`: no node starts a change (one under way finishes) | `false` |
+//! | `deleteEmptyDirData` | `"true"`: the drain of a minor change evicts pods with `emptyDir` volumes, whose data goes with them (`kubectl drain --delete-emptydir-data`) | `false`: such a pod stops the drain, as plain `kubectl drain` refuses it |
 //!
 //! A value that does not read is not guessed at: the node changes nothing
 //! and says which key is wrong ([`PolicyError`]).
@@ -62,6 +63,7 @@ pub struct Policy {
     pub max_changing: u32,
     pub max_not_ready: u32,
     pub paused: bool,
+    pub delete_emptydir_data: bool,
 }
 
 impl Default for Policy {
@@ -71,6 +73,7 @@ impl Default for Policy {
             max_changing: 1,
             max_not_ready: 1,
             paused: false,
+            delete_emptydir_data: false,
         }
     }
 }
@@ -129,18 +132,18 @@ pub fn read(config_map: Option<&Value>) -> Result<Policy, PolicyError> {
     if let Some(n) = count("maxNotReady", 1)? {
         p.max_not_ready = n;
     }
-    if let Some(s) = get("paused")? {
-        p.paused = match s {
-            "true" => true,
-            "false" | "" => false,
-            other => {
-                return Err(PolicyError {
-                    key: "paused",
-                    why: format!("must be \"true\" or \"false\", got {other:?}"),
-                });
-            }
-        };
-    }
+    let flag = |key: &'static str| -> Result<bool, PolicyError> {
+        match get(key)? {
+            Some("true") => Ok(true),
+            Some("false" | "") | None => Ok(false),
+            Some(other) => Err(PolicyError {
+                key,
+                why: format!("must be \"true\" or \"false\", got {other:?}"),
+            }),
+        }
+    };
+    p.paused = flag("paused")?;
+    p.delete_emptydir_data = flag("deleteEmptyDirData")?;
     Ok(p)
 }
 
@@ -165,7 +168,8 @@ mod tests {
     #[test]
     fn every_key_reads() {
         let p = read(Some(&json!({"data": {
-            "minor": "1.21", "maxChanging": "3", "maxNotReady": "2", "paused": "true"
+            "minor": "1.21", "maxChanging": "3", "maxNotReady": "2", "paused": "true",
+            "deleteEmptyDirData": "true"
         }})))
         .unwrap();
         assert_eq!(
@@ -178,6 +182,7 @@ mod tests {
                 max_changing: 3,
                 max_not_ready: 2,
                 paused: true,
+                delete_emptydir_data: true,
             }
         );
         assert_eq!(p.minor.unwrap().to_string(), "1.21");
@@ -209,6 +214,11 @@ mod tests {
             (json!({"maxChanging": 2}), "maxChanging", "must be a string"),
             (json!({"maxNotReady": "0"}), "maxNotReady", "from 1 to 1000"),
             (json!({"paused": "yes"}), "paused", "\"true\" or \"false\""),
+            (
+                json!({"deleteEmptyDirData": "1"}),
+                "deleteEmptyDirData",
+                "\"true\" or \"false\"",
+            ),
         ] {
             let e = read(Some(&json!({ "data": data }))).unwrap_err();
             assert_eq!(e.key, key, "{data}");

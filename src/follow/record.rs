@@ -8,7 +8,9 @@
 //!   change and as they are after it (`kubelet.env`, and the
 //!   KubeletConfiguration when the node has one), saved before the first
 //!   file changes, so either kubelet's whole set can be put in place at
-//!   any time;
+//!   any time. Each set names the change it is of (its `change` file,
+//!   written last): a set of another change (a crash between two changes
+//!   left it) is never put in place, and is saved again;
 //! - `state.json`: how following stands ([`FollowState`]): the API
 //!   server's last answers (the stability check), what this node waits
 //!   for, the last change and its outcome, a halt, counts. `status` and
@@ -17,7 +19,7 @@
 use super::plan::Change;
 use super::target::Kind;
 use crate::error::{Context as _, Error, ErrorClass, Result};
-use crate::fsutil::{self, Durability};
+use crate::fsutil::{self, Durability, fsync_dir};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -67,23 +69,30 @@ impl Files {
         )
     }
 
-    /// The change is over: its record goes (durably), then its sets.
+    /// The change is over: its sets go, then its record, each durably (a
+    /// crash between the two leaves a record that ends again).
     pub fn end_change(&self) -> Result<()> {
-        match std::fs::remove_file(self.change()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(Error::internal(format!(
-                    "cannot remove {}: {e}",
-                    self.change().display()
-                )));
-            }
-        }
-        let _ = fsutil::fsync_dir(&self.dir);
+        let gone = |p: &Path, r: std::io::Result<()>| match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::internal(format!(
+                "cannot remove {}: {e}",
+                p.display()
+            ))),
+        };
         for s in [Set::Previous, Set::Next] {
-            let _ = std::fs::remove_dir_all(self.set(s));
+            let dir = self.set(s);
+            gone(&dir, std::fs::remove_dir_all(&dir))?;
         }
-        Ok(())
+        self.sync(&self.dir)?;
+        gone(&self.change(), std::fs::remove_file(self.change()))?;
+        self.sync(&self.dir)
+    }
+
+    fn sync(&self, dir: &Path) -> Result<()> {
+        fsync_dir(dir).ctx(ErrorClass::Internal, || {
+            format!("cannot sync {}", dir.display())
+        })
     }
 
     pub fn load_state(&self) -> Result<FollowState> {
@@ -109,13 +118,15 @@ impl Files {
         )
     }
 
-    /// Saves `files` (name, contents) as set `which`, durably, replacing
-    /// what was there.
-    pub fn save_set(&self, which: Set, files: &[(&str, Option<&[u8]>)]) -> Result<()> {
+    /// Saves `files` (name, contents) as set `which` of the change
+    /// `stamp` names ([`stamp`]), durably, replacing what was there; the
+    /// stamp goes last.
+    pub fn save_set(&self, which: Set, stamp: &str, files: &[(&str, Option<&[u8]>)]) -> Result<()> {
         let dir = self.set(which);
         std::fs::create_dir_all(&dir).ctx(ErrorClass::Internal, || {
             format!("cannot create {}", dir.display())
         })?;
+        let _ = std::fs::remove_file(dir.join(STAMP));
         for (name, contents) in files {
             let p = dir.join(name);
             match contents {
@@ -125,8 +136,13 @@ impl Files {
                 }
             }
         }
-        let _ = fsutil::fsync_dir(&dir);
-        Ok(())
+        self.sync(&dir)?;
+        fsutil::write_file(
+            "a saved set's change",
+            &dir.join(STAMP),
+            stamp.as_bytes(),
+            fsutil::MODE_PUBLIC,
+        )
     }
 
     /// A saved file of set `which` (`None`: the set has no such file).
@@ -139,11 +155,24 @@ impl Files {
         }
     }
 
-    /// Whether set `which` was saved whole (its kubelet.env is there: the
-    /// set is written before the record names its phase).
-    pub fn has_set(&self, which: Set) -> bool {
-        self.set(which).join(ENV).is_file()
+    /// Whether set `which` of the change `stamp` names was saved whole
+    /// (its stamp, written last, is that change's).
+    pub fn has_set(&self, which: Set, stamp: &str) -> bool {
+        let dir = self.set(which);
+        dir.join(ENV).is_file()
+            && std::fs::read(dir.join(STAMP)).is_ok_and(|s| s == stamp.as_bytes())
     }
+}
+
+/// The name of a set's stamp file.
+const STAMP: &str = "change";
+
+/// What names `change` in its sets: its versions and when it started.
+pub fn stamp(change: &Change) -> String {
+    format!(
+        "{} -> {} started at {}\n",
+        change.from, change.to, change.started_at
+    )
 }
 
 /// The saved kubelet.env's name in a set.
@@ -303,6 +332,21 @@ pub struct FollowState {
     /// the operator clears the lease.
     #[serde(default)]
     pub halted: Option<Outcome>,
+    /// The API server's release the waiting change (`target`) was decided
+    /// for: a waiting run asks only the operator's ConfigMap and the lease.
+    #[serde(default)]
+    pub waiting_for: Option<String>,
+    /// The version whose check ([`super::seams::NodeSeam::check`]) passed.
+    #[serde(default)]
+    pub checked: Option<String>,
+    /// This node said in the lease that its Node is not Ready.
+    #[serde(default)]
+    pub reported_not_ready: bool,
+    /// Changes aborted in a row; none starts again before `retry_at`.
+    #[serde(default)]
+    pub abort_streak: u32,
+    #[serde(default)]
+    pub retry_at: Option<u64>,
     #[serde(default)]
     pub succeeded: u64,
     #[serde(default)]
@@ -356,13 +400,23 @@ mod tests {
             cordoned: false,
             previous_image: None,
             why: None,
+            delete_emptydir_data: false,
         };
+        let mine = stamp(&c);
         f.save_set(
             Set::Previous,
+            &mine,
             &[(ENV, Some(b"A=1\n")), (KUBELET_CONFIG, None)],
         )
         .unwrap();
-        assert!(f.has_set(Set::Previous) && !f.has_set(Set::Next));
+        assert!(f.has_set(Set::Previous, &mine) && !f.has_set(Set::Next, &mine));
+        // A set of another change (a crash between two changes left it)
+        // is not this change's.
+        let other = stamp(&Change {
+            started_at: 0,
+            ..c.clone()
+        });
+        assert!(!f.has_set(Set::Previous, &other));
         f.save_change(&c).unwrap();
         assert_eq!(f.load_change().unwrap(), Some(c));
         assert_eq!(
@@ -372,7 +426,9 @@ mod tests {
         assert_eq!(f.saved(Set::Previous, KUBELET_CONFIG).unwrap(), None);
         f.end_change().unwrap();
         assert_eq!(f.load_change().unwrap(), None);
-        assert!(!f.has_set(Set::Previous));
+        assert!(!f.set(Set::Previous).exists());
+        // Ended twice (a crash after the sets went): nothing to remove.
+        f.end_change().unwrap();
         // A record that does not read is an error naming it.
         std::fs::write(f.change(), "{").unwrap();
         let e = f.load_change().unwrap_err();

@@ -31,6 +31,24 @@ use crate::cluster::version::{KubeVersion, precedence, skew_violation};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
+/// Whether a pre-release tag is a release candidate or earlier
+/// (`alpha.1`, `beta.0`, `rc.2`), as Kubernetes names its pre-releases.
+fn real_pre_release(pre: &str) -> bool {
+    ["alpha", "beta", "rc"].iter().any(|p| pre.starts_with(p))
+}
+
+/// The upstream release an API server's version names: a distribution's
+/// suffix in the pre-release place dropped (`v1.20.4-eks-6b7464`,
+/// `v1.20.4-gke.1800` are v1.20.4), a real pre-release (`-rc.1`) and
+/// `+build` kept. What the node follows is that release: a kubelet-wrapper
+/// node's image tag, the sysext mirror's versions, the skew rules.
+pub fn upstream(v: &KubeVersion) -> KubeVersion {
+    KubeVersion {
+        pre: v.pre.clone().filter(|p| real_pre_release(p)),
+        ..v.clone()
+    }
+}
+
 /// Patch or minor: a minor change drains the node first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -344,6 +362,29 @@ mod tests {
         assert_eq!(
             pick(&v("v1.20.4"), minor, &v("v1.20.9"), Some(&vs(&["v1.20.3"]))).unwrap(),
             None
+        );
+    }
+
+    #[test]
+    fn a_distributions_suffix_is_the_upstream_release() {
+        assert_eq!(upstream(&v("v1.20.4-eks-6b7464")), v("v1.20.4"));
+        assert_eq!(upstream(&v("v1.20.4-gke.1800")), v("v1.20.4"));
+        assert_eq!(upstream(&v("v1.21.0-rc.1")), v("v1.21.0-rc.1"));
+        assert_eq!(upstream(&v("v1.20.5+flatcar.1")), v("v1.20.5+flatcar.1"));
+        // The node at the same release is up to date, not "newer".
+        let seen = vs(&["v1.20.3"; 3]);
+        let api = upstream(&v("v1.20.3-eks-1"));
+        assert_eq!(api, seen[0]);
+        let Intent::Move { minor, apiserver } = intent(&v("v1.20.3"), &seen, 3, None) else {
+            panic!()
+        };
+        assert_eq!(pick(&v("v1.20.3"), minor, &apiserver, None).unwrap(), None);
+        // A sysext node takes the release itself, not the patch before it.
+        let offers = vs(&["v1.20.3", "v1.20.4"]);
+        let api = upstream(&v("v1.20.4-eks-x"));
+        assert_eq!(
+            pick(&v("v1.20.3"), minor, &api, Some(&offers)).unwrap(),
+            Some(v("v1.20.4"))
         );
     }
 

@@ -213,25 +213,78 @@ pub async fn choose(config: &Inputs<'_>, cluster_version: &str) -> Result<Chosen
 /// (module docs).
 pub async fn ensure(config: &Inputs<'_>, cluster_version: &str) -> Result<KubeletSysextRecord> {
     let chosen = choose(config, cluster_version).await?;
-    let (version, found) = (&chosen.image.parsed, &*chosen.image.found);
-    let says_version = |says: &str| {
+    install_chosen(config, chosen).await
+}
+
+/// Whether a kubelet's `--version` answer is `version` (by precedence: a
+/// `+build` is not in what a kubelet prints).
+fn says(version: &KubeVersion) -> impl Fn(&str) -> bool + Sync + '_ {
+    move |says: &str| {
         kubelet_version(says)
             .is_some_and(|s| choice::precedence(&s, version) == std::cmp::Ordering::Equal)
-    };
+    }
+}
+
+async fn install_chosen(config: &Inputs<'_>, chosen: Chosen) -> Result<KubeletSysextRecord> {
+    let (version, found) = (&chosen.image.parsed, &*chosen.image.found);
     let installed = package::install(
         &config.spec(),
         &config.metadata,
         found,
         chosen.image.arch,
-        &says_version,
+        &says(version),
     )
     .await?;
     Ok(KubeletSysextRecord {
-        cluster_version: cluster_version.to_string(),
+        cluster_version: chosen.cluster_version.clone(),
         version: found.version.clone(),
         rule: chosen.rule,
         installed,
     })
+}
+
+/// The image of exactly `version` (its `+build` too) in the search path,
+/// never another: what `follow` decided on (an image no longer offered
+/// is an error naming what is).
+pub async fn choose_exact(config: &Inputs<'_>, version: &str) -> Result<Chosen> {
+    let want = KubeVersion::parse(version)
+        .map_err(|e| Error::bad_input(format!("kubelet version: {e}")))?;
+    let offers = offers::find(&config.metadata, PRODUCT, "kubelet sysext", STEP, |v| {
+        KubeVersion::parse(v)
+    })
+    .await?;
+    let Some(index) = offers.versions().iter().position(|v| *v == want) else {
+        return Err(Error::refused(format!(
+            "the search path does not offer kubelet {version} ({}); nothing was installed",
+            offers.listed()
+        )));
+    };
+    Ok(Chosen {
+        cluster_version: version.to_string(),
+        rule: Rule::Exact,
+        image: offers.take(index),
+    })
+}
+
+/// The image of exactly `version` fetched, verified and checked under
+/// its versioned name, not linked ([`package::fetch`]); its path.
+pub async fn fetch_exact(config: &Inputs<'_>, version: &str) -> Result<std::path::PathBuf> {
+    let chosen = choose_exact(config, version).await?;
+    let fetched = package::fetch(
+        &config.spec(),
+        &config.metadata,
+        &chosen.image.found,
+        chosen.image.arch,
+        &says(&chosen.image.parsed),
+    )
+    .await?;
+    Ok(fetched.image)
+}
+
+/// [`ensure`] of exactly `version` ([`choose_exact`]).
+pub async fn ensure_exact(config: &Inputs<'_>, version: &str) -> Result<KubeletSysextRecord> {
+    let chosen = choose_exact(config, version).await?;
+    install_chosen(config, chosen).await
 }
 
 #[cfg(test)]

@@ -113,16 +113,18 @@ impl Installed {
     }
 }
 
-/// Installs and merges `found` (version `found.version`, for `arch`) as
-/// the module docs say; `says_version` tells whether the program's answer
-/// is that version.
-pub async fn install(
+/// Steps 1 and 2 of [`install`] and the image's versioned file in place:
+/// `found` reused or downloaded, verified and checked, renamed to its
+/// versioned name; not linked, not merged (what `follow` does before it
+/// takes a place in its lease, so that a missing or bad image is found
+/// while nothing on the node changed).
+pub async fn fetch(
     spec: &Spec<'_>,
     source: &metadata::Inputs<'_>,
     found: &Found,
     arch: &str,
     says_version: SaysVersion<'_>,
-) -> Result<Installed> {
+) -> Result<Fetched> {
     let ext = &spec.extension;
     let (hex, hash) = item_hash(found, spec.what)?;
     let name = ext.image_file_name(&found.version, arch);
@@ -154,6 +156,39 @@ pub async fn install(
     if let Some(s) = staged {
         s.commit()?;
     }
+    Ok(Fetched {
+        image: image_path,
+        sha512: hex,
+        downloaded,
+        release_text: inspection.release_text,
+    })
+}
+
+/// An image [`fetch`] put under its versioned name.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub image: PathBuf,
+    /// The metadata's sha512, lower case.
+    pub sha512: String,
+    /// Downloaded now (false: the verified file was in place).
+    pub downloaded: bool,
+    /// Its extension-release file, as a merge shows it.
+    pub release_text: String,
+}
+
+/// Installs and merges `found` (version `found.version`, for `arch`) as
+/// the module docs say; `says_version` tells whether the program's answer
+/// is that version.
+pub async fn install(
+    spec: &Spec<'_>,
+    source: &metadata::Inputs<'_>,
+    found: &Found,
+    arch: &str,
+    says_version: SaysVersion<'_>,
+) -> Result<Installed> {
+    let ext = &spec.extension;
+    let fetched = fetch(spec, source, found, arch, says_version).await?;
+    let (image_path, hex, downloaded) = (fetched.image, fetched.sha512, fetched.downloaded);
     let before = ext.linked_image();
     let relinked = ext.link_to(&image_path)?;
     super::ensure_unit_enabled(spec.systemd_config_dir, spec.step, spec.remedy)?;
@@ -162,7 +197,7 @@ pub async fn install(
     let merged = || merged_answer(&merged_program, says_version);
     let merged_already = !relinked
         && masked.is_empty()
-        && ext.merged_release().as_deref() == Some(inspection.release_text.as_str())
+        && ext.merged_release().as_deref() == Some(fetched.release_text.as_str())
         && merged().is_ok();
     if !merged_already {
         let (setting, timeout) = spec.merge_timeout;

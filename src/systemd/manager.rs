@@ -69,6 +69,27 @@ impl Systemd {
         Ok(())
     }
 
+    /// `systemctl enable` of installed unit files `names`
+    /// (`EnableUnitFiles(runtime=false, force=false)`: their `[Install]`
+    /// links, for every boot), then `Reload`.
+    pub async fn enable_units(&self, names: &[&str]) -> Result<()> {
+        let manager = self.manager().await?;
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let (_, changes) = manager
+            .enable_unit_files(names.clone(), false, false)
+            .await
+            .map_err(dbus_err(&format!(
+                "systemd EnableUnitFiles({}) failed",
+                names.join(", ")
+            )))?;
+        manager
+            .reload()
+            .await
+            .map_err(dbus_err("systemd Reload failed"))?;
+        info!(units = ?names, changes = ?changes, "units enabled");
+        Ok(())
+    }
+
     /// `systemctl daemon-reload`: systemd reads changed unit files and
     /// drop-ins.
     pub async fn reload(&self) -> Result<()> {

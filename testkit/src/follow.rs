@@ -24,6 +24,13 @@
 //!   ([`rig`], [`boot`], [`pod_on_each`]): a bootkube master and three
 //!   following workers, one of each kind (docker through kubelet-wrapper,
 //!   containerd, today's Flatcar with the kubelet sysext), a pod on each.
+//!   The containerd worker is provisioned without the `follow` switch and
+//!   turned on once running (`node-bootstrap follow --enable`, what an
+//!   operator does for a node that exists). The API server authorizes the
+//!   nodes as Kubernetes 1.32 does (their own Node only:
+//!   [`crate::node_authz`], a webhook of this process) and writes an audit
+//!   log ([`AUDIT_LOG`] on the master: every write of the follow lease
+//!   with its response, every request of a node).
 
 use crate::agentnode::{self as an, KubeletImage, SEED_URL};
 use crate::cluster::{Auth, ClusterRig, NodeSpec};
@@ -41,28 +48,103 @@ use std::time::{Duration, Instant};
 pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "node-bootstrap-follow";
 pub const LEASE: &str = "node-bootstrap-follow-lease";
-/// The lease's data key with its holders (src/follow/lease.rs).
-pub const HOLDERS: &str = "holders";
+/// The prefix of the lease's data keys, one per node (src/follow/lease.rs).
+pub const ENTRY_PREFIX: &str = "node.";
 
 /// The following workers of [`rig`], in its order after the master.
 pub const WORKERS: [&str; 3] = ["w-docker", "w-ctr", "w-sysext"];
+/// The worker turned on with `follow --enable` once running.
+pub const ENABLED_LATER: &str = "w-ctr";
+/// On the master: the webhook's config, the audit policy and log.
+pub const AUTHZ_CONFIG: &str = "/opt/tectonic/auth/node-authz.kubeconfig";
+pub const AUDIT_POLICY: &str = "/opt/tectonic/auth/audit-policy.yaml";
+pub const AUDIT_LOG: &str = "/var/log/kube-apiserver-audit.log";
+
+/// The audit policy of the follow rig: the follow lease's writes with
+/// their response (the lease's history), the nodes' requests (who asked
+/// what), nothing of their heartbeats and watches.
+pub const AUDIT_POLICY_YAML: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n\
+- level: RequestResponse\n  verbs: [\"create\", \"update\", \"patch\"]\n  resources: [{group: \"\", resources: [\"configmaps\"], resourceNames: [\"node-bootstrap-follow-lease\"]}]\n\
+- level: None\n  verbs: [\"watch\"]\n\
+- level: None\n  resources: [{group: \"coordination.k8s.io\", resources: [\"leases\"]}]\n\
+- level: Metadata\n  userGroups: [\"system:nodes\"]\n\
+- level: None\n";
+
+/// While this file exists on a node, its kubelet's starts wait 8 s first
+/// (the sysext worker's test drop-in, [`boot`]).
+pub const SLOW_RESTART: &str = "/run/nb-test-slow-restart";
+
+/// The API server's audit log so far (on the master).
+pub fn audit_log(master: &SimNode) -> String {
+    master.read(AUDIT_LOG).unwrap_or_default()
+}
+
+/// The day-two cluster and the webhook that authorizes its nodes as 1.32.
+pub struct FollowRig {
+    pub rig: ClusterRig,
+    pub authz: crate::node_authz::NodeAuthorizer,
+}
+
+impl std::ops::Deref for FollowRig {
+    type Target = ClusterRig;
+    fn deref(&self) -> &ClusterRig {
+        &self.rig
+    }
+}
 /// A node's first boot through its reboot to a running kubelet.
 const BOOT: Duration = Duration::from_secs(240);
 
 /// The day-two cluster: a bootkube master (not following) and the three
-/// [`WORKERS`] with the ignition module's `follow` switch on, all joining
-/// with the bootstrap token but the master; `agent` is the agent binary
-/// their Ignition configs deliver.
-pub fn rig(agent: &std::path::Path) -> Result<ClusterRig> {
-    ClusterRig::with_agent(
+/// [`WORKERS`], all joining with the bootstrap token but the master, the
+/// ignition module's `follow` switch on for all but [`ENABLED_LATER`];
+/// `agent` is the agent binary their Ignition configs deliver. The API
+/// server authorizes nodes as 1.32 (module docs) and keeps an audit log.
+pub fn rig(agent: &std::path::Path) -> Result<FollowRig> {
+    let authz = crate::node_authz::NodeAuthorizer::start()?;
+    let mut rig = ClusterRig::with_agent(
         &[
             NodeSpec::master("master-1"),
             NodeSpec::worker(WORKERS[0], Auth::BootstrapToken).following(),
-            NodeSpec::containerd_worker(WORKERS[1]).following(),
+            NodeSpec::containerd_worker(WORKERS[1]),
             NodeSpec::sysext_worker(WORKERS[2]).following(),
         ],
         agent,
-    )
+    )?;
+    *authz.admin.lock().unwrap() = Some(rig.kubectl.clone());
+    let args = &mut rig.control_plane.extra_apiserver_args;
+    args.extend(crate::node_authz::NodeAuthorizer::apiserver_args(
+        AUTHZ_CONFIG,
+    ));
+    args.extend([
+        format!("--audit-policy-file={AUDIT_POLICY}"),
+        format!("--audit-log-path={AUDIT_LOG}"),
+        "--audit-log-format=json".into(),
+    ]);
+    Ok(FollowRig { rig, authz })
+}
+
+/// Turns following on for `n`, running, as an operator does
+/// (docs/operators.md "Turning it on"): the test's follow settings in its
+/// config file, then `node-bootstrap follow --enable`. Returns its output.
+pub fn enable_follow(n: &SimNode) -> Result<String> {
+    let path = "/etc/node-bootstrap/config.json";
+    let mut config: Value = serde_json::from_str(&n.read(path).context("the agent's config")?)?;
+    an::merge(&mut config, follow_config());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(n.path(path))?.permissions());
+    n.write(path, config.to_string(), mode & 0o777)?;
+    let out = n.exec(&["/opt/bin/node-bootstrap", "follow", "--enable"])?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(
+        out.status.success(),
+        "{}: follow --enable: {said}",
+        n.name()
+    );
+    Ok(said)
 }
 
 /// Provisions and boots [`rig`]'s nodes (the workers' follow timer
@@ -72,11 +154,26 @@ pub fn rig(agent: &std::path::Path) -> Result<ClusterRig> {
 /// node is Ready, the cluster's side of following: the follow-rbac
 /// module's lease and RBAC and the ConfigMap it renders (the defaults: one
 /// node at a time). Returns the nodes, master first.
-pub fn boot(rig: &ClusterRig) -> Result<Vec<SimNode>> {
+pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
     let mut nodes = rig.nodes()?;
     for w in &nodes[1..] {
         fast_timer(w)?;
     }
+    let sysext = nodes.iter().find(|n| n.name() == WORKERS[2]).unwrap();
+    sysext.drop_in(
+        "kubelet.service",
+        "30-test-slow-restart",
+        &format!(
+            "# The test: while {SLOW_RESTART} exists (a file of /run: gone at the next\n\
+             # boot), a start of the kubelet waits 8 s first, so that a power cut lands\n\
+             # while a change of the kubelet is in its switching phase.\n\
+             [Service]\nExecStartPre=/bin/sh -c 'if [ -e {SLOW_RESTART} ]; then sleep 8; fi'\n"
+        ),
+    )?;
+    let master = &nodes[0];
+    master.write(AUTHZ_CONFIG, rig.authz.webhook_kubeconfig(), 0o600)?;
+    master.write(AUDIT_POLICY, AUDIT_POLICY_YAML, 0o600)?;
+    let rig: &ClusterRig = rig;
     let results: Vec<Result<()>> = std::thread::scope(|s| {
         let (master, workers) = nodes.split_first_mut().unwrap();
         let mut handles = vec![s.spawn(move || -> Result<()> {
@@ -130,6 +227,8 @@ pub fn boot(rig: &ClusterRig) -> Result<Vec<SimNode>> {
     rig.kubectl.wait_ready(&all, BOOT)?;
     let config_map = apply_follow_rbac(&rig.kubectl)?;
     apply_yaml(&rig.kubectl, &config_map)?;
+    let later = nodes.iter().find(|n| n.name() == ENABLED_LATER).unwrap();
+    enable_follow(later)?;
     Ok(nodes)
 }
 
@@ -173,9 +272,13 @@ pub fn pod_on_each(rig: &ClusterRig, workers: &[&SimNode], suffix: &str) -> Resu
 
 /// The agent's `follow` section on the tests' nodes: two agreeing looks at
 /// the API server, a kubelet back within 30 s or rolled back (a 1.20
-/// kubelet posts Ready within seconds of its start), looks every second.
+/// kubelet posts Ready within seconds of its start), looks every second;
+/// a drain may wait 120 s for the PodDisruptionBudget (the replica evicted
+/// from the node before must be running elsewhere first: at load 12 that
+/// took over 30 s, and the drain aborted and backed off past the test's
+/// deadline). A drain that is allowed ends at once: no cost when quiet.
 pub fn follow_config() -> Value {
-    json!({"follow": {"stable_checks": 2, "ready_timeout_secs": 30, "drain_timeout_secs": 30, "poll_secs": 1}})
+    json!({"follow": {"stable_checks": 2, "ready_timeout_secs": 30, "drain_timeout_secs": 120, "poll_secs": 1}})
 }
 
 /// kube-apiserver and kubelet stamped as the next patch release of
@@ -305,9 +408,9 @@ pub fn set_policy(kubectl: &Kubectl, data: Value) -> Result<()> {
     Ok(())
 }
 
-/// Clears a halt as the operator does (docs/operators.md): the lease's
-/// holders emptied.
-pub fn clear_halt(kubectl: &Kubectl) -> Result<()> {
+/// Clears the halt at `node` as the operator does (docs/operators.md):
+/// that node's key removed from the lease, the others' untouched.
+pub fn clear_halt(kubectl: &Kubectl, node: &str) -> Result<()> {
     kubectl.run(&[
         "-n",
         NAMESPACE,
@@ -315,9 +418,9 @@ pub fn clear_halt(kubectl: &Kubectl) -> Result<()> {
         "configmap",
         LEASE,
         "--type",
-        "merge",
+        "json",
         "-p",
-        &json!({"data": {HOLDERS: "[]"}}).to_string(),
+        &json!([{"op": "remove", "path": format!("/data/node.{node}")}]).to_string(),
     ])?;
     Ok(())
 }
@@ -336,17 +439,21 @@ pub fn holders(kubectl: &Kubectl) -> Result<std::collections::BTreeMap<String, b
     Ok(holders_of(&cm))
 }
 
+/// The holders of the lease object `cm` (its `node.<name>` keys that are
+/// changing or halted, src/follow/lease.rs): node -> halted.
 fn holders_of(cm: &Value) -> std::collections::BTreeMap<String, bool> {
-    let list: Vec<Value> = cm["data"][HOLDERS]
-        .as_str()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default();
-    list.iter()
-        .map(|h| {
-            (
-                h["node"].as_str().unwrap_or_default().to_string(),
-                h.get("halted").is_some_and(|x| !x.is_null()),
-            )
+    cm["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let node = k.strip_prefix(ENTRY_PREFIX)?;
+            let e: Value = serde_json::from_str(v.as_str()?).ok()?;
+            match e["state"].as_str()? {
+                "changing" => Some((node.to_string(), false)),
+                "halted" => Some((node.to_string(), true)),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -505,6 +612,8 @@ pub struct Snapshot {
 pub struct Watch {
     /// When it started: [`Snapshot::at`] counts from here.
     pub started: Instant,
+    /// The same, unix seconds (the audit log's clock: the same host's).
+    pub started_unix: f64,
     seen: Arc<Mutex<Vec<Snapshot>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -551,6 +660,9 @@ impl Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let (s2, st2, k) = (seen.clone(), stop.clone(), kubectl.clone());
         let started = Instant::now();
+        let started_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         let thread = std::thread::spawn(move || {
             let t0 = started;
             while !st2.load(Ordering::Relaxed) {
@@ -562,6 +674,7 @@ impl Watch {
         });
         Watch {
             started,
+            started_unix,
             seen,
             stop,
             thread: Some(thread),

@@ -404,6 +404,17 @@ impl ControlPlane {
     /// Runs the control plane on the host (etcd, then kube-apiserver of
     /// `parts`), waiting until the API server is ready.
     pub fn start(&self, parts: &KubeParts) -> Result<RunningControlPlane> {
+        self.start_with(parts, true)
+    }
+
+    /// etcd and kube-apiserver only, no controller manager nor scheduler:
+    /// Nodes whose status a test keeps (no node lifecycle controller marks
+    /// them NotReady for want of a kubelet's heartbeats).
+    pub fn start_apiserver_only(&self, parts: &KubeParts) -> Result<RunningControlPlane> {
+        self.start_with(parts, false)
+    }
+
+    fn start_with(&self, parts: &KubeParts, controllers: bool) -> Result<RunningControlPlane> {
         let dir = tempfile::Builder::new()
             .prefix("nb-control-plane-")
             .tempdir_in("/var/tmp")?;
@@ -435,6 +446,9 @@ impl ControlPlane {
                 .kubectl
                 .apply_path(&manifests)
                 .context("applying the bootstrap tokens and their RBAC")?;
+        }
+        if !controllers {
+            return Ok(running);
         }
         let components = [
             (
@@ -665,6 +679,17 @@ impl RunningControlPlane {
             )
         })
         .collect()
+    }
+
+    /// The kube-apiserver process's id (its CPU time is in
+    /// `/proc/<pid>/stat`).
+    pub fn apiserver_pid(&self) -> u32 {
+        self.children[1].id()
+    }
+
+    /// etcd's process id.
+    pub fn etcd_pid(&self) -> u32 {
+        self.children[0].id()
     }
 
     /// The API server's log so far.

@@ -24,6 +24,7 @@ pub mod hostload;
 pub mod ignition;
 pub mod kube;
 pub mod kubelet_sysext;
+pub mod node_authz;
 pub mod pkgserver;
 pub mod podnet;
 pub mod pods;

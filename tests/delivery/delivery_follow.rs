@@ -116,7 +116,7 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
     fs::write(
         work.path().join("main.tf"),
         format!(
-            "module \"f\" {{\n  source = \"{}\"\n  minor = \"1.21\"\n  max_changing = 2\n}}\noutput \"manifest\" {{ value = module.f.manifest }}\noutput \"config_map\" {{ value = module.f.config_map }}\n",
+            "module \"f\" {{\n  source = \"{}\"\n  minor = \"1.21\"\n  max_changing = 2\n  delete_emptydir_data = true\n}}\noutput \"manifest\" {{ value = module.f.manifest }}\noutput \"config_map\" {{ value = module.f.config_map }}\n",
             root().join("terraform/modules/follow-rbac").display()
         ),
     )
@@ -126,56 +126,71 @@ fn follow_rbac_renders_the_lease_and_the_least_rbac_and_the_config_map() {
     tf.apply_ok(&[]);
     let manifest = tf.output("manifest").as_str().unwrap().to_string();
     let docs: Vec<&str> = manifest.split("\n---\n").collect();
-    assert_eq!(docs.len(), 3, "{manifest}");
+    assert_eq!(docs.len(), 5, "{manifest}");
     assert!(
         docs[0].contains("kind: ConfigMap")
-            && docs[0].contains("name: node-bootstrap-follow")
+            && docs[0].contains("name: node-bootstrap-follow-lease")
             && docs[0].contains("namespace: kube-system")
     );
+    // The lease declares no data: applying the manifest again never
+    // touches what the nodes wrote (a halt stays).
     assert!(
-        docs[0].contains("name: node-bootstrap-follow-lease")
-            && docs[0].contains("holders: \"[]\""),
-        "created empty: {}",
+        !docs[0].lines().any(|l| l.starts_with("data:")),
+        "{}",
         docs[0]
     );
-    // Exactly two rules: the lease's ConfigMap (get, update) and the
-    // operator's (get); no create, no list, no wildcard.
-    let role = docs[1];
-    assert!(role.contains("kind: Role\n"), "{role}");
-    let verbs: Vec<&str> = role
-        .lines()
-        .filter(|l| l.trim_start().starts_with("verbs:"))
-        .map(str::trim)
-        .collect();
+    // The nodes' rules, each narrowed to one object: the lease's
+    // ConfigMap (get, update, patch), the operator's (get), the API servers'
+    // Endpoints (get); no create, no list, no wildcard, nothing on Nodes.
+    let rules = |doc: &str| -> Vec<String> {
+        let pick = |key: &str| -> Vec<String> {
+            doc.lines()
+                .filter(|l| l.trim_start().starts_with(key))
+                .map(|l| l.trim().to_string())
+                .collect()
+        };
+        pick("verbs:")
+            .into_iter()
+            .zip(pick("resourceNames:"))
+            .zip(pick("resources:"))
+            .map(|((v, n), r)| format!("{r} {n} {v}"))
+            .collect()
+    };
+    assert!(docs[1].contains("kind: Role\n"), "{}", docs[1]);
     assert_eq!(
-        verbs,
-        ["verbs: [\"get\", \"update\"]", "verbs: [\"get\"]"],
-        "{role}"
-    );
-    let names: Vec<&str> = role
-        .lines()
-        .filter(|l| l.contains("resourceNames:"))
-        .map(str::trim)
-        .collect();
-    assert_eq!(
-        names,
+        rules(docs[1]),
         [
-            "resourceNames: [\"node-bootstrap-follow-lease\"]",
-            "resourceNames: [\"node-bootstrap-follow\"]"
+            "resources: [\"configmaps\"] resourceNames: [\"node-bootstrap-follow-lease\"] verbs: [\"get\", \"update\", \"patch\"]",
+            "resources: [\"configmaps\"] resourceNames: [\"node-bootstrap-follow\"] verbs: [\"get\"]"
         ],
-        "{role}"
-    );
-    assert!(!role.contains('*') && !role.contains("create"), "{role}");
-    assert!(
-        docs[2].contains("kind: RoleBinding")
-            && docs[2].contains("kind: Group\n  name: system:nodes"),
         "{}",
-        docs[2]
+        docs[1]
     );
+    assert!(docs[3].contains("kind: Role\n") && docs[3].contains("namespace: default"));
+    assert_eq!(
+        rules(docs[3]),
+        ["resources: [\"endpoints\"] resourceNames: [\"kubernetes\"] verbs: [\"get\"]"],
+        "{}",
+        docs[3]
+    );
+    for d in [docs[1], docs[3]] {
+        assert!(
+            !d.contains('*') && !d.contains("create") && !d.contains("nodes"),
+            "{d}"
+        );
+    }
+    for d in [docs[2], docs[4]] {
+        assert!(
+            d.contains("kind: RoleBinding") && d.contains("kind: Group\n  name: system:nodes"),
+            "{d}"
+        );
+    }
     let cm = tf.output("config_map").as_str().unwrap().to_string();
     assert!(
         cm.contains("kind: ConfigMap")
-            && cm.contains("  maxChanging: \"2\"\n  maxNotReady: \"1\"\n  minor: \"1.21\"\n"),
+            && cm.contains(
+                "  deleteEmptyDirData: \"true\"\n  maxChanging: \"2\"\n  maxNotReady: \"1\"\n  minor: \"1.21\"\n"
+            ),
         "{cm}"
     );
     // A minor that is no minor: refused at plan time, naming the variable.

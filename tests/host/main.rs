@@ -44,6 +44,9 @@ mod containerd_cri;
 mod containerd_versions;
 // Agents against a real kube-apiserver out of request slots (429, Retry-After).
 mod cluster_overload;
+// A hundred simulated nodes' follow against the real API server: the lease's
+// history from its audit log, a failing node halting the rest.
+mod follow_fleet;
 // `scripts/demo.sh` on a machine that cannot run it: one line, exit 2, nothing built.
 mod demo_script;
 // The runtime and the kubelet's rules decided from the cluster's version, before anything changes.

@@ -2,35 +2,43 @@
 //! bootkube master and three workers, each of another kind, at v1.20.2:
 //! docker through kubelet-wrapper, containerd (kubelet-wrapper too), and
 //! today's Flatcar (the kubelet a system extension from the signed
-//! mirror, containerd). The workers' Ignition configs have the ignition
-//! module's `follow` switch on (the follow timer, here shortened to a look
-//! every two seconds); the cluster has what terraform/modules/follow-rbac
-//! renders (the lease, a Role and RoleBinding for system:nodes) and the
-//! operator's ConfigMap. A pod runs on every worker.
+//! mirror, containerd). Two workers' Ignition configs have the ignition
+//! module's `follow` switch on; the containerd worker is turned on once
+//! running, with `node-bootstrap follow --enable` (the follow timer, here
+//! shortened to a look every two seconds); the cluster has what
+//! terraform/modules/follow-rbac renders (the lease, the Roles and
+//! RoleBindings for system:nodes) and the operator's ConfigMap. The API
+//! server authorizes the nodes as Kubernetes 1.32 does (a node reads its
+//! own Node only: testkit::node_authz) and keeps an audit log. A pod runs
+//! on every worker.
 //!
-//! 1. A target newer than the API server (`minor: "1.21"` with the control
-//!    plane at 1.20) is refused by every worker; nothing moves.
-//! 2. The control plane moves to v1.20.3 (a stand-in for the 1.20.3
+//! 1. The control plane moves to v1.20.3 (a stand-in for the 1.20.3
 //!    release: kube-apiserver and kubelet built from the same source,
 //!    stamped v1.20.3), but the release published for the workers is
 //!    broken: its kubelet answers `--version` and never registers. The
-//!    first worker to take the lease changes, loses power while it waits
-//!    for its kubelet, boots, converges to one kubelet (the new one's
-//!    files whole), does not come back Ready with v1.20.3, rolls back to
-//!    v1.20.2 (Ready again), and keeps the lease marked halted: the other
-//!    workers never start. Its status, metrics (the alert fires, promtool),
-//!    journal and an Event say so.
-//! 3. The operator publishes the real release and clears the halt: every
-//!    worker follows to v1.20.3, one at a time (the lease's history and
-//!    the Nodes' Ready transitions, watched from the API server, show no
-//!    two changing at once), each pod keeps running (same container,
-//!    restart count 0), the master (not following) stays at v1.20.2.
-//! 4. The control plane moves to v1.21.0 (the stand-in of that release,
+//!    sysext worker takes the lease first and loses power while its switch
+//!    is under way (its kubelet's files and image changed, the restart not
+//!    done), boots, converges to one kubelet (the new one's files and image
+//!    whole), does not come back Ready with v1.20.3, rolls back to v1.20.2
+//!    (Ready again), and keeps the lease marked halted: the other workers
+//!    never start. Its status, metrics (the alert fires, promtool), journal
+//!    and an Event say so.
+//! 2. The operator cordons the docker worker, publishes the real release
+//!    and removes the halted node's key from the lease: the other workers
+//!    follow to v1.20.3, one at a time (the lease's every write, from the
+//!    audit log, never shows two holders), each pod keeps running (same
+//!    container, restart count 0); the cordoned worker waits, still
+//!    cordoned, until the operator uncordons it, then follows; the master
+//!    (not following) stays at v1.20.2.
+//! 3. The control plane moves to v1.21.0 (the stand-in of that release,
 //!    built as the 1.20.3 one): no worker moves without the operator's
 //!    target (`awaiting-operator`); with `minor: "1.21"`, each in turn
 //!    cordons, evicts its pods through the Eviction API (a Deployment of two
 //!    replicas under a PodDisruptionBudget of one), changes, uncordons.
+//! 4. Through it all, from the audit log: no agent listed Nodes or another
+//!    node's pods, and the 1.32 authorizer denied the agents nothing.
 
+use benchkit::follow_fleet::audit;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use testkit::cluster::ClusterRig;
@@ -144,75 +152,95 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
     eprintln!("cluster Ready after {booted:?}");
     let workers: Vec<&SimNode> = nodes[1..].iter().collect();
     let mut pod_names = follow::pod_on_each(&rig, &workers, "").unwrap();
-    // Every worker follows: up to date with the API server's v1.20.2.
+    // Every worker follows (the one turned on with --enable too): up to
+    // date with the API server's v1.20.2.
     for w in &workers {
         let f = wait_standing(w, "up-to-date", Duration::from_secs(60));
         assert_eq!(f["current"], base.as_str(), "{f}");
     }
-    let t1 = Instant::now();
-    a_target_newer_than_the_api_server_is_refused(&rig, &workers, &base);
-    let refused_took = t1.elapsed();
+    let ctr = workers
+        .iter()
+        .find(|n| n.name() == follow::ENABLED_LATER)
+        .unwrap();
+    let timer = ctr
+        .exec(&["systemctl", "is-enabled", "node-bootstrap-follow.timer"])
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&timer.stdout).trim(), "enabled");
 
-    // 2. The control plane moves; the release the workers find is broken.
-    let t2 = Instant::now();
-    let watch = Watch::start(&rig.kubectl);
+    // 1. The control plane moves; the release the workers find is broken.
+    let t1 = Instant::now();
     follow::publish_release(
         &rig,
         &follow::wrappers(&nodes),
         &[Release::Broken(&standin.version)],
     )
     .unwrap();
-    // The docker worker first, by holding the others' timers until it has
-    // the lease (which worker goes first is otherwise a race): the power
-    // cut lands on a node whose runtime comes back at boot (docker, socket
-    // activated). The rig's containerd nodes would not: their OS does not
-    // enable its containerd.service as Flatcar's does (the agent enables
-    // only a containerd package of its own), so after a reboot nothing
-    // starts containerd there (a rig gap, said in issue 34's note).
-    for w in &nodes[2..] {
+    // The sysext worker first, by holding the others' timers until it has
+    // the lease (which worker goes first is otherwise a race); its kubelet's
+    // starts slowed (testkit::follow::SLOW_RESTART) so that the power cut
+    // lands while the switch is under way.
+    for w in &nodes[1..3] {
         w.systemctl(&["stop", "node-bootstrap-follow.timer"])
             .unwrap();
     }
+    // (/run inside the node is its own tmpfs: touched there.)
+    nodes[3].exec(&["touch", follow::SLOW_RESTART]).unwrap();
     follow::move_control_plane(&rig, &nodes[0], &standin).unwrap();
     let first =
         a_bad_release_is_rolled_back_on_the_first_node(&rig, &mut nodes, &standin.version, &base);
-    assert_eq!(first, WORKERS[0]);
-    for w in &nodes[2..] {
+    assert_eq!(first, WORKERS[2]);
+    for w in &nodes[1..3] {
         w.systemctl(&["start", "node-bootstrap-follow.timer"])
             .unwrap();
     }
     let workers: Vec<&SimNode> = nodes[1..].iter().collect();
     the_others_never_start(&rig, &workers, &first, &base);
-    let halted_took = t2.elapsed();
+    let halted_took = t1.elapsed();
 
-    // 3. The real release, the halt cleared: one at a time, pods untouched.
-    // The first node's pod went with its power: a new one there.
+    // 2. The operator's cordon, the real release, the halt cleared: one at
+    // a time, pods untouched. The first node's pod went with its power: a
+    // new one there.
     let n_first = workers.iter().find(|n| n.name() == first).unwrap();
     pod_names.retain(|p| *p != format!("keep-{first}"));
     pod_names.extend(follow::pod_on_each(&rig, &[n_first], "-2").unwrap());
     let pods_before = pod_states(&rig, &pod_names);
-    let t3 = Instant::now();
+    let t2 = Instant::now();
+    let cordoned = WORKERS[0];
+    rig.kubectl.run(&["cordon", cordoned]).unwrap();
     follow::publish_release(&rig, &follow::wrappers(&nodes), &[Release::Real(&standin)]).unwrap();
-    follow::clear_halt(&rig.kubectl).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let v = kubelet_versions(&rig);
-        if WORKERS.iter().all(|w| v[*w] == standin.version) && holders(&rig).is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every worker followed: {v:?}, lease {:?}\n{}",
-            holders(&rig),
-            follow_diagnostics(&workers)
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    let rollout_took = t3.elapsed();
+    let watch = Watch::start(&rig.kubectl);
+    follow::clear_halt(&rig.kubectl, &first).unwrap();
+    let others: Vec<&str> = WORKERS.iter().copied().filter(|w| *w != cordoned).collect();
+    wait_followed(&rig, &workers, &others, &standin.version);
+    // The cordoned worker waits, still cordoned, and changed nothing.
+    let n_cordoned = workers.iter().find(|n| n.name() == cordoned).unwrap();
+    n_cordoned
+        .wait_for(
+            "waiting for its cordon to go",
+            Duration::from_secs(30),
+            |n| {
+                let f = status(n)["follow"].clone();
+                (f["standing"] == "waiting"
+                    && f["why"].as_str().is_some_and(|w| {
+                        w.contains("cordoned (spec.unschedulable) by someone else")
+                    }))
+                .then_some(())
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", status(n_cordoned)["follow"]));
+    assert_eq!(kubelet_versions(&rig)[cordoned], base);
+    assert!(
+        unschedulable(&rig, cordoned),
+        "the operator's cordon is kept"
+    );
+    rig.kubectl.run(&["uncordon", cordoned]).unwrap();
+    wait_followed(&rig, &workers, &WORKERS, &standin.version);
+    let rollout_took = t2.elapsed();
     std::thread::sleep(Duration::from_secs(2));
     let history = watch.history();
+    let started = watch.started_unix;
     drop(watch);
-    one_at_a_time(&history, &standin.version);
+    one_at_a_time(&nodes[0], &history, started, &standin.version);
     let pods_after = pod_states(&rig, &pod_names);
     assert_eq!(pods_after, pods_before, "a pod was restarted or replaced");
     for (p, (_, restarts, phase)) in &pods_after {
@@ -220,62 +248,64 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
     }
     every_worker_runs_the_release(&rig, &workers, &standin.version, &base);
 
-    // 4. The next minor: only with the operator's target, drained first.
-    let t4 = Instant::now();
+    // 3. The next minor: only with the operator's target, drained first.
+    let t3 = Instant::now();
     for p in &pod_names {
         rig.kubectl
             .run(&["delete", "pod", p, "--grace-period=1", "--wait=false"])
             .unwrap();
     }
-    let history = a_minor_release_waits_for_the_operator_then_drains_each_node(
+    let (history, started) = a_minor_release_waits_for_the_operator_then_drains_each_node(
         &rig,
         &nodes,
         &minor,
         &standin.version,
     );
-    one_at_a_time(&history, &minor.version);
-    let minor_took = t4.elapsed();
+    one_at_a_time(&nodes[0], &history, started, &minor.version);
+    let minor_took = t3.elapsed();
+    the_agents_asked_only_what_a_1_32_node_may(&rig, &nodes[0]);
     eprintln!(
-        "follow test: cluster {booted:?}, refusal {refused_took:?}, bad release halted {halted_took:?}, rollout {rollout_took:?}, minor {minor_took:?}, total {:?}",
+        "follow test: cluster {booted:?}, bad release halted {halted_took:?}, rollout {rollout_took:?}, minor {minor_took:?}, total {:?}",
         t0.elapsed()
     );
 }
 
-/// 1: `minor: "1.21"` while the API server runs 1.20.2.
-fn a_target_newer_than_the_api_server_is_refused(
-    rig: &ClusterRig,
-    workers: &[&SimNode],
-    base: &str,
-) {
-    follow::set_policy(&rig.kubectl, serde_json::json!({"minor": "1.21"})).unwrap();
-    for w in workers {
-        let f = wait_standing(w, "refused", Duration::from_secs(60));
-        let why = f["why"].as_str().unwrap();
+/// Waits until every worker of `names` reports `version`, with no holder.
+fn wait_followed(rig: &ClusterRig, workers: &[&SimNode], names: &[&str], version: &str) {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let v = kubelet_versions(rig);
+        if names.iter().all(|w| v[*w] == version) && holders(rig).is_empty() {
+            return;
+        }
         assert!(
-            why.contains(&format!(
-                "target minor 1.21 is newer than the API server {base}"
-            )),
-            "{}: {why}",
-            w.name()
+            Instant::now() < deadline,
+            "not every worker of {names:?} followed: {v:?}, lease {:?}\n{}",
+            holders(rig),
+            follow_diagnostics(workers)
         );
-    }
-    assert!(holders(rig).is_empty());
-    assert!(kubelet_versions(rig).values().all(|v| v == base));
-    follow::set_policy(&rig.kubectl, serde_json::json!({})).unwrap();
-    for w in workers {
-        wait_standing(w, "up-to-date", Duration::from_secs(60));
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
 
-/// 2: the first node to take the lease loses power while it waits for the
-/// broken kubelet, converges, rolls back, halts. Returns its name.
+fn unschedulable(rig: &ClusterRig, node: &str) -> bool {
+    rig.kubectl
+        .run(&["get", "node", node, "-o", "jsonpath={.spec.unschedulable}"])
+        .unwrap()
+        .trim()
+        == "true"
+}
+
+/// 1: the first node to take the lease (the sysext worker) loses power
+/// while its switch is under way, converges, rolls back, halts. Returns
+/// its name.
 fn a_bad_release_is_rolled_back_on_the_first_node(
     rig: &ClusterRig,
     nodes: &mut [SimNode],
     bad: &str,
     base: &str,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let first = loop {
         if let Some((n, _)) = holders(rig).into_iter().next() {
             break n;
@@ -288,32 +318,48 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
         std::thread::sleep(Duration::from_millis(300));
     };
     let n = nodes.iter_mut().find(|n| n.name() == first).unwrap();
-    // The power goes while the changed kubelet is waited for.
-    n.wait_for("the change switched", Duration::from_secs(60), |n| {
-        n.read("/var/lib/node-bootstrap/follow/change.json")
-            .filter(|c| c.contains("\"phase\": \"switched\""))
+    // The power goes while the switch is under way: the record says
+    // switching, the new kubelet's files are in place, its restart (slowed)
+    // not done.
+    n.wait_for("the switch under way", Duration::from_secs(90), |n| {
+        let switching = n
+            .read("/var/lib/node-bootstrap/follow/change.json")
+            .is_some_and(|c| c.contains("\"phase\": \"switching\""));
+        let env = n.read("/etc/kubernetes/kubelet.env").unwrap_or_default();
+        (switching && env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\""))).then_some(())
     })
     .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
     n.power_cut().unwrap();
+    // Flatcar starts its containerd at boot; the rig's OS does not enable
+    // it (the agent enables only a containerd package of its own).
+    testkit::pods::enable_os_unit(n, "containerd.service", "multi-user.target").unwrap();
     n.boot().unwrap();
-    // One kubelet's files, whole, at boot: the new one's.
+    // One kubelet's files, whole, at boot: the new one's, its image linked.
+    n.wait_for("the converge at boot", Duration::from_secs(60), |n| {
+        n.journal("node-bootstrap-follow-converge.service")
+            .contains("converged before the kubelet starts")
+            .then_some(())
+    })
+    .unwrap();
     let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
     assert!(
         env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\"")),
         "{first}: {env}"
     );
-    if first == "w-sysext" {
-        let link = n
-            .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
-            .unwrap();
-        assert!(
-            String::from_utf8_lossy(&link.stdout).contains(bad),
-            "{first}"
-        );
-    }
+    let link = n
+        .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&link.stdout).contains(bad),
+        "{first}"
+    );
+    let converged = n.journal("node-bootstrap-follow-converge.service");
+    assert!(
+        converged.contains("converged before the kubelet starts"),
+        "{converged}"
+    );
     // Rolled back: halted in the lease, Ready again with the previous kubelet.
-    let f = wait_standing(n, "halted", Duration::from_secs(120));
+    let f = wait_standing(n, "halted", Duration::from_secs(150));
     assert!(
         f["why"]
             .as_str()
@@ -324,7 +370,7 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
     assert_eq!(f["current"], base, "{f}");
     assert_eq!(holders(rig), BTreeMap::from([(first.clone(), true)]));
     rig.kubectl
-        .wait_ready(&[first.as_str()], Duration::from_secs(60))
+        .wait_ready(&[first.as_str()], Duration::from_secs(90))
         .unwrap();
     assert_eq!(kubelet_versions(rig)[&first], base);
     let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
@@ -392,29 +438,38 @@ fn the_others_never_start(rig: &ClusterRig, workers: &[&SimNode], first: &str, b
     assert_eq!(holders(rig).len(), 1);
 }
 
-/// The lease never had two holders; the workers' holding windows never
-/// overlap; while a worker's change took it out (a not-Ready window of its
-/// own that meets its holding), no other worker was not Ready; each
-/// changed its version while it held the lease. A not-Ready window that
-/// meets no holding of its node is the control plane's restart (the
-/// controller manager marks every node Unknown when the API server was away
-/// longer than its grace period: seen in one run of two, 5 s on two workers
-/// at once, before anyone held the lease): no change of the agent's, shown
-/// and not counted.
-fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
-    assert!(history.len() > 10, "too few looks: {}", history.len());
-    for s in history {
-        assert!(
-            s.holders.len() <= 1,
-            "{} holders at {:?}: {:?}",
-            s.holders.len(),
-            s.at,
-            s.holders
-        );
-    }
+/// From the audit log: after no write of the lease did two workers hold
+/// it, and none took it while a halt stood (every write, in etcd's order,
+/// not samples); each changed its version while it held the lease. From
+/// the API server's Nodes, watched (sampled, what the audit log does not
+/// keep): while a worker's change took it out (a not-Ready window of its
+/// own that meets its holding), no other worker was not Ready. A
+/// not-Ready window that meets no holding of its node is the control
+/// plane's restart (the controller manager marks every node Unknown when
+/// the API server was away longer than its grace period: seen in one run
+/// of two, 5 s on two workers at once, before anyone held the lease): no
+/// change of the agent's, shown and not counted.
+fn one_at_a_time(master: &SimNode, history: &[follow::Snapshot], started: f64, version: &str) {
+    let writes = audit::lease_writes(&follow::audit_log(master), follow::LEASE).unwrap();
+    assert!(writes.len() > 5, "too few writes of the lease: {writes:?}");
+    let h = audit::check(&writes, 1)
+        .unwrap_or_else(|e| panic!("the lease's history breaks one at a time: {e}"));
+    assert_eq!(h.max_holders, 1);
+    let spans = audit::spans(&writes);
+    let rel = |t: f64| Duration::from_secs_f64((t - started).max(0.0));
     let w: Vec<(&str, follow::Windows)> = WORKERS
         .iter()
-        .map(|n| (*n, follow::windows(history, n, version)))
+        .map(|n| {
+            let mut win = follow::windows(history, n, version);
+            win.holding = spans
+                .get(*n)
+                .into_iter()
+                .flatten()
+                .filter(|(_, b)| *b >= started)
+                .map(|(a, b)| (rel(*a), rel(*b)))
+                .collect();
+            (*n, win)
+        })
         .collect();
     // The not-Ready windows of each worker's own change.
     let changing = |wa: &follow::Windows| -> Vec<(Duration, Duration)> {
@@ -438,10 +493,6 @@ fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
     for (i, (a, wa)) in w.iter().enumerate() {
         for (b, wb) in &w[i + 1..] {
             assert!(
-                !follow::overlap(&wa.holding, &wb.holding),
-                "{a} and {b} held the lease at once: {wa:?} {wb:?}"
-            );
-            assert!(
                 !follow::overlap(&changing(wa), &wb.not_ready)
                     && !follow::overlap(&wa.not_ready, &changing(wb)),
                 "{a} and {b} not Ready at once during a change: {wa:?} {wb:?}"
@@ -451,12 +502,40 @@ fn one_at_a_time(history: &[follow::Snapshot], version: &str) {
             .changed_at
             .unwrap_or_else(|| panic!("{a} never reported {version}"));
         assert!(
-            wa.holding
-                .iter()
-                .any(|(s, e)| *s <= at && at <= *e + Duration::from_secs(2)),
+            wa.holding.iter().any(
+                |(s, e)| *s <= at + Duration::from_secs(1) && at <= *e + Duration::from_secs(2)
+            ),
             "{a} reported {version} at {at:?} outside its holding {:?}",
             wa.holding
         );
+    }
+}
+
+/// 4: what the agents asked, from the audit log: only what a node may
+/// ask from Kubernetes 1.32 (its own Node, its own pods by their field
+/// selector), nothing refused; the 1.32 authorizer's denials of others
+/// (the 1.20 kubelets) are shown.
+fn the_agents_asked_only_what_a_1_32_node_may(rig: &follow::FollowRig, master: &SimNode) {
+    let requests: Vec<audit::Request> = audit::node_requests(&follow::audit_log(master))
+        .into_iter()
+        .filter(|r| r.user_agent.starts_with("node-bootstrap/"))
+        .collect();
+    assert!(
+        requests.len() > 50,
+        "{} requests of the agents",
+        requests.len()
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.resource == "pods" && r.verb == "list"),
+        "the drains' pod lists are in the log"
+    );
+    let beyond = audit::beyond_a_node(&requests);
+    assert!(beyond.is_empty(), "{beyond:#?}");
+    let denied = rig.authz.denials();
+    if !denied.is_empty() {
+        eprintln!("the 1.32 node authorizer denied (not the agents): {denied:?}");
     }
 }
 
@@ -513,7 +592,7 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
     nodes: &[SimNode],
     minor: &testkit::kube::KubeParts,
     patch: &str,
-) -> Vec<follow::Snapshot> {
+) -> (Vec<follow::Snapshot>, f64) {
     let workers: Vec<&SimNode> = nodes[1..].iter().collect();
     follow::publish_release(rig, &follow::wrappers(nodes), &[Release::Real(minor)]).unwrap();
     follow::move_control_plane(rig, &nodes[0], minor).unwrap();
@@ -527,7 +606,8 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
             "{f}"
         );
     }
-    std::thread::sleep(Duration::from_secs(6));
+    // Two more runs of each.
+    std::thread::sleep(Duration::from_secs(4));
     assert!(holders(rig).is_empty());
     assert!(
         WORKERS.iter().all(|w| kubelet_versions(rig)[*w] == patch),
@@ -539,7 +619,7 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
     follow::wait_available(&rig.kubectl, "web", 2, Duration::from_secs(90)).unwrap();
     let watch = Watch::start(&rig.kubectl);
     follow::set_policy(&rig.kubectl, serde_json::json!({"minor": "1.21"})).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(240);
+    let deadline = Instant::now() + Duration::from_secs(360);
     loop {
         let v = kubelet_versions(rig);
         if WORKERS.iter().all(|w| v[*w] == minor.version) && holders(rig).is_empty() {
@@ -555,6 +635,7 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
     }
     std::thread::sleep(Duration::from_secs(2));
     let history = watch.history();
+    let started = watch.started_unix;
     drop(watch);
     for w in &workers {
         let f = status(w)["follow"].clone();
@@ -591,5 +672,5 @@ fn a_minor_release_waits_for_the_operator_then_drains_each_node(
         "a node stayed cordoned"
     );
     follow::wait_available(&rig.kubectl, "web", 2, Duration::from_secs(90)).unwrap();
-    history
+    (history, started)
 }

@@ -12,6 +12,8 @@
 //! nb-bench node-ready --agent BIN [--agent-b BIN] [--runs N] [--kinds docker,containerd,sysext]
 //!                    [--write-window-secs S]   (real cluster: first boot to Node Ready; steady-state writes)
 //! nb-bench follow --agent BIN     (real cluster: 3 workers follow the control plane to v1.20.3)
+//! nb-bench follow-fleet [--nodes N] [--threads T] [--change-ms MS] [--timer-ms MS]
+//!     (N simulated nodes' follow against the real API server: maxChanging 10, 1, a failing node)
 //! nb-bench make-bundle --mib N --out FILE     (the asset-pull bundle)
 //! nb-bench s3 [--port P] --object BUCKET/KEY=FILE...   (S3 stand-in)
 //! ```
@@ -38,6 +40,9 @@ struct Args {
     objects: Vec<String>,
     kinds: Vec<benchkit::ready::Kind>,
     write_window_secs: u64,
+    threads: usize,
+    change_ms: u64,
+    timer_ms: u64,
 }
 
 fn parse() -> Result<Args> {
@@ -59,6 +64,9 @@ fn parse() -> Result<Args> {
         objects: Vec::new(),
         kinds: benchkit::ready::Kind::ALL.to_vec(),
         write_window_secs: 0,
+        threads: 2,
+        change_ms: 1000,
+        timer_ms: 5000,
     };
     while let Some(flag) = it.next() {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -82,6 +90,9 @@ fn parse() -> Result<Args> {
             "--write-window-secs" => {
                 a.write_window_secs = val()?.parse().context("--write-window-secs")?
             }
+            "--threads" => a.threads = val()?.parse().context("--threads")?,
+            "--change-ms" => a.change_ms = val()?.parse().context("--change-ms")?,
+            "--timer-ms" => a.timer_ms = val()?.parse().context("--timer-ms")?,
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -93,6 +104,19 @@ fn main() -> Result<()> {
     match args.cmd.as_str() {
         "make-bundle" => return make_bundle(&args),
         "s3" => return s3_standin(&args),
+        "follow-fleet" => {
+            testkit::kube::parts().context("follow-fleet runs the real kube-apiserver")?;
+            let lines = benchkit::follow_fleet::bench(
+                args.nodes,
+                args.threads,
+                Duration::from_millis(args.change_ms),
+                Duration::from_millis(args.timer_ms),
+            )?;
+            for line in lines {
+                println!("{line}");
+            }
+            return Ok(());
+        }
         _ => {}
     }
     testkit::simnode::can_run().context("the benchmarks boot simulated nodes")?;

@@ -1,5 +1,5 @@
 output "manifest" {
-  description = "The follow lease (a ConfigMap), the Role and the RoleBinding (YAML, three documents): apply once per cluster, e.g. among the bootkube master's first manifests or with `kubectl apply -f`. Apply it again only with no change under way: it empties the lease's holders."
+  description = "The follow lease (a ConfigMap declaring no data), the Roles and RoleBindings (YAML, five documents): apply once per cluster, e.g. among the bootkube master's first manifests or with `kubectl apply -f`. Applying it again changes nothing of a rollout: the keys the nodes write in the lease are never declared here."
   value       = local.rbac_manifest
 }
 

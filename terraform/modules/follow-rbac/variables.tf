@@ -56,3 +56,10 @@ variable "max_not_ready" {
     error_message = "max_not_ready must be a whole number from 1 to 1000."
   }
 }
+
+variable "delete_emptydir_data" {
+  description = "Whether the drain of a minor change may evict pods with emptyDir volumes, whose data goes with them (the ConfigMap's data.deleteEmptyDirData, as kubectl drain --delete-emptydir-data). false: such a pod keeps its node from starting the change, and the node says so."
+  type        = bool
+  default     = false
+  nullable    = false
+}
