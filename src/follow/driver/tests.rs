@@ -323,18 +323,36 @@ impl ClusterSeam for Node<'_> {
         delete_emptydir_data: bool,
     ) -> Result<std::result::Result<Plan, String>> {
         self.asked("pods");
-        let mut plan = Plan::default();
-        for (name, emptydir, _) in self.c.pods.borrow().get(&self.name).into_iter().flatten() {
-            if *emptydir && !delete_emptydir_data {
-                return Ok(Err(format!("pod apps/{name} has an emptyDir volume")));
-            }
-            plan.evict.push(PodRef {
-                namespace: "apps".into(),
-                name: name.clone(),
-                uid: name.clone(),
-            });
-        }
-        Ok(Ok(plan))
+        // The node's pods as the API server lists them (each a ReplicaSet's,
+        // with an emptyDir volume where the test says so), planned by the
+        // product's own rules.
+        let items: Vec<serde_json::Value> = self
+            .c
+            .pods
+            .borrow()
+            .get(&self.name)
+            .into_iter()
+            .flatten()
+            .map(|(name, emptydir, _)| {
+                let volumes = if *emptydir {
+                    serde_json::json!([{"name": "cache", "emptyDir": {}}])
+                } else {
+                    serde_json::json!([])
+                };
+                serde_json::json!({
+                    "metadata": {
+                        "namespace": "apps", "name": name, "uid": name,
+                        "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": true}],
+                    },
+                    "spec": {"volumes": volumes},
+                    "status": {"phase": "Running"},
+                })
+            })
+            .collect();
+        Ok(crate::follow::drain::plan(
+            &serde_json::json!({ "items": items }),
+            delete_emptydir_data,
+        ))
     }
     async fn evict(&self, pod: &PodRef, _minor: u64) -> Result<Option<String>> {
         self.asked("eviction");
