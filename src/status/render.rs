@@ -344,3 +344,56 @@ fn files(o: &mut String, f: &super::facts::Facts) {
         let _ = writeln!(o, "update_engine: {s}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::facts::{BOOTKUBE, BOOTKUBE_PATH, TECTONIC, TECTONIC_PATH};
+    use super::super::verdict::{Require, tests::facts};
+    use super::super::{Report, facts::UnitFacts};
+    use crate::settings::Role;
+
+    fn not_found(mut u: UnitFacts) -> UnitFacts {
+        u.state.load_state = "not-found".into();
+        u
+    }
+
+    /// A worker has neither bootkube's units nor its assets: its text
+    /// names none of them (`--json` keeps the units); a bootkube master's
+    /// names them all, whatever their state.
+    #[test]
+    fn a_workers_status_leaves_out_what_only_the_bootkube_master_has() {
+        let master_only = [BOOTKUBE_PATH, BOOTKUBE, TECTONIC_PATH, TECTONIC];
+        let mut worker = facts();
+        worker.node.role = Role::Worker;
+        for u in worker.units.as_mut().unwrap() {
+            if master_only.contains(&u.state.name.as_str()) {
+                *u = not_found(u.clone());
+            }
+        }
+        let text = super::text(&Report::with(
+            worker.clone(),
+            std::time::Duration::ZERO,
+            Require::default(),
+        ));
+        for name in master_only {
+            assert!(!text.contains(name), "{name} in a worker's status:\n{text}");
+        }
+        assert!(!text.contains("/opt/tectonic"), "{text}");
+        assert!(text.contains("k8s-node-bootstrap.service"), "{text}");
+
+        let mut master = worker;
+        master.node.role = Role::BootkubeMaster;
+        let text = super::text(&Report::with(
+            master,
+            std::time::Duration::ZERO,
+            Require::default(),
+        ));
+        for name in master_only {
+            assert!(
+                text.contains(name),
+                "{name} not in a master's status:\n{text}"
+            );
+        }
+        assert!(text.contains("/opt/tectonic"), "{text}");
+    }
+}

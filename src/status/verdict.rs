@@ -454,7 +454,7 @@ fn helper_wait(f: &Facts) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn kubelet_env_written() -> crate::journal::StepResult {
@@ -468,7 +468,7 @@ mod tests {
     use crate::settings::Role;
     use crate::systemd::units::UnitState;
 
-    fn unit(name: &str, active: &str, sub: &str) -> UnitFacts {
+    pub(in crate::status) fn unit(name: &str, active: &str, sub: &str) -> UnitFacts {
         UnitFacts::new(UnitState {
             name: name.into(),
             load_state: "loaded".into(),
@@ -488,7 +488,7 @@ mod tests {
     }
 
     /// A bootkube master before anything happened, systemd reachable.
-    fn facts() -> Facts {
+    pub(in crate::status) fn facts() -> Facts {
         Facts {
             node: NodeFacts {
                 role: Role::BootkubeMaster,
