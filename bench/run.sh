@@ -193,6 +193,8 @@ if want ready; then
         { sleep 1; log "node-ready failed:"; sed -n '/^Error/,/^Stack backtrace/p' "$OUT/log" | tail -n 30 >&2; exit 1; }
     if [ "$VM" = 1 ]; then
         log "first boot to Node Ready of a worker VM (the VM tier's join test)"
+        # The VM boots the static build (tests/vm/rig.rs).
+        ./scripts/build-static.sh >>"$OUT/log" 2>&1 || log "the static build failed (its output: in the raw log)"
         NB_BENCH_REPORT=$OUT/vm-rows cargo test --quiet --test vm \
             worker_joins_a_control_plane:: \
             >>"$OUT/log" 2>&1 || log "the VM join test failed (its output: in the raw log)"
