@@ -250,9 +250,20 @@ pub(crate) fn workers_follow_the_control_plane_one_at_a_time_and_a_bad_release_h
 
     // 3. The next minor: only with the operator's target, drained first.
     let t3 = Instant::now();
-    for p in &pod_names {
+    // Every bare pod goes (a drain refuses a pod without a controller),
+    // the one on the power-cut node's first boot too: its object outlived
+    // the cut.
+    let first_pod = format!("keep-{first}");
+    for p in pod_names.iter().chain([&first_pod]) {
         rig.kubectl
-            .run(&["delete", "pod", p, "--grace-period=1", "--wait=false"])
+            .run(&[
+                "delete",
+                "pod",
+                p,
+                "--grace-period=1",
+                "--wait=false",
+                "--ignore-not-found",
+            ])
             .unwrap();
     }
     let (history, started) = a_minor_release_waits_for_the_operator_then_drains_each_node(
