@@ -150,10 +150,12 @@ pub fn enable_follow(n: &SimNode) -> Result<String> {
 /// Provisions and boots [`rig`]'s nodes (the workers' follow timer
 /// shortened, [`fast_timer`]): the master (its docker reboot, then
 /// bootkube), the workers once the bootstrap token's Secret is there (the
-/// docker worker reboots once for the addon's docker); then, once every
-/// node is Ready, the cluster's side of following: the follow-rbac
-/// module's lease and RBAC and the ConfigMap it renders (the defaults: one
-/// node at a time). Returns the nodes, master first.
+/// docker worker reboots once for the addon's docker). The follow-rbac
+/// module's lease and RBAC are applied before the first worker boots (as
+/// operators.md says: a worker's follow runs from its first boot, and
+/// without them its reads of the lease are refused), and the ConfigMap
+/// it renders (the defaults: one node at a time) once every node is
+/// Ready. Returns the nodes, master first.
 pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
     let mut nodes = rig.nodes()?;
     for w in &nodes[1..] {
@@ -174,6 +176,8 @@ pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
     master.write(AUTHZ_CONFIG, rig.authz.webhook_kubeconfig(), 0o600)?;
     master.write(AUDIT_POLICY, AUDIT_POLICY_YAML, 0o600)?;
     let rig: &ClusterRig = rig;
+    let applied: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let applied_ref = &applied;
     let results: Vec<Result<()>> = std::thread::scope(|s| {
         let (master, workers) = nodes.split_first_mut().unwrap();
         let mut handles = vec![s.spawn(move || -> Result<()> {
@@ -202,6 +206,12 @@ pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
                     );
                     std::thread::sleep(Duration::from_secs(2));
                 }
+                {
+                    let mut config_map = applied_ref.lock().unwrap_or_else(|e| e.into_inner());
+                    if config_map.is_none() {
+                        *config_map = Some(apply_follow_rbac(&rig.kubectl)?);
+                    }
+                }
                 w.boot()?;
                 if w.name() == WORKERS[0] {
                     anyhow::ensure!(
@@ -225,7 +235,10 @@ pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
     let mut all = vec!["master-1"];
     all.extend(WORKERS);
     rig.kubectl.wait_ready(&all, BOOT)?;
-    let config_map = apply_follow_rbac(&rig.kubectl)?;
+    let config_map = applied
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .context("no worker applied the follow RBAC")?;
     apply_yaml(&rig.kubectl, &config_map)?;
     let later = nodes.iter().find(|n| n.name() == ENABLED_LATER).unwrap();
     enable_follow(later)?;
