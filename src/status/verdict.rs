@@ -468,7 +468,7 @@ pub(super) mod tests {
     use crate::settings::Role;
     use crate::systemd::units::UnitState;
 
-    pub(in crate::status) fn unit(name: &str, active: &str, sub: &str) -> UnitFacts {
+    fn unit(name: &str, active: &str, sub: &str) -> UnitFacts {
         UnitFacts::new(UnitState {
             name: name.into(),
             load_state: "loaded".into(),
