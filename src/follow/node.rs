@@ -528,4 +528,44 @@ mod tests {
         Files::new(&config.paths.state_dir).end_change().unwrap();
         assert_eq!(converge_on(&config), Converge::Nothing);
     }
+
+    /// A sysext node whose image was put in place by hand (a plain file
+    /// where the link goes): before a change it is copied beside the
+    /// others under the running version's name, so that a rollback links
+    /// that copy, never the link to itself; a link is answered as itself.
+    #[test]
+    fn a_plain_file_image_is_kept_under_its_version_for_a_rollback() {
+        let mut n = node(Phase::Prepared, false);
+        n.kubelet.paths.extensions_dir = n.dir.path().join("etc/extensions");
+        n.kubelet.kubelet.images_dir = n.dir.path().join("opt/extensions/kubernetes");
+        std::fs::create_dir_all(&n.kubelet.paths.extensions_dir).unwrap();
+        std::fs::create_dir_all(&n.kubelet.kubelet.images_dir).unwrap();
+        let link = n.kubelet.paths.extensions_dir.join("kubernetes.raw");
+        std::fs::write(&link, b"the image put there by hand").unwrap();
+        let local = Local {
+            inputs: n.inputs(),
+            files: Files::new(&n.paths.state_dir),
+        };
+        let (_, arch) = crate::kubelet_sysext::product_id(&local.inputs.kubelet).unwrap();
+        let kept = n
+            .kubelet
+            .kubelet
+            .images_dir
+            .join(format!("kubernetes-v1.20.2-{arch}.raw"));
+        assert_eq!(local.previous_image("v1.20.2").unwrap(), Some(kept.clone()));
+        assert_eq!(
+            std::fs::read(&kept).unwrap(),
+            b"the image put there by hand"
+        );
+        assert!(link.is_file() && std::fs::read_link(&link).is_err());
+        // Again: the copy is there, nothing changes.
+        assert_eq!(local.previous_image("v1.20.2").unwrap(), Some(kept.clone()));
+        // A link is answered with what it names.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&kept, &link).unwrap();
+        assert_eq!(local.previous_image("v1.20.9").unwrap(), Some(kept));
+        // No image at all: nothing to keep.
+        std::fs::remove_file(&link).unwrap();
+        assert_eq!(local.previous_image("v1.20.2").unwrap(), None);
+    }
 }
