@@ -546,15 +546,34 @@ pub fn publish_release(
     mirror.publish(&list)
 }
 
+/// When the API server restarted, in unix seconds (the audit log's
+/// clock): from just before the restart until it answered the
+/// administrator's `/version` with its new release. A server that has just
+/// started refuses what its RBAC policy would allow until that policy is
+/// read (the product says so on a 403 from `/version`), so a check of the
+/// audit log needs these windows.
+#[derive(Debug, Clone, Copy)]
+pub struct Restart {
+    pub from: f64,
+    pub answering: f64,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 /// Moves the control plane on the bootkube master to `parts`'s
 /// kube-apiserver, as an operator upgrades it: the release's image in the
 /// master's store, kube-apiserver.service pointed at it, restarted; returns
-/// once `/version` says so.
+/// once `/version` says so, with when it restarted.
 pub fn move_control_plane(
     rig: &ClusterRig,
     master: &SimNode,
     parts: &KubeParts,
-) -> Result<Instant> {
+) -> Result<Restart> {
     let tag = parts.version.replace('+', "_");
     let dir = n_image_dir(master, &tag);
     std::fs::create_dir_all(&dir)?;
@@ -585,6 +604,7 @@ pub fn move_control_plane(
         0o644,
     )?;
     master.systemctl(&["daemon-reload"])?;
+    let from = unix_now();
     master.systemctl(&["restart", "kube-apiserver.service"])?;
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(120);
@@ -593,7 +613,10 @@ pub fn move_control_plane(
         if let Some(v) = v.and_then(|t| serde_json::from_str::<Value>(&t).ok())
             && v["gitVersion"] == parts.version.as_str()
         {
-            return Ok(t0);
+            return Ok(Restart {
+                from,
+                answering: unix_now(),
+            });
         }
         if Instant::now() > deadline {
             bail!(

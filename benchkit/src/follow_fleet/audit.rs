@@ -230,7 +230,12 @@ pub fn beyond_a_node(requests: &[Request]) -> Vec<String> {
             };
             bad || r.code == 403
         })
-        .map(|r| format!("{} {} {} -> {}", r.node, r.verb, r.uri, r.code))
+        .map(|r| {
+            format!(
+                "{} {} {} -> {} at {:.1}",
+                r.node, r.verb, r.uri, r.code, r.at
+            )
+        })
         .collect()
 }
 
