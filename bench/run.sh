@@ -49,7 +49,9 @@
 # follow-fleet (not in the default set: ONLY=follow-fleet; FOLLOW_NODES
 # simulated nodes, default 1000, following against the real kube-apiserver
 # with maxChanging 10, 1, and a failing node, checked from its audit log;
-# the maxChanging 1 round alone is a change time per node).
+# the maxChanging 1 round alone is a change time per node;
+# FOLLOW_TIMER_MS, FOLLOW_CHANGE_MS: the nodes' timer, default 5000, and
+# their kubelet's restart, default 1000).
 #
 # Builds what it needs: the harness `nb-bench` (crate benchkit/) and
 # testkit's `fake-update-engine` (debug), and a release build of
@@ -211,7 +213,7 @@ fi
 if want follow-fleet; then
     log "follow-fleet: ${FOLLOW_NODES:-1000} simulated nodes follow the API server's release (maxChanging 10, 1, a failing node)"
     echo "follow-fleet: where each round ended" >> "$STEPS"
-    "$H" follow-fleet --nodes "${FOLLOW_NODES:-1000}" 2> >(tee -a "$OUT/log" | grep -E '^follow-fleet' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect
+    "$H" follow-fleet --nodes "${FOLLOW_NODES:-1000}" ${FOLLOW_TIMER_MS:+--timer-ms "$FOLLOW_TIMER_MS"} ${FOLLOW_CHANGE_MS:+--change-ms "$FOLLOW_CHANGE_MS"} 2> >(tee -a "$OUT/log" | grep -E '^follow-fleet' >&2) | tee >(grep '^STEPS' | cut -f2- >> "$STEPS") | collect
 fi
 
 if want fleet; then

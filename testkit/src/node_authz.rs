@@ -209,8 +209,10 @@ async fn serve(listener: tokio::net::TcpListener, state: Shared) {
     }
 }
 
-/// One request of a keep-alive connection: its body, or `None` at its end.
-async fn request(conn: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+/// One HTTP/1.1 request of a keep-alive connection (what the API server
+/// sends an authorization webhook): its body, or `None` at the
+/// connection's end. `buf` carries what was read past it to the next call.
+pub async fn read_request(conn: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
@@ -241,7 +243,7 @@ async fn request(conn: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<
 
 async fn connection(mut conn: tokio::net::TcpStream, state: Shared) {
     let mut buf = Vec::new();
-    while let Some(body) = request(&mut conn, &mut buf).await {
+    while let Some(body) = read_request(&mut conn, &mut buf).await {
         let review: Value = serde_json::from_slice(&body).unwrap_or_default();
         let status = answer(&review["spec"], &state).await;
         state

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use testkit::apiserver::KubeAuth;
 use testkit::kube::{ControlPlane, Kubectl, StaticToken};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const AGENTS: usize = 4;
 /// How long the slow authorizer takes for `slowpoke`.
@@ -40,34 +40,8 @@ async fn slow_authorizer(listener: tokio::net::TcpListener, slow_in_progress: Ar
         let slow = slow_in_progress.clone();
         tokio::spawn(async move {
             let mut buf = Vec::new();
-            loop {
-                // One request: head, then Content-Length bytes of body.
-                let head_end = loop {
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    let mut chunk = [0u8; 8192];
-                    match conn.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                while buf.len() < head_end + len {
-                    let mut chunk = [0u8; 8192];
-                    match conn.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let review: Value =
-                    serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or_default();
-                buf.drain(..head_end + len);
+            while let Some(body) = testkit::node_authz::read_request(&mut conn, &mut buf).await {
+                let review: Value = serde_json::from_slice(&body).unwrap_or_default();
                 if review["spec"]["user"] == "slowpoke" {
                     slow.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(SLOW).await;

@@ -35,26 +35,6 @@ pub(crate) fn os_version(vm: &VmNode) -> String {
         .unwrap_or_default()
 }
 
-/// After a boot that ended in the agent's reboot (the VM is down): what
-/// the disk holds before the next boot.
-pub(crate) fn assert_rebooted_for_the_update(vm: &VmNode, m: &TorcxMirror) {
-    assert!(
-        vm.read("/etc/kubernetes/kubelet.env").is_none(),
-        "kubelet.env must wait for the boot that runs the new OS and docker"
-    );
-    assert!(
-        !vm.exists("/var/lib/docker/image/marker"),
-        "docker's old datadir is wiped on the way down"
-    );
-    assert_eq!(vm.read("/etc/torcx/next-profile").unwrap(), "tectonic\n");
-    assert!(vm.exists(&m.stored()));
-    assert_eq!(
-        vm.read(testkit::vm::PENDING_UPDATE).unwrap().trim(),
-        NEXT_OS,
-        "update_engine staged the new OS"
-    );
-}
-
 /// After the boot that runs the new OS: the node is complete, with the new
 /// OS, the wanted docker applied by torcx, kubelet.env for
 /// `cluster_version` and kubelet.

@@ -97,6 +97,10 @@ pub struct Round {
     /// From the first node's first run to the end (the last release, or
     /// the halt).
     pub took: Duration,
+    /// From the first run to the round's last look: `took`, and after a
+    /// halt the `after_halt` watched for nodes starting. The requests and
+    /// the CPU are counted over it.
+    pub watched: Duration,
     pub history: audit::History,
     pub runs: Vec<RunRecord>,
     pub restarts: Vec<Restart>,
@@ -155,6 +159,10 @@ impl Fleet {
             format!("--audit-policy-file={}", policy.display()),
             format!("--audit-log-path={}", audit.display()),
             "--audit-log-format=json".into(),
+            // One file, never rotated (the default rotates at 100 MB,
+            // which a thousand nodes write in minutes): a round reads its
+            // part from where the file ended when it started.
+            "--audit-log-maxsize=1000000".into(),
             // The fleet's requests, not a limiter's, are measured.
             "--max-requests-inflight=2000".into(),
             "--max-mutating-requests-inflight=1000".into(),
@@ -354,6 +362,7 @@ impl Fleet {
             workers.push(std::thread::spawn(move || w.run()));
         }
         let ended = self.watch(spec, t0, &fail, &runs);
+        let watched = t0.elapsed();
         stop.store(true, Ordering::SeqCst);
         for w in workers {
             w.join()
@@ -364,7 +373,15 @@ impl Fleet {
             cpu_secs(self.running.apiserver_pid()),
             cpu_secs(self.running.etcd_pid()),
         );
-        let text = self.audit_log()[audit_from..].to_string();
+        let whole = self.audit_log();
+        let Some(text) = whole.get(audit_from..) else {
+            bail!(
+                "the audit log is shorter ({} bytes) than when the round started ({audit_from}): was it rotated?",
+                whole.len()
+            );
+        };
+        let text = text.to_string();
+        drop(whole);
         let writes = audit::lease_writes(&text, LEASE).map_err(anyhow::Error::msg)?;
         let history = audit::check(&writes, spec.max_changing as usize)
             .map_err(|e| anyhow::anyhow!("the lease's history breaks the rule: {e}"))?;
@@ -380,6 +397,7 @@ impl Fleet {
             spec: spec.clone(),
             nodes: self.names.len(),
             took,
+            watched,
             waiting: waiting_requests(&runs, &requests),
             node_requests: requests.len(),
             node_lists,

@@ -129,6 +129,7 @@ pub fn rows(r: &Round) -> Vec<Row> {
             .unwrap_or_default()
     );
     let took = r.took.as_secs_f64();
+    let watched = r.watched.as_secs_f64();
     let hold = mean_hold(r);
     let changed = r.history.takes.len();
     let floor = (changed as f64 / f64::from(s.max_changing)).ceil() * hold;
@@ -172,10 +173,10 @@ pub fn rows(r: &Round) -> Vec<Row> {
         row(
             format!("{what}: API server requests/s of the nodes; CPU (cores)"),
             format!(
-                "{:.0}/s; {:.2} kube-apiserver, {:.2} etcd; {} of {} runs lost a connection",
-                r.node_requests as f64 / took,
-                r.apiserver_cpu / took,
-                r.etcd_cpu / took,
+                "{:.0}/s over {watched:.0} s; {:.2} kube-apiserver, {:.2} etcd; {} of {} runs lost a connection",
+                r.node_requests as f64 / watched,
+                r.apiserver_cpu / watched,
+                r.etcd_cpu / watched,
                 lost_runs(r),
                 r.runs.len()
             ),
