@@ -438,18 +438,15 @@ pub fn clear_halt(kubectl: &Kubectl, node: &str) -> Result<()> {
     Ok(())
 }
 
+/// The follow lease's ConfigMap as the API server has it.
+pub fn lease_object(kubectl: &Kubectl) -> Result<Value> {
+    let out = kubectl.run(&["-n", NAMESPACE, "get", "configmap", LEASE, "-o", "json"])?;
+    Ok(serde_json::from_str(&out)?)
+}
+
 /// The follow lease's holders: node -> halted.
 pub fn holders(kubectl: &Kubectl) -> Result<std::collections::BTreeMap<String, bool>> {
-    let cm: Value = serde_json::from_str(&kubectl.run(&[
-        "-n",
-        NAMESPACE,
-        "get",
-        "configmap",
-        LEASE,
-        "-o",
-        "json",
-    ])?)?;
-    Ok(holders_of(&cm))
+    Ok(holders_of(&lease_object(kubectl)?))
 }
 
 /// The holders of the lease object `cm` (its `node.<name>` keys that are

@@ -280,18 +280,7 @@ impl Fleet {
     /// The operator removes `node`'s entry from the lease, as
     /// docs/operators.md says to clear a halt.
     pub fn clear_entry(&self, node: &str) -> Result<()> {
-        self.kubectl.run(&[
-            "-n",
-            testkit::follow::NAMESPACE,
-            "patch",
-            "configmap",
-            LEASE,
-            "--type",
-            "json",
-            "-p",
-            &format!(r#"[{{"op":"remove","path":"/data/node.{node}"}}]"#),
-        ])?;
-        Ok(())
+        testkit::follow::clear_halt(&self.kubectl, node)
     }
 
     /// The audit log so far.
@@ -301,16 +290,7 @@ impl Fleet {
 
     /// The follow lease's entries now.
     pub fn lease(&self) -> Result<node_bootstrap::follow::lease::LeaseView> {
-        let out = self.kubectl.run(&[
-            "-n",
-            testkit::follow::NAMESPACE,
-            "get",
-            "configmap",
-            LEASE,
-            "-o",
-            "json",
-        ])?;
-        let v: serde_json::Value = serde_json::from_str(&out)?;
+        let v = testkit::follow::lease_object(&self.kubectl)?;
         node_bootstrap::follow::lease::read(Some(&v)).map_err(anyhow::Error::msg)
     }
 
