@@ -70,8 +70,11 @@ pub const AUDIT_POLICY_YAML: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n
 - level: Metadata\n  userGroups: [\"system:nodes\"]\n\
 - level: None\n";
 
-/// While this file exists on a node, its kubelet's starts wait 8 s first
-/// (the sysext worker's test drop-in, [`boot`]).
+/// While this file exists on a node, a start of its kubelet is held (at
+/// most 60 s, less than the agent's 90 s restart timeout): the sysext
+/// worker's test drop-in, [`boot`]. A power cut then lands in the switching
+/// phase whatever the machine's load (an 8 s sleep in its place let a
+/// loaded CI run see the phase late and cut the power after it).
 pub const SLOW_RESTART: &str = "/run/nb-test-slow-restart";
 
 /// The API server's audit log so far (on the master).
@@ -167,9 +170,9 @@ pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
         "30-test-slow-restart",
         &format!(
             "# The test: while {SLOW_RESTART} exists (a file of /run: gone at the next\n\
-             # boot), a start of the kubelet waits 8 s first, so that a power cut lands\n\
-             # while a change of the kubelet is in its switching phase.\n\
-             [Service]\nExecStartPre=/bin/sh -c 'if [ -e {SLOW_RESTART} ]; then sleep 8; fi'\n"
+             # boot), a start of the kubelet is held (60 s at most; $$ is systemd's $),\n\
+             # so that a power cut lands while a change of the kubelet is switching.\n\
+             [Service]\nExecStartPre=/bin/sh -c 'i=0; while [ -e {SLOW_RESTART} ] && [ $$i -lt 120 ]; do sleep 0.5; i=$$((i+1)); done'\n"
         ),
     )?;
     let master = &nodes[0];

@@ -98,21 +98,53 @@ pub fn skip_unless_available() -> bool {
     )
 }
 
-/// A free TCP port on loopback (released at once: the caller binds it soon).
+/// A free TCP port for a server the rig starts (released at once: the
+/// caller binds it soon), below the kernel's ephemeral range.
 ///
-/// Never one this process handed out before: the kernel may give the port
-/// it just took back to the next bind, and a control plane whose etcd
-/// client and peer ports came out alike never starts (etcd: "address
-/// already in use"; seen once).
+/// Below it, because a rig's servers go down and come back (a master's
+/// power cut, an API server's restart): a port of the ephemeral range is
+/// the kernel's to hand out meanwhile, as the source port of any outgoing
+/// connection on the host (the other nodes' kubelets, kubectl, the agents)
+/// or to any `bind(:0)`, and the server that comes back finds its port
+/// taken. Ports below the range are given only to an explicit bind: this
+/// function's, the only chooser. Never one this process handed out before
+/// either: a control plane whose etcd client and peer ports came out alike
+/// never starts (etcd: "address already in use"; seen once).
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = l.local_addr().expect("local addr").port();
-        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+    static NEXT: std::sync::Mutex<Option<u32>> = std::sync::Mutex::new(None);
+    let (low, high) = rig_port_range();
+    let span = high - low;
+    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+    // Each test process starts at its own place (its pid), so that two
+    // running at once rarely meet; the bind below settles it when they do.
+    let mut offset = next.unwrap_or(std::process::id().wrapping_mul(7919) % span);
+    for _ in 0..span {
+        let port = (low + offset % span) as u16;
+        offset = (offset + 1) % span;
+        // Free for a listener on any address, and for one on loopback.
+        let free = std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free {
+            *next = Some(offset);
             return port;
         }
+    }
+    panic!("no free port in {low}..{high}, below the ephemeral range");
+}
+
+/// The rig's ports: from 20000 (clear of Kubernetes' own defaults,
+/// 10248-10259) up to the start of the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`; 32768 by default), or the top 10000
+/// ports where that range starts too low to leave room.
+fn rig_port_range() -> (u32, u32) {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    if ephemeral_low >= 22000 {
+        (20000, ephemeral_low)
+    } else {
+        (55536, 65536)
     }
 }
 

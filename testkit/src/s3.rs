@@ -47,10 +47,6 @@ pub fn skip_unless_s3() -> bool {
     )
 }
 
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// A running moto_server.
 pub struct S3Server {
     pub port: u16,
@@ -72,7 +68,7 @@ impl S3Server {
     fn spawn(no_auth_count: Option<&str>) -> Result<S3Server> {
         let mut last = None;
         for _ in 0..3 {
-            let port = free_port()?;
+            let port = crate::kube::free_port();
             let log = tempfile::NamedTempFile::new()?;
             let mut cmd = Command::new("moto_server");
             cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])

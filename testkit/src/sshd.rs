@@ -15,7 +15,7 @@ use crate::simnode::SimNode;
 use anyhow::{Context, Result, bail};
 use std::fs;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,7 +51,7 @@ impl NodeSsh {
         keygen(&dir.path().join("client_key"), "push test client")?;
         let host_pub = read_pub(&dir.path().join("host_key.pub"))?;
         let client_pub = read_pub(&dir.path().join("client_key.pub"))?;
-        let port = free_port()?;
+        let port = crate::kube::free_port();
         Ok(NodeSsh {
             port,
             dir,
@@ -207,11 +207,6 @@ fn read_pub(path: &Path) -> Result<String> {
         .with_context(|| format!("reading {}", path.display()))?
         .trim()
         .to_string())
-}
-
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("binding a loopback port")?;
-    Ok(l.local_addr()?.port())
 }
 
 /// The node's copy of a host account file, `/etc/<name>`: the upper dir's

@@ -115,6 +115,11 @@ fn worker_joins_with_the_api_servers_version_without_a_reboot() {
             lines.iter().any(|l| l["MESSAGE"] == "step done"),
             "no 'step done' for {step}"
         );
+        // Each names its unit itself: `journalctl -u` finds a line that
+        // journald could not attribute (its sender gone, systemd #2913).
+        for l in &lines {
+            assert_eq!(l["OBJECT_SYSTEMD_UNIT"], KNB, "{step}: {l}");
+        }
     }
     let j = state_journal(&n).unwrap();
     assert_eq!(
