@@ -61,9 +61,16 @@ fn run_upgrades_the_agent_first_and_the_new_agent_completes_the_first_boot() {
         .map(|l| l["VERSION"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(started, [env!("CARGO_PKG_VERSION"), "0.2.0"]);
-    let j = state_journal(&n).unwrap();
+    // The run records kubelet-env done (fsynced) after its READY=1, beside
+    // the kubelet's start (src/flow/driver.rs): waited for, not read at once.
+    let j = n
+        .wait_for(
+            "kubelet-env done in the state journal",
+            Duration::from_secs(60),
+            |n| state_journal(n).filter(|j| j["steps"]["kubelet-env"]["status"] == "done"),
+        )
+        .unwrap();
     assert_eq!(j["steps"]["agent-upgrade"]["result"]["to"], "0.2.0");
     assert_eq!(j["steps"]["agent-upgrade"]["result"]["action"], "upgraded");
-    assert_eq!(j["steps"]["kubelet-env"]["status"], "done");
     n.shutdown().unwrap();
 }
