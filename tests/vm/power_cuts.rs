@@ -103,9 +103,13 @@ fn power_cuts_in_the_first_boots_converge() {
     // journal write after it (the records of the confirmations and of
     // kubelet.env). That record is on disk after the cut (nothing would
     // ever redo it: later boots skip the agent).
+    // No canary here (cuts 1 and 2 show that a cut loses the page cache):
+    // the kubelet's start runs beside this cut, and a sync of the whole
+    // filesystem by any of its processes writes the canary too (a
+    // fresh-clone run, 2026-12-02, saw it survive this cut).
     vm.boot().unwrap();
     vm.wait_ready(BOOT).unwrap();
-    let seen = cut_when(&mut vm, "4: kubelet.env written", true, |j| {
+    let seen = cut_when(&mut vm, "4: kubelet.env written", false, |j| {
         step_status(j, "kubelet-env") == "done"
     });
     assert!(
