@@ -110,11 +110,13 @@ pub fn colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> b
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-/// The service a process runs in, from its `/proc/PID/cgroup`: the first
-/// `*.service` of its path in the unified hierarchy (cgroup v2, `0::`),
-/// else of its path in systemd's named v1 hierarchy (`name=systemd`); a
-/// controller's hierarchy is not systemd's to name. None outside a
-/// service (a login session's scope, a container's root).
+/// The service a process runs in, from its `/proc/PID/cgroup`: the last
+/// `*.service` of its path (the innermost: a system run inside a host's
+/// service without a cgroup namespace of its own shows both), in the
+/// unified hierarchy (cgroup v2, `0::`), else in systemd's named v1
+/// hierarchy (`name=systemd`); a controller's hierarchy is not systemd's
+/// to name. None outside a service (a login session's scope, a
+/// container's root).
 pub fn service_of_cgroup(cgroup: &str) -> Option<String> {
     let service_in = |want: fn(&str) -> bool| {
         cgroup.lines().find_map(|l| {
@@ -124,7 +126,7 @@ pub fn service_of_cgroup(cgroup: &str) -> Option<String> {
                 return None;
             }
             path.split('/')
-                .find(|c| c.ends_with(".service") && c.len() > ".service".len())
+                .rfind(|c| c.ends_with(".service") && c.len() > ".service".len())
                 .map(str::to_string)
         })
     };
@@ -147,6 +149,14 @@ mod tests {
         // A sub-cgroup of a service (Delegate=): still the service.
         assert_eq!(
             service_of_cgroup("0::/system.slice/k8s-node-bootstrap.service/helper\n").as_deref(),
+            Some("k8s-node-bootstrap.service")
+        );
+        // Nested: a system whose cgroup path shows its host's service too.
+        assert_eq!(
+            service_of_cgroup(
+                "0::/system.slice/ci.service/node/system.slice/k8s-node-bootstrap.service\n"
+            )
+            .as_deref(),
             Some("k8s-node-bootstrap.service")
         );
         // cgroup v1 (hybrid): systemd's named hierarchy, not a controller's.

@@ -300,6 +300,30 @@ fn wait_followed(rig: &ClusterRig, workers: &[&SimNode], names: &[&str], version
     }
 }
 
+/// While this file exists on the node whose power was cut, its follow run
+/// waits (a drop-in of the test's, written while the node is down).
+const HOLD_FOLLOW: &str = "/var/lib/nb-test-hold-follow";
+
+/// The agent's `follow` lines on `n`, oldest first: when, which unit,
+/// what, and the phase and converge fields (for a failure's message).
+fn follow_lines(n: &SimNode) -> String {
+    n.journal_json(&["STEP=follow"])
+        .iter()
+        .map(|l| {
+            let f = |k: &str| l[k].as_str().unwrap_or("-").to_string();
+            format!(
+                "{} {} {} phase={} converged={}",
+                f("__REALTIME_TIMESTAMP"),
+                f("OBJECT_SYSTEMD_UNIT"),
+                f("MESSAGE"),
+                f("PHASE"),
+                f("CONVERGED")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn unschedulable(rig: &ClusterRig, node: &str) -> bool {
     rig.kubectl
         .run(&["get", "node", node, "-o", "jsonpath={.spec.unschedulable}"])
@@ -345,6 +369,20 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
     // Flatcar starts its containerd at boot; the rig's OS does not enable
     // it (the agent enables only a containerd package of its own).
     testkit::pods::enable_os_unit(n, "containerd.service", "multi-user.target").unwrap();
+    // The follow run at boot proves the converged change or rolls it back
+    // 30 s after the converge; a loaded machine's boot can take that long
+    // to return. It waits (while HOLD_FOLLOW exists, 120 s at most) until
+    // the converge's result is read.
+    n.drop_in(
+        "node-bootstrap-follow.service",
+        "30-test-hold",
+        &format!(
+            "# The test: the follow run waits while {HOLD_FOLLOW} exists (120 s at most).\n\
+             [Service]\nExecStartPre=/bin/sh -c 'i=0; while [ -e {HOLD_FOLLOW} ] && [ $$i -lt 240 ]; do sleep 0.5; i=$$((i+1)); done'\n"
+        ),
+    )
+    .unwrap();
+    n.write(HOLD_FOLLOW, "", 0o644).unwrap();
     n.boot().unwrap();
     // One kubelet's files, whole, at boot: the new one's, its image linked.
     n.wait_for("the converge at boot", Duration::from_secs(60), |n| {
@@ -356,7 +394,8 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
     let env = n.read("/etc/kubernetes/kubelet.env").unwrap();
     assert!(
         env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\"")),
-        "{first}: {env}"
+        "{first}: {env}\nthe agent's follow lines:\n{}",
+        follow_lines(n)
     );
     let link = n
         .exec(&["readlink", "/etc/extensions/kubernetes.raw"])
@@ -370,6 +409,7 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
         converged.contains("converged before the kubelet starts"),
         "{converged}"
     );
+    n.exec(&["rm", HOLD_FOLLOW]).unwrap();
     // Rolled back: halted in the lease, Ready again with the previous kubelet.
     let f = wait_standing(n, "halted", Duration::from_secs(150));
     assert!(
