@@ -77,6 +77,16 @@ pub const AUDIT_POLICY_YAML: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n
 /// loaded CI run see the phase late and cut the power after it).
 pub const SLOW_RESTART: &str = "/run/nb-test-slow-restart";
 
+/// A drop-in's `[Service]` section whose `ExecStartPre=` holds the unit's
+/// start while `path` exists on the node, `max_secs` at most (`$$` is
+/// systemd's escape of `$`).
+pub fn hold_while(path: &str, max_secs: u32) -> String {
+    format!(
+        "[Service]\nExecStartPre=/bin/sh -c 'i=0; while [ -e {path} ] && [ $$i -lt {} ]; do sleep 0.5; i=$$((i+1)); done'\n",
+        max_secs * 2
+    )
+}
+
 /// The API server's audit log so far (on the master).
 pub fn audit_log(master: &SimNode) -> String {
     master.read(AUDIT_LOG).unwrap_or_default()
@@ -170,9 +180,9 @@ pub fn boot(rig: &FollowRig) -> Result<Vec<SimNode>> {
         "30-test-slow-restart",
         &format!(
             "# The test: while {SLOW_RESTART} exists (a file of /run: gone at the next\n\
-             # boot), a start of the kubelet is held (60 s at most; $$ is systemd's $),\n\
-             # so that a power cut lands while a change of the kubelet is switching.\n\
-             [Service]\nExecStartPre=/bin/sh -c 'i=0; while [ -e {SLOW_RESTART} ] && [ $$i -lt 120 ]; do sleep 0.5; i=$$((i+1)); done'\n"
+             # boot), a start of the kubelet is held (60 s at most), so that a power cut\n\
+             # lands while a change of the kubelet is switching.\n{}",
+            hold_while(SLOW_RESTART, 60)
         ),
     )?;
     let master = &nodes[0];

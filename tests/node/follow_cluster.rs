@@ -362,7 +362,9 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
             .read("/var/lib/node-bootstrap/follow/change.json")
             .is_some_and(|c| c.contains("\"phase\": \"switching\""));
         let env = n.read("/etc/kubernetes/kubelet.env").unwrap_or_default();
-        (switching && env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\""))).then_some(())
+        // ... and the new kubelet's start held (the drop-in's ExecStartPre).
+        let held = n.prop("kubelet.service", "SubState").ok()? == "start-pre";
+        (switching && held && env.contains(&format!("KUBELET_IMAGE_TAG=\"{bad}\""))).then_some(())
     })
     .unwrap();
     n.power_cut().unwrap();
@@ -377,8 +379,8 @@ fn a_bad_release_is_rolled_back_on_the_first_node(
         "node-bootstrap-follow.service",
         "30-test-hold",
         &format!(
-            "# The test: the follow run waits while {HOLD_FOLLOW} exists (120 s at most).\n\
-             [Service]\nExecStartPre=/bin/sh -c 'i=0; while [ -e {HOLD_FOLLOW} ] && [ $$i -lt 240 ]; do sleep 0.5; i=$$((i+1)); done'\n"
+            "# The test: the follow run waits while {HOLD_FOLLOW} exists (120 s at most).\n{}",
+            follow::hold_while(HOLD_FOLLOW, 120)
         ),
     )
     .unwrap();
