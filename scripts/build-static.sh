@@ -12,9 +12,12 @@
 #   scripts/build-static.sh --release  target/release/node-bootstrap-static
 #                                      (what you host for your nodes)
 #
-# Only the binary's own crate is compiled again, with crt-static, linking the
-# dependencies already built for `cargo build` (crt-static changes only the
-# final link on this target: no second build of the dependencies).
+# crt-static changes only the final link on this target, but the dependencies
+# are a second set all the same: built for the agent alone, they have other
+# features than in the tests' build (`cargo build --workspace --all-targets`
+# adds those of testkit, benchkit and the dev-dependencies: tokio's
+# test-util, zbus's service side, ...). About 2 minutes on 2 cores the first
+# time; scripts/test.sh keeps them in its build cache (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=debug

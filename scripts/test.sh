@@ -15,6 +15,8 @@
 # CI=true a skip fails its test instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# cargo's intermediate files in a cache outside the checkout (see the script).
+. scripts/cargo-cache.sh
 ./scripts/setup.sh
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 

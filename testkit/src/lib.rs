@@ -105,20 +105,31 @@ pub fn standin(name: &str) -> PathBuf {
 
 /// A binary built in this workspace's target dir (same profile as the
 /// running test). Panics with a hint when it is missing.
+///
+/// The test runs from `<build dir>/<profile>/deps/`; the binaries are in
+/// `<target dir>/<profile>/`. The two are one directory unless cargo was
+/// given a build dir of its own (`CARGO_BUILD_BUILD_DIR`: scripts/test.sh
+/// keeps its intermediate files in a cache outside the checkout); then the
+/// binaries are in `CARGO_TARGET_DIR`, or the checkout's `target/`.
 pub fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    // Tests live in target/<profile>/deps/, binaries in target/<profile>/.
     let mut dir = exe.parent().expect("exe has a directory");
     if dir.ends_with("deps") {
         dir = dir.parent().expect("deps has a parent");
     }
-    let p = dir.join(name);
-    assert!(
-        p.exists(),
-        "{} is not built; run `cargo build --workspace` first",
-        p.display()
-    );
-    p
+    let profile = dir.file_name().expect("a profile directory");
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("target"));
+    let beside = dir.join(name);
+    let uplifted = target_dir.join(profile).join(name);
+    match [&beside, &uplifted].into_iter().find(|p| p.exists()) {
+        Some(p) => p.clone(),
+        None => panic!(
+            "{} is not built; run `cargo build --workspace` first",
+            uplifted.display()
+        ),
+    }
 }
 
 /// A tokio runtime for a test or helper that is not async itself:
