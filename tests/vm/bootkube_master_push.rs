@@ -14,7 +14,7 @@ fn bootkube_master_push_over_ssh_and_a_power_cut_during_bootkube_leave_no_done_f
     if skip(&["terraform", "ssh-keygen", "ssh", "strip"]) {
         return;
     }
-    let _one_at_a_time = testkit::vm::exclusive();
+    let _turn = testkit::vm::slot();
     let t0 = Instant::now();
     let d = Delivery::new();
     let mut vm = VmNode::new("master-0").unwrap();

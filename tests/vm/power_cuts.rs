@@ -26,7 +26,7 @@ fn power_cuts_in_the_first_boots_converge() {
     if skip(&["terraform", "ssh-keygen", "strip"]) {
         return;
     }
-    let _one_at_a_time = testkit::vm::exclusive();
+    let _turn = testkit::vm::slot();
     let t0 = Instant::now();
     let d = Delivery::new();
     let m = TorcxMirror::new();

@@ -33,7 +33,7 @@ fn a_sysext_worker_gets_containerd_and_the_kubelet_merged_by_pid1_for_its_sandbo
     if skip(&["terraform", "ssh-keygen", "strip", "mkfs.ext4"]) {
         return;
     }
-    let _one_at_a_time = testkit::vm::exclusive();
+    let _turn = testkit::vm::slot();
     let t0 = Instant::now();
     let mut d = Delivery::of_cluster_version(CLUSTER);
     let mappings = d.path().join("runtime-mappings.yaml");

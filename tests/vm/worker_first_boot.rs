@@ -12,7 +12,7 @@ fn worker_first_boot_from_the_rendered_config_runs_the_agent_to_a_running_kubele
     if skip(&["terraform", "ssh-keygen", "strip"]) {
         return;
     }
-    let _one_at_a_time = testkit::vm::exclusive();
+    let _turn = testkit::vm::slot();
     let t0 = Instant::now();
     let d = Delivery::new();
     // The shipped defaults (real node paths; OS updates and the addon off).

@@ -46,7 +46,7 @@ fn worker_first_boot_with_an_os_update_joins_a_control_plane_on_containerd_and_r
     {
         return;
     }
-    let _one_at_a_time = testkit::vm::exclusive();
+    let _turn = testkit::vm::slot();
     let t0 = Instant::now();
     // The control plane on the host, its certificate valid for the address
     // the VM reaches the host at; it dials kubelets at their InternalIP. In

@@ -46,8 +46,8 @@
 //! guest), TCG otherwise (`NB_VM_ACCEL=kvm|tcg` forces one). Under TCG a
 //! boot takes about a minute (measured on 2 loaded cores: multi-threaded
 //! TCG with 2 vCPUs booted in 38 s where 1 vCPU took 47 s; `-cpu qemu64`,
-//! the baseline CPU, in 47 s where `-cpu max` took 55 s), so VM tests hold
-//! [`exclusive`] and run one machine at a time. A guest kernel that locks
+//! the baseline CPU, in 47 s where `-cpu max` took 55 s). VM tests hold a
+//! [`slot`]: two tests' machines at a time by default ([`at_once`]). A guest kernel that locks
 //! up under TCG (an emulator fault, see [`lockup`]) is power-cut and
 //! booted again by [`VmNode::wait_ready`], which says so.
 
@@ -64,7 +64,7 @@ pub use qga::GuestOutput;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The address at which the guest reaches forwarded host ports.
@@ -224,11 +224,46 @@ fn probe_kvm(image: &Image) -> (Accel, String) {
     }
 }
 
-/// VM tests hold this while their machines run: one VM at a time (under
-/// TCG two would only slow each other down).
-pub fn exclusive() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// A VM test's turn to run machines: [`slot`] gives it, dropping it gives
+/// it back.
+pub struct VmSlot(());
+
+impl Drop for VmSlot {
+    fn drop(&mut self) {
+        let (running, freed) = slots();
+        *running.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        freed.notify_one();
+    }
+}
+
+fn slots() -> &'static (Mutex<usize>, Condvar) {
+    static SLOTS: OnceLock<(Mutex<usize>, Condvar)> = OnceLock::new();
+    SLOTS.get_or_init(|| (Mutex::new(0), Condvar::new()))
+}
+
+/// How many VM tests run their machines at once: `NB_VM_AT_ONCE`, else 2.
+/// A guest under TCG leaves a core of this 2-core kind idle most of its
+/// time (it waits on its disk, its timers, the host's servers): a second
+/// machine beside it fills that time; 1 gives each machine the host alone.
+pub fn at_once() -> usize {
+    std::env::var("NB_VM_AT_ONCE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(2)
+}
+
+/// VM tests hold this while their machines run: at most [`at_once`] tests
+/// at a time; the others wait here for their turn.
+pub fn slot() -> VmSlot {
+    let (running, freed) = slots();
+    let max = at_once();
+    let mut n = running.lock().unwrap_or_else(|e| e.into_inner());
+    while *n >= max {
+        n = freed.wait(n).unwrap_or_else(|e| e.into_inner());
+    }
+    *n += 1;
+    VmSlot(())
 }
 
 /// Why VMs cannot run here, if they cannot.
