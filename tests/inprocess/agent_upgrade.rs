@@ -185,12 +185,15 @@ fn kill_9_at_any_point_of_an_upgrade_leaves_a_working_agent() {
     let mut seen = std::collections::BTreeSet::new();
     // Cuts that left part of the new agent staged: they landed in the download.
     let mut in_download = 0;
-    for i in 0..24u32 {
+    // Twelve cuts from the start to just past an uninterrupted upgrade's
+    // length: before the download, in it, between it and the replace, after.
+    const CUTS: u32 = 12;
+    for i in 0..CUTS {
         // Start over from 0.1.0 with no previous.
         fs::copy(&fresh, r.path("opt/bin/.reset")).unwrap();
         fs::rename(r.path("opt/bin/.reset"), r.binary()).unwrap();
         let _ = fs::remove_file(r.previous());
-        let delay = full.mul_f64(f64::from(i) / 20.0);
+        let delay = full.mul_f64(f64::from(i) / f64::from(CUTS - 2));
         let mut child = Command::new(r.binary())
             .arg("--config")
             .arg(r.path("config.json"))
@@ -233,11 +236,11 @@ fn kill_9_at_any_point_of_an_upgrade_leaves_a_working_agent() {
         assert_eq!(r.version_of(&r.previous()), "0.1.0", "cut {i}");
     }
     eprintln!(
-        "{in_download} of 24 cuts landed in the download ({new_size} bytes; an upgrade took {full:?})"
+        "{in_download} of {CUTS} cuts landed in the download ({new_size} bytes; an upgrade took {full:?})"
     );
     assert!(
-        in_download >= 6,
-        "only {in_download} of 24 cuts left part of the new agent staged: the sweep hardly tests a cut in the download"
+        in_download >= CUTS / 4,
+        "only {in_download} of {CUTS} cuts left part of the new agent staged: the sweep hardly tests a cut in the download"
     );
     assert_eq!(
         seen.into_iter().collect::<Vec<_>>(),
