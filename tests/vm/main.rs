@@ -47,7 +47,8 @@
 //! Elsewhere each test says `SKIPPED <test>: …`; under `CI=true` it fails
 //! instead.
 //!
-//! Every test holds `vm::slot()`: two tests' machines at a time (`NB_VM_AT_ONCE`). Run it:
+//! Every test holds `vm::slot()`: two tests' machines at a time
+//! (`NB_VM_AT_ONCE`). Run it:
 //! `sudo -E cargo test --test vm -- --nocapture` (timings of each boot go to
 //! stderr).
 

@@ -47,9 +47,10 @@
 //! boot takes about a minute (measured on 2 loaded cores: multi-threaded
 //! TCG with 2 vCPUs booted in 38 s where 1 vCPU took 47 s; `-cpu qemu64`,
 //! the baseline CPU, in 47 s where `-cpu max` took 55 s). VM tests hold a
-//! [`slot`]: two tests' machines at a time by default ([`at_once`]). A guest kernel that locks
-//! up under TCG (an emulator fault, see [`lockup`]) is power-cut and
-//! booted again by [`VmNode::wait_ready`], which says so.
+//! [`slot`]: two tests' machines at a time by default ([`at_once`]). A
+//! guest kernel that locks up under TCG (an emulator fault, see
+//! [`lockup`]) is power-cut and booted again by [`VmNode::wait_ready`],
+//! which says so.
 
 pub mod disk;
 pub mod lockup;
