@@ -1001,3 +1001,32 @@ impl Drop for VmNode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Four tests asking for a turn at once: never more than `at_once()`
+    /// hold one, and every one gets its turn.
+    #[test]
+    fn no_more_tests_than_at_once_run_machines_and_each_gets_a_turn() {
+        let holding = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let _turn = slot();
+                    let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(100));
+                    holding.fetch_sub(1, Ordering::SeqCst);
+                    done.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        assert_eq!(done.load(Ordering::SeqCst), 4);
+        assert_eq!(most.load(Ordering::SeqCst), at_once().min(4));
+    }
+}
