@@ -75,6 +75,11 @@ const TEXTFILE: &str = "/var/lib/node_exporter/textfile_collector/node_bootstrap
 /// Boots `n` and expects the agent's reboot for the docker change.
 fn boot_to_docker_reboot(n: &mut SimNode) {
     n.boot().unwrap();
+    docker_reboot(n);
+}
+
+/// Expects the agent of booted `n` to reboot for the docker change.
+fn docker_reboot(n: &mut SimNode) {
     assert_eq!(
         n.wait_down(BOOT).unwrap(),
         BootEnd::Reboot,
@@ -173,7 +178,15 @@ Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
                 // docker changes (the addon's), so one reboot; containerd
                 // is the OS's: no reboot.
                 if *runtime == Runtime::Auto {
-                    boot_to_docker_reboot(w);
+                    w.boot().unwrap();
+                    // A worker booted with the master retries until the
+                    // master's last boot has a stable API server (its
+                    // first manifests, the token's Secret, are the sign):
+                    // its time to the reboot counts from there, not from
+                    // its own boot, which a slow host spends on the
+                    // master's three boots (CI, 2026-12-02: 240 s).
+                    wait_for_the_token_secret(rig);
+                    docker_reboot(w);
                 }
                 w.boot().unwrap();
                 w.wait_active_state("kubelet.service", "active", BOOT)
@@ -184,6 +197,7 @@ Environment=\"KUBELET_EXTRA_ARGS=--no-such-kubelet-flag\"\n",
         // exit 5 stops the unit for good, before docker or kubelet.env.
         let bad = &mut bad[0];
         bad.boot().unwrap();
+        wait_for_the_token_secret(rig);
         bad.wait_active_state(KNB, "failed", BOOT).unwrap();
     });
     eprintln!("all nodes booted after {:?}", t0.elapsed());
