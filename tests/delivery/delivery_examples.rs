@@ -10,8 +10,10 @@
 //! the inputs is reported once however many nodes there are; `plan` and
 //! `check-config` refuse the mappings a node would refuse; and no secret
 //! given wrong reaches terraform's output.
-//! (`examples/aws` needs the AWS provider, which cannot be installed
-//! offline: delivery_terraform.rs reads it with python-hcl2.)
+//! `examples/aws` needs the AWS provider, which cannot be installed
+//! offline: its Ignition half (its locals and provider-free modules,
+//! verbatim) is rendered and checked like the others, and
+//! delivery_terraform.rs reads the rest with python-hcl2.
 
 use crate::support::{
     checkout_copy, ignition_file, ignition_file_text, ignition_validate, operator_shell, root,
@@ -284,6 +286,13 @@ fn kubelet_dropins(cfg: &Value) -> Vec<String> {
 fn follow_switch_on(dir: &Path) -> (usize, String) {
     fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
     operator_shell(dir, "terraform apply");
+    follow_on_every_node(dir)
+}
+
+/// Every rendered node's config has the follow units (the timer and the
+/// converge unit enabled) and `follow.enabled`; the number of nodes and
+/// the `follow_rbac` output.
+fn follow_on_every_node(dir: &Path) -> (usize, String) {
     let nodes = rendered(dir);
     for (node, cfg) in &nodes {
         assert_eq!(
@@ -442,6 +451,188 @@ fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_tok
         stderr.contains("versions.k8s.\"1.31\".containerd has \"1.5\": the kubelet of Kubernetes 1.31 speaks only CRI v1"),
         "{stderr}"
     );
+}
+
+/// The block of HCL `text` that starts with the line `header` (e.g.
+/// `module "follow" {`), through its closing brace.
+fn hcl_block(text: &str, header: &str) -> String {
+    let start = text
+        .find(&format!("\n{header}\n"))
+        .unwrap_or_else(|| panic!("no `{header}` block"))
+        + 1;
+    let mut depth = 0;
+    for (i, c) in text[start..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return text[start..=start + i].to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("`{header}` is not closed")
+}
+
+/// The AWS example's Ignition half, runnable offline: its variables and
+/// its `locals` and provider-free module blocks taken verbatim from its
+/// main.tf, the bucket's name in place of `module.assets.bucket` (the
+/// S3 module, the IAM roles and the instances need the AWS provider,
+/// which cannot be installed here). Each role's config is written to
+/// `rendered/<role>.ign` after an apply by [`aws_apply`].
+fn aws_ignition_half(dir: &Path, bucket: &str) {
+    let main = fs::read_to_string(dir.join("main.tf")).unwrap();
+    let locals = hcl_block(&main, "locals {");
+    let principal = "  ec2_principal = \"ec2.${data.aws_partition.current.dns_suffix}\"\n";
+    assert!(
+        locals.contains(principal) && locals.contains("bucket          = module.assets.bucket"),
+        "the example's locals changed: {locals}"
+    );
+    let mut half = String::from(
+        "# The test: the AWS example's locals and provider-free modules, verbatim\n\
+         # but for the bucket's name.\n",
+    );
+    half.push_str(
+        &locals
+            .replace(principal, "")
+            .replace("module.assets.bucket", &format!("\"{bucket}\"")),
+    );
+    for m in [
+        "ignition_master",
+        "ignition_worker",
+        "follow",
+        "bootstrap_token",
+    ] {
+        half.push_str("\n\n");
+        half.push_str(&hcl_block(&main, &format!("module \"{m}\" {{")));
+    }
+    fs::write(dir.join("main.tf"), half + "\n").unwrap();
+    fs::write(
+        dir.join("versions.tf"),
+        "terraform {\n  required_version = \">= 1.9.0\"\n}\n",
+    )
+    .unwrap();
+    let outputs = fs::read_to_string(dir.join("outputs.tf")).unwrap();
+    let mut kept = String::from(
+        "output \"rendered\" {\n  value = {\n    bootkube-master = module.ignition_master.rendered\n    \
+         worker          = module.ignition_worker.rendered\n  }\n  sensitive = true\n}\n",
+    );
+    for o in ["follow_rbac", "follow_config"] {
+        kept.push('\n');
+        kept.push_str(&hcl_block(&outputs, &format!("output \"{o}\" {{")));
+        kept.push('\n');
+    }
+    fs::write(dir.join("outputs.tf"), kept).unwrap();
+}
+
+/// `terraform apply` of [`aws_ignition_half`], then each role's config
+/// written to `rendered/<role>.ign`; what the apply printed.
+fn aws_apply(dir: &Path) -> String {
+    let printed = operator_shell(dir, "terraform apply");
+    let out: Value =
+        serde_json::from_str(&operator_shell(dir, "terraform output -json rendered")).unwrap();
+    fs::create_dir_all(dir.join("rendered")).unwrap();
+    for (role, config) in out.as_object().unwrap() {
+        let path = dir.join("rendered").join(format!("{role}.ign"));
+        fs::write(path, config.as_str().unwrap()).unwrap();
+    }
+    printed
+}
+
+/// The AWS example's configs, as its bucket would hold them: a bootkube
+/// master that pulls the asset bundle from the bucket (the bundle's
+/// SHA-256 pinned) and workers with the bootstrap token only, both on
+/// the agent's defaults for today's Flatcar; the `follow` switch reaches
+/// both. Checked by ignition-validate and `check-config --ignition`.
+#[test]
+fn the_aws_examples_ignition_configs_render_todays_nodes_pulling_from_the_bucket() {
+    if skip_without(&["terraform", "ignition-validate"]) {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let secret = "0123456789s3cr3t";
+    let dir = example(
+        work.path(),
+        "aws",
+        json!({
+            "agent_sha512": "ab".repeat(64),
+            "kubeconfig_path": inputs().join("kubeconfig"),
+            "bootstrap_token": {"id": "abcdef", "secret": secret, "expiration": "2099-01-01T00:00:00Z"},
+            "ssh_authorized_keys": [operator_pub()],
+        }),
+    );
+    fs::copy(inputs().join("keyring.asc"), dir.join("keyring.asc")).unwrap();
+    let bundle = b"the asset bundle".as_slice();
+    fs::write(dir.join("assets.tar.gz"), bundle).unwrap();
+    let bucket = "demo-assets-20261202";
+    aws_ignition_half(&dir, bucket);
+    let out = operator_shell(&dir, "terraform init") + &aws_apply(&dir);
+    assert!(!out.contains(secret), "terraform printed the token");
+    let nodes = rendered(&dir);
+    let names: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["bootkube-master", "worker"]);
+    let (master, worker) = (&nodes[0].1, &nodes[1].1);
+
+    let agent = agent_config(master);
+    // The agent's defaults (no backend, no runtime named) and the
+    // example's own settings.
+    assert!(
+        agent.get("kubelet").is_none() && agent.get("runtime").is_none(),
+        "{agent}"
+    );
+    assert_eq!(agent["os_update"]["enabled"], true, "{agent}");
+    assert_eq!(
+        agent["sources"]["url"],
+        "https://mirror.example.internal/node-bootstrap"
+    );
+    let sha256 = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(bundle))
+    };
+    assert_eq!(
+        agent["assets"],
+        json!({
+            "mode": "pull",
+            "s3": {
+                "bucket": bucket,
+                "key": "assets/assets.tar.gz",
+                "region": "eu-west-1",
+                "checksum_sha256": sha256,
+            }
+        })
+    );
+    let seed = ignition_file_text(master, "/etc/kubernetes/installer/kubelet.env").unwrap();
+    assert!(seed.contains("KUBELET_IMAGE_TAG=\"v1.31.4\""), "{seed}");
+    assert!(ignition_file(master, "/etc/kubernetes/kubeconfig").is_some());
+
+    let agent = agent_config(worker);
+    // (the module writes every role's assets.mode; only the master pulls)
+    assert_eq!(agent["assets"], json!({"mode": "push"}), "{agent}");
+    assert_eq!(agent["cluster"]["credential"], "bootstrap-token");
+    assert!(ignition_file(worker, "/etc/kubernetes/bootstrap-kubeconfig").is_some());
+    assert!(ignition_file(worker, "/etc/kubernetes/kubeconfig").is_none());
+    for (node, cfg) in &nodes {
+        assert!(
+            ignition_file(cfg, "/etc/kubernetes/installer/keyring.asc").is_some(),
+            "{node}: no keyring"
+        );
+        let (_, stderr) = check_config(&dir.join(format!("rendered/{node}.ign")));
+        assert!(
+            stderr.contains("kubelet backend: auto")
+                && stderr.contains("(Kubernetes 1.30, 1.31, 1.32, 1.33)"),
+            "{node}: {stderr}"
+        );
+    }
+    assert_eq!(follow_units(master), []);
+
+    // `follow = true`: both roles' configs follow.
+    fs::write(dir.join("follow.auto.tfvars"), "follow = true\n").unwrap();
+    aws_apply(&dir);
+    let (nodes, rbac) = follow_on_every_node(&dir);
+    assert_eq!(nodes, 2);
+    assert!(rbac.contains("name: node-bootstrap-follow-lease"), "{rbac}");
 }
 
 /// `terraform plan` in `dir` as an operator runs it, which must fail.

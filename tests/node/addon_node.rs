@@ -16,7 +16,9 @@
 //!   store, profile and kubelet.env untouched;
 //! - a kill -9 during the download leaves no file under a final name and
 //!   the next run completes (resuming the download);
-//! - sysext: the image is merged by systemd-sysext at the next boot;
+//! - sysext: on a Flatcar without torcx (3794.0.0 on), the backend the
+//!   operator left to `auto` is sysext, and the image is merged by
+//!   systemd-sysext at the next boot;
 //! - pre-reboot hook + GC: the next OS version boots with its docker.
 
 use serde_json::{Value, json};
@@ -406,8 +408,11 @@ fn pre_reboot_hook_readies_the_next_os_which_then_boots_with_its_docker() {
     n.shutdown().unwrap();
 }
 
+/// A release without torcx (Flatcar removed it in 3794.0.0) and an addon
+/// config that names no backend, as the examples write it: `auto` picks
+/// sysext.
 #[test]
-fn sysext_image_is_merged_by_systemd_sysext_at_the_next_boot() {
+fn without_torcx_auto_picks_the_sysext_image_which_systemd_sysext_merges_at_the_next_boot() {
     if skip_unless_possible() {
         return;
     }
@@ -441,7 +446,7 @@ fn sysext_image_is_merged_by_systemd_sysext_at_the_next_boot() {
     .unwrap();
     n.write(
         "/etc/node-bootstrap/config.json",
-        rig.config_json_for_root("", json!({"backend": "sysext"})),
+        rig.config_json_for_root("", json!({})),
         0o644,
     )
     .unwrap();
@@ -457,8 +462,10 @@ fn sysext_image_is_merged_by_systemd_sysext_at_the_next_boot() {
     wait_booted(&n);
 
     let out = ensure(&n, &[]);
+    assert_eq!(out["backend"], "sysext", "auto on {os}: {out}");
     assert_eq!(out["docker_next"], "24.0.9");
     assert_eq!(out["reboot_needed"], true);
+    assert!(!n.exists("/etc/torcx/next-profile"), "no torcx on {os}");
     assert_eq!(
         std::fs::read(n.path("/etc/extensions/docker.raw")).unwrap(),
         image
