@@ -333,22 +333,32 @@ fn follow_units(cfg: &Value) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// The bootstrap token's secret the examples' tests give, which no
+/// output may show.
+const TOKEN_SECRET: &str = "0123456789s3cr3t";
+
+/// The variables of an example whose workers start with a bootstrap
+/// token (and the operator's SSH key), with `extra` over them.
+fn token_vars(extra: Value) -> Value {
+    let mut v = json!({
+        "agent_sha512": "ab".repeat(64),
+        "bootstrap_token": {"id": "abcdef", "secret": TOKEN_SECRET, "expiration": "2099-01-01T00:00:00Z"},
+        "ssh_authorized_keys": [operator_pub()],
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
 #[test]
 fn the_flatcar_workers_example_renders_a_sysext_kubelet_on_containerd_with_a_token_and_a_keyring() {
     if skip_without(&["terraform", "ignition-validate"]) {
         return;
     }
     let work = tempfile::tempdir().unwrap();
-    let secret = "0123456789s3cr3t";
-    let dir = example(
-        work.path(),
-        "flatcar-workers",
-        json!({
-            "agent_sha512": "ab".repeat(64),
-            "bootstrap_token": {"id": "abcdef", "secret": secret, "expiration": "2099-01-01T00:00:00Z"},
-            "ssh_authorized_keys": [operator_pub()],
-        }),
-    );
+    let secret = TOKEN_SECRET;
+    let dir = example(work.path(), "flatcar-workers", token_vars(json!({})));
     // The CA and the key, where the tfvars template names them.
     let pki = testkit::apiserver::Pki::generate();
     fs::write(dir.join("ca.crt"), &pki.ca_pem).unwrap();
@@ -552,16 +562,11 @@ fn the_aws_examples_ignition_configs_render_todays_nodes_pulling_from_the_bucket
         return;
     }
     let work = tempfile::tempdir().unwrap();
-    let secret = "0123456789s3cr3t";
+    let secret = TOKEN_SECRET;
     let dir = example(
         work.path(),
         "aws",
-        json!({
-            "agent_sha512": "ab".repeat(64),
-            "kubeconfig_path": inputs().join("kubeconfig"),
-            "bootstrap_token": {"id": "abcdef", "secret": secret, "expiration": "2099-01-01T00:00:00Z"},
-            "ssh_authorized_keys": [operator_pub()],
-        }),
+        token_vars(json!({"kubeconfig_path": inputs().join("kubeconfig")})),
     );
     fs::copy(inputs().join("keyring.asc"), dir.join("keyring.asc")).unwrap();
     let bundle = b"the asset bundle".as_slice();
